@@ -31,6 +31,7 @@ from mobiperf.units import parse_duration_ns, parse_size
 
 MOUNT_TIMEOUT_S = 10.0
 UNMOUNT_TIMEOUT_S = 10.0
+UNMOUNT_RETRY_S = 3.0
 DAEMON_EXIT_TIMEOUT_S = 15.0
 COUNTERS_TIMEOUT_S = 5.0
 IMAGE_NAME = "disk.img"
@@ -278,8 +279,13 @@ class ThrottledStore:
         if proc is None:
             return
         if os.path.ismount(self.mountpoint):
-            if not _run_quietly(["fusermount3", "-u", str(self.mountpoint)], UNMOUNT_TIMEOUT_S):
-                _run_quietly(["fusermount3", "-uz", str(self.mountpoint)], UNMOUNT_TIMEOUT_S)
+            # a loop device detached a moment ago may still hold the file: retry before unmounting lazily
+            deadline = time.monotonic() + UNMOUNT_RETRY_S
+            while not _run_quietly(["fusermount3", "-u", str(self.mountpoint)], UNMOUNT_TIMEOUT_S):
+                if time.monotonic() > deadline:
+                    _run_quietly(["fusermount3", "-uz", str(self.mountpoint)], UNMOUNT_TIMEOUT_S)
+                    break
+                time.sleep(0.1)
         try:
             proc.wait(timeout=DAEMON_EXIT_TIMEOUT_S)
         except subprocess.TimeoutExpired:

@@ -37,7 +37,8 @@
  * Files.  Each open()/create() makes one struct fc_file (fi->fh) with a
  * native fd opened with the caller's flags minus O_APPEND (the kernel
  * computes append offsets itself; with O_APPEND pwrite would ignore them)
- * and O_WRONLY widened to O_RDWR where allowed.  A policy that keeps data for
+ * and, with writeback_cache, O_WRONLY widened to O_RDWR (the kernel then
+ * reads partial pages through write-only files).  A policy that keeps data for
  * a file after the request returns takes a reference with fc_file_get() and
  * drops it with fc_file_put(); the fd stays valid until the last put.  A
  * file reference also keeps its inode alive.
@@ -145,8 +146,9 @@ struct fc_config {
 /*
  * An inode of the mirrored tree.  ino (the FUSE node id) is the address of
  * this struct; the root is FUSE_ROOT_ID and maps to fc_root.
- * Fields below 'lock' are written only by the core under 'lock'; policies
- * read fd, src_dev, src_ino, is_reg freely and own pdata (and its locking).
+ * Policies read fd, src_dev, src_ino, is_reg freely, own pdata, and may use
+ * 'lock' (initialised by the core, never taken by it) to protect pdata.
+ * nlookup, refs and hnext belong to the core (inode table lock).
  */
 struct fc_inode {
 	int fd;			/* O_PATH fd of the native inode; constant */
@@ -154,9 +156,9 @@ struct fc_inode {
 	ino_t src_ino;
 	bool is_reg;		/* regular file (at lookup time) */
 	void *pdata;		/* policy's per-inode state */
-	pthread_mutex_t lock;	/* protects nlookup, refs, hash chain */
-	uint64_t nlookup;	/* kernel lookups not yet forgotten */
-	uint64_t refs;		/* core + policy references (open files...) */
+	pthread_mutex_t lock;	/* for the policy; the core never takes it */
+	uint64_t nlookup;	/* kernel lookups not yet forgotten (table lock) */
+	uint64_t refs;		/* open files + policy references (table lock) */
 	struct fc_inode *hnext;	/* inode table chain (table lock) */
 };
 

@@ -1,0 +1,48 @@
+# The two commands a newcomer needs, on a fresh Debian machine (as root, or with sudo):
+#   make demo   set everything up, then trace a workload on the emulated phone storage stack and report it
+#   make test   set everything up, then run the test suite
+# Each set-up step is skipped quickly when already done.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+DEBIAN_PACKAGES := e2fsprogs xfsprogs btrfs-progs fuse3 libfuse3-dev pkg-config strace sqlite3 \
+	libsqlite3-dev adb build-essential blktrace fio
+PY_SOURCES := setup.cfg pyproject.toml $(shell find mobiperf collectors analyzers reports -name '*.py')
+
+.PHONY: demo test setup system-packages reference bench clean
+
+demo: setup
+	$(BIN)/mobiperf run -t local --stack ext4 -- dd if=/dev/zero of=demo.dat bs=512k count=128 oflag=direct
+
+test: setup
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+setup: .stamps/system-packages .stamps/venv reference
+
+system-packages: .stamps/system-packages
+.stamps/system-packages:
+	@missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:" $$missing; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+	@mkdir -p .stamps && touch $@
+
+.stamps/venv: $(PY_SOURCES) .stamps/system-packages
+	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	@mkdir -p .stamps && touch $@
+
+reference: .stamps/system-packages
+	$(MAKE) -s -C reference-impl
+
+bench: setup
+	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf .stamps $(VENV) build *.egg-info
+	$(MAKE) -s -C reference-impl clean

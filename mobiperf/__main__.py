@@ -1,0 +1,3 @@
+from mobiperf.cli import main
+
+main()

@@ -1,0 +1,247 @@
+"""The mobiperf command line. Handlers are thin: they parse options, call the pipeline, and print.
+
+One option vocabulary across subcommands: -t/--target, -o/--output, -n/--repeat, --format text|json|csv,
+sizes as 4k/512k/8M, durations as 10ms/2s.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from mobiperf.errors import MobiperfError, UsageError
+
+
+def _examples(*lines: str) -> str:
+    return "\n\n\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def _transport(target: str):
+    from mobiperf.target.transport import LocalTransport
+
+    if target == "local":
+        return LocalTransport()
+    if target == "adb" or target.startswith("adb:"):
+        try:
+            from mobiperf.target.adb import AdbTransport
+        except ImportError:
+            raise UsageError("adb targets are not available in this build") from None
+        serial = target.partition(":")[2] or None
+        return AdbTransport(serial=serial)
+    raise UsageError(f"unknown target {target!r}; targets are `local` and `adb[:SERIAL]` (see `mobiperf targets`)")
+
+
+target_option = click.option("-t", "--target", default="local", show_default=True,
+                             help="Where to run: local, or adb[:SERIAL].")
+format_option = click.option("--format", "fmt", type=click.Choice(["text", "json", "csv"]), default="text",
+                             show_default=True, help="Output format.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(package_name="mobiperf")
+def cli() -> None:
+    """Where does a phone's storage IO time go, and did a change help?
+
+    mobiperf runs a workload on a target's storage stack, traces every layer, classifies every IO and draws an
+    HTML report.
+    """
+
+
+@cli.command("targets", epilog=_examples("mobiperf targets", "mobiperf targets --format json"))
+@format_option
+def cmd_targets(fmt: str) -> None:
+    """List the targets mobiperf can run on."""
+    rows = [{"target": "local", "kind": "host", "description": "this machine (emulated phone storage stack)"}]
+    try:
+        from mobiperf.target.adb import list_adb_devices
+    except ImportError:
+        list_adb_devices = None
+    if list_adb_devices is not None:
+        try:
+            for dev in list_adb_devices():
+                rows.append({"target": f"adb:{dev['serial']}", "kind": "adb",
+                             "description": " ".join(str(dev.get(k, "")) for k in ("model", "android_version")
+                                                     if dev.get(k)), **dev})
+        except MobiperfError as e:
+            click.echo(f"note: adb devices not listed: {e}", err=True)
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2))
+    else:
+        for r in rows:
+            click.echo(f"{r['target']:<24} {r['kind']:<6} {r['description']}")
+
+
+@cli.command("probe", epilog=_examples("mobiperf probe", "mobiperf probe -t local --format json"))
+@target_option
+@format_option
+def cmd_probe(target: str, fmt: str) -> None:
+    """Print what the target can do: root, tracefs, trace events, strace, FUSE, loop devices, filesystems,
+    IO schedulers."""
+    from mobiperf.target.probe import probe
+
+    caps = probe(_transport(target)).as_dict()
+    if fmt == "json":
+        click.echo(json.dumps(caps, indent=2))
+        return
+    if fmt == "csv":
+        for k, v in caps.items():
+            click.echo(f"{k},{json.dumps(v) if isinstance(v, (dict, list)) else v}")
+        return
+    yes = lambda b: "yes" if b else "no"  # noqa: E731
+    click.echo(f"target      {caps['target']} (kernel {caps['kernel']})")
+    click.echo(f"root        {yes(caps['is_root'])}")
+    click.echo(f"tracefs     {caps['tracefs_path'] or 'not found'}  writable: {yes(caps['tracefs_writable'])}  "
+               f"instances: {yes(caps['tracefs_instances'])}")
+    for system in ("block", "ext4", "jbd2", "f2fs", "fuse", "writeback", "syscalls"):
+        names = caps["events"].get(system)
+        click.echo(f"  {system:<10}{len(names)} events" if names else f"  {system:<10}absent")
+    click.echo(f"strace      {caps['strace'] or 'not installed'}")
+    click.echo(f"FUSE        /dev/fuse: {yes(caps['fuse'])}  fusermount: {caps['fusermount'] or 'no'}")
+    click.echo(f"loop        {yes(caps['loop_devices'])}")
+    click.echo("mkfs        " + "  ".join(f"{fs}: {yes(ok)}" for fs, ok in caps["filesystems"].items()))
+    click.echo(f"schedulers  {' '.join(caps['schedulers']) or 'none found'}")
+
+
+@cli.command("run", epilog=_examples(
+    "mobiperf run -t local --stack ext4 -- dd if=/dev/zero of=f bs=512k count=64 oflag=direct",
+    "mobiperf run --stack ext4 --scheduler bfq -n 3 -o runs/seq -- mobibench -p . -f 65536 -r 512 -a 0",
+    "mobiperf run --stack ext4+fuse -- mobibench -p . -d 0 -n 100 -j 1"))
+@target_option
+@click.option("--stack", "stack_spec", default="ext4", show_default=True,
+              help="Storage stack, bottom first: ext4, xfs, btrfs, ext4+fuse, ext4+bfuse:io_unit=512k, ...")
+@click.option("--scheduler", help="IO scheduler of the stack's device: none, mq-deadline, bfq, kyber.")
+@click.option("-n", "--repeat", default=1, show_default=True, type=click.IntRange(1, 1000),
+              help="Repetitions, each on a fresh stack.")
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Run directory to create (never overwritten).")
+@click.option("--image-size", default="1G", show_default=True, help="Size of the emulated data partition.")
+@click.option("--event", "events", multiple=True, help="Extra trace event system:name (repeatable).")
+@click.option("--timeout", help="Kill the workload after this long (e.g. 10m).")
+@click.argument("command", nargs=-1, required=True)
+def cmd_run(target, stack_spec, scheduler, repeat, output, image_size, events, timeout, command) -> None:
+    """Set up the stack, run COMMAND in its working directory while tracing, tear the stack down, then parse,
+    analyze and report."""
+    from mobiperf import pipeline
+    from mobiperf.collectors.ftrace import parse_event_names
+    from mobiperf.stack import parse_image_size, parse_stack_spec
+    from mobiperf.target.probe import probe
+    from mobiperf.units import parse_duration_ns
+
+    request = pipeline.RunRequest(
+        stack=parse_stack_spec(stack_spec), command=list(command), scheduler=scheduler, repeat=repeat,
+        image_size=parse_image_size(image_size), extra_events=parse_event_names(list(events)),
+        timeout_s=parse_duration_ns(timeout) / 1e9 if timeout else None)
+    out = output or pipeline.default_run_path(request)
+    transport = _transport(target)
+    caps = probe(transport)
+    try:
+        rundir = pipeline.run(transport, caps, request, out)
+    except KeyboardInterrupt:
+        click.echo(f"\ninterrupted; the partial run is kept at {out} (marked incomplete)", err=True)
+        sys.exit(130)
+    meta = rundir.read_meta()
+    _print_summary(meta)
+    click.echo(f"report: {rundir.path / 'report.html'}")
+    if meta["status"] == "failed":
+        codes = [r["exit_code"] for r in meta["repetitions"]]
+        raise MobiperfError(f"the workload failed (exit status {codes}); the run is kept at {rundir.path}")
+
+
+@cli.command("analyze", epilog=_examples("mobiperf analyze runs/20261122-ext4-dd",
+                                         "mobiperf analyze runs/x --format json"))
+@click.argument("rundir", type=click.Path(path_type=Path))
+@format_option
+def cmd_analyze(rundir: Path, fmt: str) -> None:
+    """Re-parse and re-analyze a run directory offline, and print its IO classification."""
+    from mobiperf import pipeline
+    from mobiperf.runstore import RunDir
+
+    run = RunDir.open(rundir)
+    results = pipeline.analyze(run, reparse=True)
+    _print_table(results["io_class"], fmt)
+
+
+@cli.command("report", epilog=_examples("mobiperf report runs/x", "mobiperf report runs/x -o /tmp/x.html"))
+@click.argument("rundir", type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the HTML here instead of RUNDIR.")
+def cmd_report(rundir: Path, output: Path | None) -> None:
+    """Draw the HTML report of a run directory from its result tables."""
+    from mobiperf import pipeline
+    from mobiperf.runstore import RunDir
+
+    run = RunDir.open(rundir)
+    if not run.has_table("io_class"):
+        pipeline.analyze(run)
+    click.echo(pipeline.report(run, output))
+
+
+@cli.command("show", epilog=_examples("mobiperf show runs/x", "mobiperf show runs/x --format json"))
+@click.argument("rundir", type=click.Path(path_type=Path))
+@format_option
+def cmd_show(rundir: Path, fmt: str) -> None:
+    """Print a run's description and metrics."""
+    from mobiperf.runstore import RunDir
+
+    meta = RunDir.open(rundir).read_meta()
+    if fmt == "json":
+        click.echo(json.dumps(meta, indent=2))
+        return
+    if fmt == "csv":
+        click.echo("metric,labels,value,unit")
+        for m in meta.get("metrics", []):
+            labels = ";".join(f"{k}={v}" for k, v in m.get("labels", {}).items())
+            click.echo(f"{m['name']},{labels},{m['value']},{m['unit']}")
+        return
+    click.echo(f"run      {meta.get('id')}  ({meta.get('status')})")
+    click.echo(f"stack    {meta.get('stack')}  scheduler: {meta.get('scheduler') or 'default'}")
+    click.echo(f"command  {' '.join(meta.get('command', []))}")
+    for r in meta.get("repetitions", []):
+        lost = r.get("ftrace", {}).get("lost_events", 0)
+        click.echo(f"rep {r['index']}    exit {r['exit_code']}  workload {r['workload_ns'] / 1e9:.3f} s"
+                   f"  lost events {lost}")
+    for w in meta.get("warnings", []):
+        click.echo(f"warning  {w}")
+    _print_summary(meta)
+
+
+def _print_summary(meta: dict) -> None:
+    from mobiperf.metrics import metric_key
+    from mobiperf.reports.page import _fmt
+
+    for m in sorted(meta.get("metrics", []), key=metric_key):
+        click.echo(f"  {metric_key(m):<58} {_fmt(m)}")
+
+
+def _print_table(df, fmt: str) -> None:
+    if fmt == "json":
+        click.echo(json.dumps(df.to_dicts(), indent=2))
+    elif fmt == "csv":
+        click.echo(df.write_csv(), nl=False)
+    else:
+        import polars as pl
+
+        with pl.Config(tbl_rows=200, tbl_cols=20, tbl_hide_dataframe_shape=True):
+            click.echo(df)
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except MobiperfError as e:
+        click.echo(f"mobiperf: error: {e}", err=True)
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,210 @@
+"""The one place that sequences the stages: collect -> parse -> analyze -> report.
+
+Each stage reads the files of the previous one from the run directory and writes its own, so `analyze` and
+`report` can be re-run offline, and nothing after `collect` touches a device.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shlex
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Sequence
+
+import polars as pl
+
+from mobiperf import metrics as metrics_mod
+from mobiperf.analyzers import registry
+from mobiperf.collectors.ftrace import EventSpec, FtraceSession, block_event_specs
+from mobiperf.collectors.parse.block_requests import pair_block_requests
+from mobiperf.collectors.parse.ftrace_text import parse_ftrace_text
+from mobiperf.errors import MissingTableError, TargetError
+from mobiperf.reports.page import render_report
+from mobiperf.runstore import RunDir
+from mobiperf.schema import BLOCK_EVENT, BLOCK_RQ, RESULTS, TRACE_MARKER
+from mobiperf.stack import REFERENCE_BIN, LocalStack, StackSpec
+from mobiperf.target.probe import Capabilities
+from mobiperf.target.transport import Transport
+
+
+@dataclass
+class RunRequest:
+    """What `mobiperf run` was asked to do."""
+
+    stack: StackSpec
+    command: list[str]
+    scheduler: str | None = None
+    repeat: int = 1
+    image_size: int = 1 << 30
+    extra_events: list[EventSpec] = field(default_factory=list)
+    timeout_s: float | None = None
+
+
+def default_run_path(request: RunRequest) -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    program = Path(request.command[0]).name if request.command else "run"
+    return Path("runs") / f"{stamp}-{str(request.stack).split(':')[0].replace('+', '-')}-{program}"
+
+
+def run(transport: Transport, caps: Capabilities, request: RunRequest, out: Path) -> RunDir:
+    """Collect every repetition, then parse, analyze and report. The run is kept whatever happens."""
+    rundir = RunDir.create(out, {
+        "id": out.name, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "mobiperf": _version(), "host": platform.node(), "target": caps.as_dict(), "stack": str(request.stack),
+        "scheduler": request.scheduler, "command": request.command, "repetitions": [], "warnings": [],
+    })
+    started = time.time()
+    for rep in range(request.repeat):
+        record = collect_repetition(transport, caps, request, rundir, rep)
+        meta = rundir.read_meta()
+        meta["repetitions"].append(record)
+        rundir.write_meta(meta)
+    rundir.update_meta(timings={"collect_s": round(time.time() - started, 3)})
+    analyze(rundir, reparse=True)
+    report(rundir)
+    failed = any(r["exit_code"] != 0 for r in rundir.read_meta()["repetitions"])
+    rundir.update_meta(status="failed" if failed else "complete")
+    return rundir
+
+
+def collect_repetition(transport: Transport, caps: Capabilities, request: RunRequest, rundir: RunDir,
+                       rep: int) -> dict:
+    raw = rundir.raw_dir(rep)
+    if not caps.tracefs_path or not caps.tracefs_writable:
+        raise TargetError("tracing needs a writable tracefs (mount -t tracefs nodev /sys/kernel/tracing, as root)")
+    with LocalStack(transport, request.stack, scheduler=request.scheduler, image_size=request.image_size,
+                    counters_dir=raw) as stack:
+        events = block_event_specs(stack.dev_major, stack.dev_minor) + request.extra_events
+        with FtraceSession(transport, caps.tracefs_path, events, raw) as ftrace:
+            env = {"MOBIPERF_WORKDIR": stack.workdir, "MOBIBENCH_TRACE_MARKER": ftrace.marker_path,
+                   "PATH": f"{REFERENCE_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+            ftrace.start()
+            t0 = time.monotonic_ns()
+            proc = transport.start(request.command, stdout_path=raw / "stdout.txt", stderr_path=raw / "stderr.txt",
+                                   cwd=stack.workdir, env=env)
+            try:
+                exit_code = _wait(proc, request.timeout_s)
+            finally:
+                if proc.poll() is None:  # Ctrl-C or a timeout: the workload must not outlive its stack
+                    proc.kill()
+            elapsed = time.monotonic_ns() - t0
+            # Writeback of a buffered workload may still be in flight: let it reach the traced device.
+            transport.run(["sync", "-f", stack.workdir], timeout=120)
+            stats = ftrace.stop()
+    return {"index": rep, "exit_code": exit_code, "workload_ns": elapsed, "stack": stack.as_dict(),
+            "ftrace": {"clock": stats.clock, "lost_events": stats.lost_events, "per_cpu": stats.per_cpu}}
+
+
+def _wait(proc, timeout_s: float | None) -> int:
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        code = proc.poll()
+        if code is not None:
+            return code
+        if deadline is not None and time.monotonic() > deadline:
+            proc.kill()
+            raise TargetError(f"the workload did not finish within {timeout_s:g} s and was killed")
+        time.sleep(0.02)
+
+
+def parse(rundir: RunDir) -> dict:
+    """raw/ -> tables/: block events and markers of every repetition, then one row per block request."""
+    events, markers, summary = [], [], {"lines": 0, "unparsed": {}, "other_events": {}}
+    for rep, raw in rundir.raw_dirs():
+        trace = raw / "ftrace.txt"
+        if not trace.exists():
+            continue
+        parsed = parse_ftrace_text(trace, rep)
+        events.append(parsed.block_event)
+        markers.append(parsed.trace_marker)
+        summary["lines"] += parsed.lines
+        for ev, n in parsed.unparsed_by_event.items():
+            summary["unparsed"][ev] = summary["unparsed"].get(ev, 0) + n
+        for ev, n in parsed.other_events.items():
+            summary["other_events"][ev] = summary["other_events"].get(ev, 0) + n
+    if not events:
+        raise MissingTableError(f"{rundir.path}: no raw ftrace.txt in raw/rep*/ to parse (was collection "
+                                "interrupted before tracing started?)")
+    block_event = pl.concat(events)
+    rundir.write_table(BLOCK_EVENT, block_event)
+    rundir.write_table(TRACE_MARKER, pl.concat(markers))
+    block_rq, pairing = pair_block_requests(block_event)
+    rundir.write_table(BLOCK_RQ, block_rq)
+    summary["pairing"] = pairing.as_dict()
+    return summary
+
+
+def analyze(rundir: RunDir, *, reparse: bool = False) -> dict[str, pl.DataFrame]:
+    """tables/ -> results/ and the metrics in run.json; re-parses first when asked or when tables are missing."""
+    meta = rundir.read_meta()
+    if reparse or not rundir.has_table("block_rq"):
+        meta["parse"] = parse(rundir)
+        warnings = [w for w in meta.get("warnings", []) if not w.startswith("parse:")]
+        warnings += [f"parse: {n} {ev} lines did not match a known format" for ev, n in meta["parse"]["unparsed"].items()]
+        lost = sum(r.get("ftrace", {}).get("lost_events", 0) for r in meta.get("repetitions", []))
+        if lost:
+            warnings.append(f"parse: the kernel dropped {lost} trace events (ring buffer overrun); counts are low")
+        meta["warnings"] = warnings
+    results: dict[str, pl.DataFrame] = {}
+    available = {name: rundir.read_table(name) for name in ("block_rq",) if rundir.has_table(name)}
+    for analyzer in registry():
+        inputs = []
+        for need in analyzer.needs:
+            table = results.get(need, available.get(need))
+            if table is None:
+                raise MissingTableError(f"analyzer {analyzer.name} needs the {need} table; enable the trace events "
+                                        f"{', '.join(analyzer.events) or need} when collecting")
+            inputs.append(table)
+        results[analyzer.produces] = RESULTS[analyzer.produces].validate(analyzer.run(*inputs))
+        rundir.write_table(RESULTS[analyzer.produces], results[analyzer.produces])
+    per_rep = []
+    for record in meta.get("repetitions", []):
+        rep_metrics = metrics_mod.block_metrics(results["io_class"], results["latency_summary"], record["index"])
+        rep_metrics += workload_metrics(rundir, record["index"])
+        record["metrics"] = rep_metrics
+        per_rep.append(rep_metrics)
+    meta["metrics"] = metrics_mod.median_metrics(per_rep)
+    rundir.write_meta(meta)
+    return results
+
+
+def workload_metrics(rundir: RunDir, rep: int) -> list[dict]:
+    """The workload's own figures, when it is the Mobibench-compatible generator."""
+    stdout = rundir.path / "raw" / f"rep{rep}" / "stdout.txt"
+    if not stdout.exists():
+        return []
+    text = stdout.read_text(errors="replace")
+    if "[Messurement Result]" not in text:
+        return []
+    try:
+        from mobiperf.mobibench import parse_mobibench_result
+    except ImportError:
+        return []
+    try:
+        parsed = parse_mobibench_result(text)
+    except ValueError:
+        return []
+    return [metrics_mod.metric(name, v["value"], v["unit"]) for name, v in parsed.items()]
+
+
+def report(rundir: RunDir, out: Path | None = None) -> Path:
+    meta = rundir.read_meta()
+    tables = {name: rundir.read_table(name) for name in RESULTS if rundir.has_table(name)}
+    path = out or rundir.path / "report.html"
+    tmp = Path(f"{path}.tmp")
+    tmp.write_text(render_report(meta, tables))
+    os.replace(tmp, path)
+    return path
+
+
+def _version() -> str:
+    from mobiperf import __version__
+    return __version__
+
+
+def describe_command(argv: Sequence[str]) -> str:
+    return shlex.join(argv)

@@ -1,0 +1,126 @@
+"""The run directory: the one place where a run's files live, and its run.json.
+
+    RUNDIR/run.json        format name + version, target facts, stack, command, timings, repetitions, metrics, status
+    RUNDIR/raw/rep<i>/     what the collectors brought back (trace text, event format files, per-CPU stats)
+    RUNDIR/tables/         typed event tables (Parquet), one file per row type, all repetitions with a `rep` column
+    RUNDIR/results/        analyzer output tables (Parquet)
+    RUNDIR/report.html     the report
+
+A run directory is never overwritten. It is created with status "incomplete" and only the last stage marks it
+"complete" (or "failed" when the workload failed), so an interrupted run stays on disk, labelled for what it is.
+run.json is replaced atomically (write to a temporary file, then rename), so a crash never leaves half of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from mobiperf.errors import MissingTableError, UsageError
+from mobiperf.schema import RESULTS, TABLES, Schema
+
+FORMAT_NAME = "mobiperf-run"
+FORMAT_VERSION = 1
+STATUSES = ("incomplete", "complete", "failed")
+
+
+@dataclass
+class RunDir:
+    path: Path
+
+    @classmethod
+    def create(cls, path: Path, meta: dict[str, Any]) -> "RunDir":
+        path = Path(path)
+        if path.exists():
+            raise UsageError(f"{path} already exists; a run directory is never overwritten (choose another -o)")
+        path.mkdir(parents=True)
+        for sub in ("raw", "tables", "results"):
+            (path / sub).mkdir()
+        run = cls(path)
+        run.write_meta({"format": FORMAT_NAME, "version": FORMAT_VERSION, "status": "incomplete", **meta})
+        return run
+
+    @classmethod
+    def open(cls, path: Path) -> "RunDir":
+        """An existing run directory, with its run.json checked; UsageError saying what is wrong otherwise."""
+        path = Path(path)
+        if not path.is_dir():
+            raise UsageError(f"{path}: no such run directory")
+        run = cls(path)
+        run.read_meta()
+        return run
+
+    @property
+    def meta_path(self) -> Path:
+        return self.path / "run.json"
+
+    def read_meta(self) -> dict[str, Any]:
+        try:
+            meta = json.loads(self.meta_path.read_text())
+        except FileNotFoundError:
+            raise UsageError(f"{self.path} is not a run directory: it has no run.json") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise UsageError(f"{self.meta_path} is corrupt: {e}") from None
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
+            raise UsageError(f"{self.meta_path} is not a mobiperf run description (format is not {FORMAT_NAME!r})")
+        version = meta.get("version")
+        if not isinstance(version, int) or version > FORMAT_VERSION:
+            raise UsageError(f"{self.meta_path} has format version {version!r}; this mobiperf reads up to "
+                             f"{FORMAT_VERSION} (upgrade mobiperf)")
+        if meta.get("status") not in STATUSES:
+            raise UsageError(f"{self.meta_path}: status {meta.get('status')!r} is not one of {STATUSES}")
+        return meta
+
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=".run.json.")
+        with os.fdopen(fd, "w") as f:
+            json.dump(meta, f, indent=2, sort_keys=False, default=str)
+            f.write("\n")
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a run directory is meant to be shared
+        os.replace(tmp, self.meta_path)
+
+    def update_meta(self, **changes: Any) -> dict[str, Any]:
+        meta = self.read_meta()
+        meta.update(changes)
+        self.write_meta(meta)
+        return meta
+
+    def raw_dir(self, rep: int) -> Path:
+        d = self.path / "raw" / f"rep{rep}"
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    def raw_dirs(self) -> list[tuple[int, Path]]:
+        reps = [(int(p.name[3:]), p) for p in (self.path / "raw").glob("rep*") if p.name[3:].isdigit()]
+        return sorted(reps)
+
+    # --- tables ---
+
+    def write_table(self, schema: Schema, df: pl.DataFrame) -> Path:
+        kind = "tables" if schema.name in TABLES else "results"
+        path = self.path / kind / f"{schema.name}.parquet"
+        tmp = path.with_suffix(".parquet.tmp")
+        schema.validate(df).write_parquet(tmp)
+        os.replace(tmp, path)
+        return path
+
+    def has_table(self, name: str) -> bool:
+        return self._table_path(name).exists()
+
+    def read_table(self, name: str) -> pl.DataFrame:
+        path = self._table_path(name)
+        if not path.exists():
+            raise MissingTableError(f"{self.path}: no {name} table ({path.relative_to(self.path)} is missing)")
+        schema = TABLES.get(name) or RESULTS.get(name)
+        df = pl.read_parquet(path)
+        return schema.validate(df) if schema else df
+
+    def _table_path(self, name: str) -> Path:
+        kind = "tables" if name in TABLES else "results"
+        return self.path / kind / f"{name}.parquet"

@@ -1,0 +1,304 @@
+"""The emulated phone storage stack: a loop device over an image file, a filesystem, and optional FUSE layers.
+
+A stack is described by a string, bottom layer first:
+
+    ext4                              the data partition alone
+    ext4+fuse                         /sdcard over /data/media the legacy Android way (4 KiB FUSE IO unit)
+    ext4+bfuse:io_unit=512k           the Buffered FUSE daemon with options
+    xfs+fjord:preset=fjord-ram,whitelist=cache
+
+The first element is a filesystem (with optional mkfs/mount options after `:`), the others are layers mounted on
+top, each a reference daemon from reference-impl/bin. Set-up mirrors Android: the filesystem is the data partition,
+mounted at PRIVATE/data; a FUSE layer serves PRIVATE/data/media/0 at PRIVATE/sdcard. The workload runs in the top
+layer's directory.
+
+Teardown always runs, in reverse order, also when the workload fails or the user presses Ctrl-C (a second Ctrl-C
+during teardown is ignored so it cannot leave a half-removed stack). Everything goes through a Transport, so the
+same code would drive a rooted device.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mobiperf.errors import StackError, TargetError, UsageError
+from mobiperf.target.transport import BackgroundProcess, Transport
+from mobiperf.units import parse_size
+
+FILESYSTEMS = {
+    # name: (mkfs argv prefix, Android-like mount options)
+    # lazy_itable_init=0 keeps ext4lazyinit from writing inode tables in the background of a traced run.
+    "ext4": (["mkfs.ext4", "-q", "-F", "-b", "4096", "-E", "lazy_itable_init=0,lazy_journal_init=0"],
+             "rw,nosuid,nodev,noatime,data=ordered,barrier=1"),
+    "xfs": (["mkfs.xfs", "-q", "-f"], "rw,nosuid,nodev,noatime"),
+    "btrfs": (["mkfs.btrfs", "-q", "-f"], "rw,nosuid,nodev,noatime"),
+    "f2fs": (["mkfs.f2fs", "-q", "-f"], "rw,nosuid,nodev,noatime"),
+}
+FUSE_LAYERS = {
+    # layer name: (daemon in reference-impl/bin, preset used when none is given)
+    "fuse": ("bfuse", "legacy"),
+    "bfuse": ("bfuse", "bfuse"),
+    "fjord": ("fjord", "fjord-ram"),
+}
+SCHEDULERS = ("none", "mq-deadline", "bfq", "kyber")
+REFERENCE_BIN = Path(__file__).resolve().parent.parent / "reference-impl" / "bin"
+DEFAULT_IMAGE_SIZE = 1 << 30
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    options: dict[str, str] = field(default_factory=dict)
+
+    def spec(self) -> str:
+        opts = ",".join(f"{k}={v}" for k, v in self.options.items())
+        return f"{self.name}:{opts}" if opts else self.name
+
+
+@dataclass(frozen=True)
+class StackSpec:
+    filesystem: Layer
+    layers: tuple[Layer, ...] = ()
+
+    def __str__(self) -> str:
+        return "+".join(layer.spec() for layer in (self.filesystem, *self.layers))
+
+
+def parse_stack_spec(text: str) -> StackSpec:
+    """StackSpec of `fs[:k=v,...][+layer[:k=v,...]]...`; UsageError naming the valid choices otherwise."""
+    parts = [p.strip() for p in text.split("+")]
+    if not parts or not parts[0]:
+        raise UsageError(f"empty stack spec {text!r} (examples: ext4, ext4+fuse, ext4+bfuse:io_unit=512k)")
+    layers = [_parse_layer(p, text) for p in parts]
+    fs, upper = layers[0], layers[1:]
+    if fs.name not in FILESYSTEMS:
+        raise UsageError(f"stack {text!r}: {fs.name!r} is not a filesystem; choose one of {', '.join(FILESYSTEMS)}")
+    for layer in upper:
+        if layer.name not in FUSE_LAYERS:
+            raise UsageError(f"stack {text!r}: unknown layer {layer.name!r}; layers are {', '.join(FUSE_LAYERS)}")
+    if len(upper) > 1:
+        raise UsageError(f"stack {text!r}: at most one FUSE layer over the filesystem")
+    return StackSpec(fs, tuple(upper))
+
+
+def _parse_layer(part: str, whole: str) -> Layer:
+    name, _, opts = part.partition(":")
+    options: dict[str, str] = {}
+    for item in filter(None, opts.split(",")):
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise UsageError(f"stack {whole!r}: option {item!r} of {name!r} is not key=value")
+        options[key.strip()] = value.strip()
+    return Layer(name.strip(), options)
+
+
+@dataclass
+class StackFacts:
+    """What a run needs to know about a stack that is up: where to run, which device to trace."""
+
+    spec: str
+    workdir: str
+    device: str
+    dev_major: int
+    dev_minor: int
+    filesystem: str
+    mount_options: str
+    scheduler: str
+    image_size_bytes: int
+    layers: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class LocalStack:
+    """Builds the stack on entry and always takes it down on exit.
+
+    counters_dir receives each FUSE daemon's counters JSON (the daemons write it at unmount).
+    """
+
+    def __init__(self, transport: Transport, spec: StackSpec, *, scheduler: str | None = None,
+                 image_size: int = DEFAULT_IMAGE_SIZE, workroot: str = "/var/tmp/mobiperf",
+                 counters_dir: Path | None = None, timeout_s: float = 120.0):
+        if scheduler is not None and scheduler not in SCHEDULERS:
+            raise UsageError(f"unknown IO scheduler {scheduler!r}; choose one of {', '.join(SCHEDULERS)}")
+        self.transport = transport
+        self.spec = spec
+        self.scheduler = scheduler
+        self.image_size = image_size
+        self.private = f"{workroot}/stack-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.counters_dir = counters_dir
+        self.timeout_s = timeout_s
+        self._undo: list[tuple[str, Any]] = []
+        self.facts: StackFacts | None = None
+
+    # --- set-up ---
+
+    def __enter__(self) -> StackFacts:
+        try:
+            self.facts = self._build()
+        except BaseException:
+            self._teardown()
+            raise
+        return self.facts
+
+    def __exit__(self, *exc) -> None:
+        self._teardown()
+
+    def _build(self) -> StackFacts:
+        self._require_root()
+        fs = self.spec.filesystem
+        mkfs, mount_opts = FILESYSTEMS[fs.name]
+        if not self.transport.which(mkfs[0]):
+            raise StackError(f"{mkfs[0]} is not installed; it makes the {fs.name} data partition "
+                             f"(Debian: {fs.name}progs / e2fsprogs)")
+        self._sh(["mkdir", "-p", self.private])
+        self._undo.append(("rmdir", self.private))
+        image = f"{self.private}/userdata.img"
+        self._sh(["truncate", "-s", str(self.image_size), image])
+        device = self._attach_loop(image)
+        scheduler = self._set_scheduler(device)
+        self._sh(mkfs + [o for o in fs.options.get("mkfs", "").split() if o] + [device], timeout=self.timeout_s)
+        data = f"{self.private}/data"
+        self._sh(["mkdir", "-p", data])
+        opts = fs.options.get("mount", mount_opts)
+        if self._sh(["mount", "-t", fs.name, "-o", opts, device, data], check=False).returncode != 0:
+            raise StackError(f"cannot mount {fs.name} on {device}: does this kernel support {fs.name}?")
+        self._undo.append(("umount", data))
+        major, minor = self._dev_numbers(device)
+        workdir, layers = data, []
+        for layer in self.spec.layers:
+            workdir, facts = self._mount_fuse_layer(layer, data)
+            layers.append(facts)
+        return StackFacts(spec=str(self.spec), workdir=workdir, device=device, dev_major=major, dev_minor=minor,
+                          filesystem=fs.name, mount_options=opts, scheduler=scheduler,
+                          image_size_bytes=self.image_size, layers=layers)
+
+    def _require_root(self) -> None:
+        uid = self.transport.run(["id", "-u"], timeout=10).text.strip()
+        if uid != "0":
+            raise StackError("the emulated stack needs root: it attaches a loop device, runs mkfs and mounts "
+                             "(run mobiperf as root, e.g. with sudo)")
+
+    def _attach_loop(self, image: str) -> str:
+        # direct-io keeps the host's page cache out of the device layer, as on a phone's flash.
+        done = self._sh(["losetup", "--find", "--show", "--direct-io=on", image], check=False)
+        if done.returncode != 0:
+            done = self._sh(["losetup", "--find", "--show", image], check=False)
+        if done.returncode != 0:
+            raise StackError(f"cannot attach a loop device: {done.stderr.decode(errors='replace').strip()} "
+                             "(is the loop module loaded? are loop devices left?)")
+        device = done.text.strip()
+        self._undo.append(("losetup", device))
+        return device
+
+    def _set_scheduler(self, device: str) -> str:
+        knob = f"/sys/block/{Path(device).name}/queue/scheduler"
+        current = self.transport.read_file(knob).decode()
+        active = current[current.index("[") + 1:current.index("]")] if "[" in current else current.strip()
+        if self.scheduler and self.scheduler != active:
+            available = current.replace("[", "").replace("]", "").split()
+            if self.scheduler not in available:
+                raise StackError(f"IO scheduler {self.scheduler!r} is not available on {device}; "
+                                 f"available: {', '.join(available)}")
+            self.transport.write_file(knob, self.scheduler.encode())
+            return self.scheduler
+        return active
+
+    def _dev_numbers(self, device: str) -> tuple[int, int]:
+        text = self.transport.read_file(f"/sys/block/{Path(device).name}/dev").decode().strip()
+        major, minor = text.split(":")
+        return int(major), int(minor)
+
+    def _mount_fuse_layer(self, layer: Layer, data: str) -> tuple[str, dict[str, Any]]:
+        daemon_name, default_preset = FUSE_LAYERS[layer.name]
+        daemon = REFERENCE_BIN / daemon_name
+        if not daemon.exists():
+            raise StackError(f"{daemon} is not built; run `make -C reference-impl` (or `make setup`)")
+        source, mountpoint = f"{data}/media/0", f"{self.private}/sdcard"
+        self._sh(["mkdir", "-p", source, mountpoint])
+        options = {"preset": default_preset, **layer.options}
+        counters = None
+        if self.counters_dir is not None:
+            counters = str(self.counters_dir / f"{layer.name}-counters.json")
+            options["counters"] = counters
+        argv = [str(daemon), "-f", "-o", ",".join(f"{k}={v}" for k, v in options.items()), source, mountpoint]
+        log = (self.counters_dir or Path(self.private)) / f"{layer.name}-daemon.log"
+        proc = self.transport.start(argv, stdout_path=log, stderr_path=log)
+        self._undo.append(("fuse", (mountpoint, proc)))
+        deadline = time.monotonic() + 15
+        while not self._is_mounted(mountpoint):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                message = log.read_text(errors="replace").strip() if log.exists() else ""
+                raise StackError(f"{daemon_name} did not mount {mountpoint}: {message[-400:] or 'timed out'}")
+            time.sleep(0.05)
+        return mountpoint, {"layer": layer.name, "daemon": daemon_name, "options": options, "source": source,
+                            "mountpoint": mountpoint, "counters_path": counters}
+
+    def _is_mounted(self, path: str) -> bool:
+        mounts = self.transport.read_file("/proc/self/mounts").decode(errors="replace")
+        return any(line.split()[1] == path for line in mounts.splitlines() if len(line.split()) > 1)
+
+    # --- teardown ---
+
+    def _teardown(self) -> None:
+        """Undo every step that succeeded, newest first; keep going past failures and report them at the end."""
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN) if _in_main_thread() else None
+        failures = []
+        try:
+            while self._undo:
+                kind, arg = self._undo.pop()
+                try:
+                    getattr(self, f"_undo_{kind}")(arg)
+                except (TargetError, StackError) as e:
+                    failures.append(f"{kind} {arg}: {e}")
+        finally:
+            if old is not None:
+                signal.signal(signal.SIGINT, old)
+        if failures:
+            raise StackError("stack teardown left things behind: " + "; ".join(failures))
+
+    def _undo_fuse(self, arg: tuple[str, BackgroundProcess]) -> None:
+        mountpoint, proc = arg
+        if self._is_mounted(mountpoint):
+            if self._sh(["fusermount3", "-u", mountpoint], check=False).returncode != 0:
+                self._sh(["fusermount3", "-uz", mountpoint], check=False)
+        try:
+            proc.wait(timeout=30)  # the daemon flushes its buffers and writes its counters on the way out
+        except TargetError:
+            proc.kill()
+
+    def _undo_umount(self, path: str) -> None:
+        for attempt in range(20):
+            if self._sh(["umount", path], check=False).returncode == 0:
+                return
+            time.sleep(0.1 * (attempt + 1))  # a daemon or the workload may still hold a file open
+        self._sh(["umount", "-l", path])
+
+    def _undo_losetup(self, device: str) -> None:
+        self._sh(["losetup", "-d", device])
+
+    def _undo_rmdir(self, path: str) -> None:
+        self._sh(["rm", "-rf", "--one-file-system", path])
+
+    def _sh(self, argv: list[str], *, check: bool = True, timeout: float = 60.0):
+        done = self.transport.run(argv, timeout=timeout)
+        return done.check() if check else done
+
+
+def _in_main_thread() -> bool:
+    import threading
+    return threading.current_thread() is threading.main_thread()
+
+
+def parse_image_size(text: str) -> int:
+    size = parse_size(text)
+    if size < 64 << 20:
+        raise UsageError(f"image size {text} is too small; the stack needs at least 64M")
+    return size

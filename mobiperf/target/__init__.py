@@ -1,0 +1,1 @@
+"""Targets: a transport to reach a device plus the facts probed about it."""

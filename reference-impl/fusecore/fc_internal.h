@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fusecore internals shared between the core's own .c files (not for
+ * policies): the low-level operation table, op counters, core counters.
+ */
+#ifndef FC_INTERNAL_H
+#define FC_INTERNAL_H
+
+#include "fusecore.h"
+
+enum fc_op {
+	FC_OP_INIT, FC_OP_DESTROY, FC_OP_LOOKUP, FC_OP_FORGET, FC_OP_GETATTR,
+	FC_OP_SETATTR, FC_OP_READLINK, FC_OP_MKNOD, FC_OP_MKDIR, FC_OP_UNLINK,
+	FC_OP_RMDIR, FC_OP_SYMLINK, FC_OP_RENAME, FC_OP_LINK, FC_OP_OPEN,
+	FC_OP_READ, FC_OP_WRITE, FC_OP_STATFS, FC_OP_RELEASE, FC_OP_FSYNC,
+	FC_OP_SETXATTR, FC_OP_GETXATTR, FC_OP_LISTXATTR, FC_OP_REMOVEXATTR,
+	FC_OP_FLUSH, FC_OP_OPENDIR, FC_OP_READDIR, FC_OP_RELEASEDIR,
+	FC_OP_FSYNCDIR, FC_OP_CREATE, FC_OP_FALLOCATE, FC_OP_BATCH_FORGET,
+	FC_OP_COUNT
+};
+
+/* Per-opcode request and payload byte counts (lock-free). */
+void fc_op_count(enum fc_op op, uint64_t bytes);
+
+extern const struct fuse_lowlevel_ops fc_ll_ops;
+extern const struct fc_policy *fc_pol;
+
+/* Core counters, registered by fc_counters_init(). */
+extern struct fc_counter *fc_c_pwrite_calls, *fc_c_pwrite_bytes;
+extern struct fc_counter *fc_c_pread_calls, *fc_c_pread_bytes;
+extern struct fc_counter *fc_c_splice_calls, *fc_c_splice_bytes;
+extern struct fc_counter *fc_c_fsync_calls, *fc_c_fdatasync_calls;
+void fc_counters_init(void);
+
+/* Inode table: open the root; stop() has nothing to do at exit. */
+int fc_table_init(const char *source);
+
+/* Called once at unmount (after the last request or on FUSE_DESTROY). */
+void fc_stop_policy(void);
+
+#endif /* FC_INTERNAL_H */

@@ -1,0 +1,472 @@
+// SPDX-License-Identifier: MIT
+/*
+ * fusecore entry point: command line (libfuse style, also the argument order
+ * of mount(8)'s helper: `prog SOURCE MOUNTPOINT -o opts`), option splitting
+ * between core, policy and libfuse, checks before mounting (source exists,
+ * mountpoint is a directory and not already a mount point), the session loop,
+ * the housekeeping thread (policy tick + SIGUSR1 counters dump), and the
+ * orderly unmount (policy stop, counters dump).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fc_internal.h"
+
+struct fc_config fc_cfg = {
+	.threads = 4,
+	.timeout = 1.0,
+};
+const struct fc_policy *fc_pol;
+
+static pthread_t fc_house_thread;
+static atomic_bool fc_house_stop;
+static pthread_once_t fc_stop_once = PTHREAD_ONCE_INIT;
+static bool fc_started;		/* policy->start succeeded; main thread only */
+
+struct fc_kv {
+	char *key;
+	char *val;		/* NULL for a bare key */
+};
+
+/* Collected while fuse_opt_parse runs (single threaded, before mounting). */
+static struct fc_kv *fc_opts;
+static size_t fc_nopts;
+static char *fc_nonopt[2];
+static unsigned int fc_nnonopt;
+static bool fc_help, fc_version;
+static bool fc_bad_args;
+
+static void fc_usage(const char *prog)
+{
+	printf("usage: %s [-f] [-d] -o preset=NAME[,key=value...] SOURCE "
+	       "MOUNTPOINT\n"
+	       "       mount -t fuse.%s SOURCE MOUNTPOINT -o "
+	       "preset=NAME[,key=value...]\n\n"
+	       "Mirrors the directory SOURCE at MOUNTPOINT.\n\n"
+	       "core options:\n"
+	       "    -f                   stay in the foreground\n"
+	       "    -d                   libfuse debug output (implies -f)\n"
+	       "    -o io_unit=SIZE      FUSE max_write, 4k..1M (4k, 512k)\n"
+	       "    -o threads=N         worker threads (1 = one loop thread)\n"
+	       "    -o splice=BOOL       zero-copy splice in and out\n"
+	       "    -o writeback_cache=BOOL  kernel writeback cache\n"
+	       "    -o timeout=SECONDS   entry/attr cache timeout (1)\n"
+	       "    -o counters=PATH     JSON counters at unmount and on "
+	       "SIGUSR1\n",
+	       prog, fc_pol->name);
+	if (fc_pol->options_help)
+		printf("\n%s options:\n%s", fc_pol->name, fc_pol->options_help);
+	printf("\nother -o options go to libfuse (allow_other, "
+	       "default_permissions, ...)\n");
+}
+
+static int fc_opt_proc(void *data, const char *arg, int key,
+		       struct fuse_args *outargs)
+{
+	(void)data;
+	(void)outargs;
+	if (key == FUSE_OPT_KEY_NONOPT) {
+		if (fc_nnonopt == 2) {
+			fprintf(stderr, "%s: too many arguments: '%s'\n",
+				fc_cfg.progname, arg);
+			fc_bad_args = true;
+			return 0;
+		}
+		fc_nonopt[fc_nnonopt++] = strdup(arg);
+		return 0;
+	}
+	if (key == FUSE_OPT_KEY_OPT) {
+		const char *eq;
+		struct fc_kv *kv;
+
+		if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+			fc_help = true;
+			return 0;
+		}
+		if (!strcmp(arg, "-V") || !strcmp(arg, "--version")) {
+			fc_version = true;
+			return 0;
+		}
+		if (!strcmp(arg, "-f")) {
+			fc_cfg.foreground = true;
+			return 0;
+		}
+		if (!strcmp(arg, "-d") || !strcmp(arg, "debug")) {
+			fc_cfg.debug = true;
+			fc_cfg.foreground = true;
+			return 1;
+		}
+		if (arg[0] == '-')
+			return 1;	/* libfuse's (-s is refused there) */
+		kv = realloc(fc_opts, (fc_nopts + 1) * sizeof(*fc_opts));
+		if (!kv)
+			return -1;
+		fc_opts = kv;
+		kv = &fc_opts[fc_nopts++];
+		eq = strchr(arg, '=');
+		kv->key = eq ? strndup(arg, eq - arg) : strdup(arg);
+		kv->val = eq ? strdup(eq + 1) : NULL;
+		return 0;
+	}
+	return 1;
+}
+
+/* Print "bad value" and return -1. */
+static int fc_bad(const char *key, const char *val, const char *why)
+{
+	fprintf(stderr, "%s: invalid option %s=%s: %s\n", fc_cfg.progname,
+		key, val ? val : "", why);
+	return -1;
+}
+
+/* 1 = core option handled, 0 = not a core option, -1 = bad value. */
+static int fc_core_opt(const char *key, const char *val)
+{
+	uint64_t v;
+	bool b;
+
+	if (!strcmp(key, "io_unit")) {
+		if (fc_parse_size(val, &v))
+			return fc_bad(key, val, "not a size (4k, 512k, 1M)");
+		if (v < 4096 || v > (1 << 20) || v % 4096)
+			return fc_bad(key, val, "must be a multiple of 4k "
+				      "between 4k and 1M");
+		fc_cfg.io_unit = v;
+		return 1;
+	}
+	if (!strcmp(key, "threads")) {
+		char *end;
+		long n = val ? strtol(val, &end, 10) : 0;
+
+		if (!val || !*val || *end || n < 1 || n > 64)
+			return fc_bad(key, val, "must be 1..64");
+		fc_cfg.threads = n;
+		return 1;
+	}
+	if (!strcmp(key, "splice")) {
+		if (fc_parse_bool(val, &b))
+			return fc_bad(key, val, "must be 0/1, yes/no, on/off");
+		fc_cfg.splice = b;
+		return 1;
+	}
+	if (!strcmp(key, "writeback_cache")) {
+		if (fc_parse_bool(val, &b))
+			return fc_bad(key, val, "must be 0/1, yes/no, on/off");
+		fc_cfg.writeback_cache = b;
+		return 1;
+	}
+	if (!strcmp(key, "timeout")) {
+		char *end;
+		double t = val ? strtod(val, &end) : -1;
+
+		if (!val || !*val || *end || t < 0 || t > 86400)
+			return fc_bad(key, val, "must be seconds, 0..86400");
+		fc_cfg.timeout = t;
+		return 1;
+	}
+	if (!strcmp(key, "counters")) {
+		if (!val || !*val)
+			return fc_bad(key, val, "needs a path");
+		free(fc_cfg.counters_path);
+		fc_cfg.counters_path = strdup(val);
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * Apply the collected -o options: preset first, then the rest in order.
+ * Unclaimed ones are handed to libfuse through args.  0 or -1.
+ */
+static int fc_apply_options(struct fuse_args *args)
+{
+	size_t k;
+	int res;
+
+	for (k = 0; k < fc_nopts; k++) {
+		if (strcmp(fc_opts[k].key, "preset"))
+			continue;
+		if (!fc_pol->preset || !fc_opts[k].val ||
+		    fc_pol->preset(fc_opts[k].val, &fc_cfg) < 0) {
+			fprintf(stderr, "%s: unknown preset '%s'\n",
+				fc_cfg.progname,
+				fc_opts[k].val ? fc_opts[k].val : "");
+			return -1;
+		}
+		free(fc_cfg.preset);
+		fc_cfg.preset = strdup(fc_opts[k].val);
+	}
+	for (k = 0; k < fc_nopts; k++) {
+		const char *key = fc_opts[k].key, *val = fc_opts[k].val;
+		char *joined;
+
+		if (!strcmp(key, "preset"))
+			continue;
+		res = fc_core_opt(key, val);
+		if (res == 0 && fc_pol->parse_opt)
+			res = fc_pol->parse_opt(key, val, &fc_cfg);
+		if (res < 0)
+			return -1;
+		if (res > 0)
+			continue;
+		if (val) {
+			if (asprintf(&joined, "%s=%s", key, val) < 0)
+				return -1;
+		} else {
+			joined = strdup(key);
+		}
+		if (!joined || fuse_opt_add_arg(args, "-o") ||
+		    fuse_opt_add_arg(args, joined)) {
+			free(joined);
+			return -1;
+		}
+		free(joined);
+	}
+	if (fc_pol->validate && fc_pol->validate(&fc_cfg) < 0)
+		return -1;
+	return 0;
+}
+
+/* Unescape a /proc/self/mountinfo path field in place (\040 etc). */
+static void fc_unescape(char *s)
+{
+	char *d = s;
+
+	while (*s) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '7' && s[2] &&
+		    s[3]) {
+			*d++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 +
+				      (s[3] - '0'));
+			s += 4;
+		} else {
+			*d++ = *s++;
+		}
+	}
+	*d = '\0';
+}
+
+static bool fc_is_mountpoint(const char *path)
+{
+	FILE *mi = fopen("/proc/self/mountinfo", "r");
+	char *line = NULL;
+	size_t cap = 0;
+	bool found = false;
+
+	if (!mi)
+		return false;
+	while (!found && getline(&line, &cap, mi) > 0) {
+		char mnt[PATH_MAX];
+
+		/* id parent major:minor root MOUNTPOINT ... */
+		if (sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1)
+			continue;
+		fc_unescape(mnt);
+		found = !strcmp(mnt, path);
+	}
+	free(line);
+	fclose(mi);
+	return found;
+}
+
+/* Resolve and check SOURCE and MOUNTPOINT; messages on stderr. */
+static int fc_check_paths(void)
+{
+	char real[PATH_MAX];
+	struct stat st;
+
+	if (fc_nnonopt < 2) {
+		fprintf(stderr, "%s: need SOURCE and MOUNTPOINT (see --help)\n",
+			fc_cfg.progname);
+		return -1;
+	}
+	if (!realpath(fc_nonopt[0], real) || stat(real, &st) < 0) {
+		fprintf(stderr, "%s: source directory '%s': %s\n",
+			fc_cfg.progname, fc_nonopt[0], strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "%s: source '%s': %s\n", fc_cfg.progname,
+			fc_nonopt[0], strerror(ENOTDIR));
+		return -1;
+	}
+	fc_cfg.source = strdup(real);
+	if (!realpath(fc_nonopt[1], real) || stat(real, &st) < 0) {
+		fprintf(stderr, "%s: mountpoint '%s': %s\n", fc_cfg.progname,
+			fc_nonopt[1], strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "%s: mountpoint '%s': %s\n", fc_cfg.progname,
+			fc_nonopt[1], strerror(ENOTDIR));
+		return -1;
+	}
+	if (fc_is_mountpoint(real)) {
+		fprintf(stderr, "%s: mountpoint '%s' is busy: something is "
+			"already mounted there\n", fc_cfg.progname,
+			fc_nonopt[1]);
+		return -1;
+	}
+	if (!strcmp(real, fc_cfg.source) ||
+	    (!strncmp(real, fc_cfg.source, strlen(fc_cfg.source)) &&
+	     real[strlen(fc_cfg.source)] == '/')) {
+		fprintf(stderr, "%s: mountpoint '%s' lies inside source '%s'\n",
+			fc_cfg.progname, real, fc_cfg.source);
+		return -1;
+	}
+	fc_cfg.mountpoint = strdup(real);
+	return 0;
+}
+
+static void fc_stop_once_fn(void)
+{
+	if (fc_started && fc_pol->stop)
+		fc_pol->stop();
+}
+
+void fc_stop_policy(void)
+{
+	pthread_once(&fc_stop_once, fc_stop_once_fn);
+}
+
+/*
+ * Housekeeping thread: SIGUSR1 (blocked in every other thread) dumps the
+ * counters; the policy's tick runs every tick_ms.
+ */
+static void *fc_house(void *arg)
+{
+	unsigned int tick_ms = fc_pol->tick ? fc_pol->tick_ms : 0;
+	sigset_t set;
+
+	(void)arg;
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	while (!atomic_load(&fc_house_stop)) {
+		struct timespec ts = { .tv_sec = 0, .tv_nsec = 200000000 };
+		int sig;
+
+		if (tick_ms) {
+			ts.tv_sec = tick_ms / 1000;
+			ts.tv_nsec = (long)(tick_ms % 1000) * 1000000;
+		}
+		sig = sigtimedwait(&set, NULL, &ts);
+		if (atomic_load(&fc_house_stop))
+			break;
+		if (sig == SIGUSR1)
+			fc_counters_dump(fc_cfg.counters_path);
+		else if (tick_ms)
+			fc_pol->tick();
+	}
+	return NULL;
+}
+
+static int fc_serve(struct fuse_session *se)
+{
+	struct fuse_loop_config *lc;
+	int res;
+
+	if (fc_cfg.threads <= 1)
+		return fuse_session_loop(se);
+	lc = fuse_loop_cfg_create();
+	if (!lc)
+		return -ENOMEM;
+	fuse_loop_cfg_set_clone_fd(lc, 0);
+	fuse_loop_cfg_set_max_threads(lc, fc_cfg.threads);
+	fuse_loop_cfg_set_idle_threads(lc, fc_cfg.threads);
+	res = fuse_session_loop_mt(se, lc);
+	fuse_loop_cfg_destroy(lc);
+	return res;
+}
+
+int fc_main(int argc, char *argv[], const struct fc_policy *policy)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct fuse_session *se = NULL;
+	sigset_t usr1;
+	int err, status = 1;
+
+	fc_pol = policy;
+	fc_cfg.progname = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 :
+			  argv[0];
+	fc_counters_init();
+
+	if (fuse_opt_parse(&args, NULL, NULL, fc_opt_proc) < 0 || fc_bad_args)
+		goto out_args;
+	if (fc_help) {
+		fc_usage(fc_cfg.progname);
+		status = 0;
+		goto out_args;
+	}
+	if (fc_version) {
+		printf("%s (mobiperf fusecore) libfuse %s\n", fc_pol->name,
+		       fuse_pkgversion());
+		status = 0;
+		goto out_args;
+	}
+	if (fc_apply_options(&args) < 0 || fc_check_paths() < 0)
+		goto out_args;
+	err = fc_table_init(fc_cfg.source);
+	if (err) {
+		fprintf(stderr, "%s: source directory '%s': %s\n",
+			fc_cfg.progname, fc_cfg.source, strerror(-err));
+		goto out_args;
+	}
+
+	se = fuse_session_new(&args, &fc_ll_ops, sizeof(fc_ll_ops), NULL);
+	if (!se) {
+		fprintf(stderr, "%s: libfuse refused the options (see above)\n",
+			fc_cfg.progname);
+		goto out_args;
+	}
+	if (fuse_set_signal_handlers(se))
+		goto out_session;
+	if (fuse_session_mount(se, fc_cfg.mountpoint)) {
+		fprintf(stderr, "%s: cannot mount on '%s'\n", fc_cfg.progname,
+			fc_cfg.mountpoint);
+		goto out_signals;
+	}
+	if (fuse_daemonize(fc_cfg.foreground))
+		goto out_unmount;
+
+	/* every thread created from here on inherits the blocked SIGUSR1 */
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &usr1, NULL);
+	if (fc_pol->start) {
+		err = fc_pol->start(&fc_cfg);
+		if (err) {
+			fc_log("cannot start: %s", strerror(-err));
+			goto out_unmount;
+		}
+	}
+	fc_started = true;
+	if (pthread_create(&fc_house_thread, NULL, fc_house, NULL)) {
+		fc_log("cannot start the housekeeping thread");
+		fc_stop_policy();
+		goto out_unmount;
+	}
+
+	status = fc_serve(se) ? 1 : 0;
+
+	atomic_store(&fc_house_stop, true);
+	pthread_kill(fc_house_thread, SIGUSR1);
+	pthread_join(fc_house_thread, NULL);
+	fc_stop_policy();
+	if (fc_cfg.counters_path && fc_counters_dump(fc_cfg.counters_path))
+		status = 1;
+out_unmount:
+	fuse_session_unmount(se);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_session:
+	fuse_session_destroy(se);
+out_args:
+	fuse_opt_free_args(&args);
+	return status;
+}
