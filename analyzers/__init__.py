@@ -21,6 +21,13 @@ class Analyzer:
     events: tuple[str, ...] = ()    # trace events that produce the needed tables (for error messages)
 
 
+def headline_metrics(results: dict[str, pl.DataFrame], rep: int) -> list:
+    """The metrics of one repetition, from every analyzer family that has results."""
+    from mobiperf.analyzers import headline
+
+    return headline.block_metrics(results, rep)
+
+
 def registry() -> list[Analyzer]:
     from mobiperf.analyzers import block_io, io_class, latency
 

@@ -18,6 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mobiperf.collectors import Collector
 from mobiperf.errors import TargetError, UsageError
 from mobiperf.target.transport import BackgroundProcess, Transport
 
@@ -58,8 +59,10 @@ class CollectionStats:
         return sum(c.get("overrun", 0) + c.get("dropped events", 0) for c in self.per_cpu.values())
 
 
-class FtraceSession:
-    """A context manager: tracing is set up on entry (not yet on); start() and stop() bracket the workload."""
+class FtraceCollector(Collector):
+    """Tracing is set up on entry (not yet on); start() and stop() bracket the workload."""
+
+    name = "ftrace"
 
     def __init__(self, transport: Transport, tracefs: str, events: list[EventSpec], out_dir: Path, *,
                  buffer_size_kb: int = 32768, name: str | None = None):
@@ -84,7 +87,7 @@ class FtraceSession:
         """The instance's trace_marker: lines written there appear in this session's trace only."""
         return f"{self.root}/trace_marker"
 
-    def __enter__(self) -> "FtraceSession":
+    def __enter__(self) -> "FtraceCollector":
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._check_events()
         if self.transport.exists(f"{self.tracefs}/instances"):
@@ -108,12 +111,16 @@ class FtraceSession:
         finally:
             self._cleanup()
 
+    def workload_env(self) -> dict[str, str]:
+        # The Mobibench-compatible generator marks its timed window in this instance's trace.
+        return {"MOBIBENCH_TRACE_MARKER": self.marker_path}
+
     def start(self) -> None:
         self._reader = self.transport.start(["cat", f"{self.root}/trace_pipe"], stdout_path=self.trace_file)
         self._write("tracing_on", "1")
         self._started_ns = time.monotonic_ns()
 
-    def stop(self) -> CollectionStats:
+    def stop(self) -> dict:
         """Stop tracing, let the reader drain the buffer, and record the per-CPU statistics."""
         self._write("tracing_on", "0")
         duration = time.monotonic_ns() - self._started_ns
@@ -128,7 +135,7 @@ class FtraceSession:
                                      per_cpu=self._per_cpu_stats(), duration_ns=duration,
                                      instance=self.name if self.root != self.tracefs else None)
         (self.out_dir / "ftrace_stats.json").write_text(json.dumps(self.stats.__dict__, indent=2) + "\n")
-        return self.stats
+        return {"clock": self.stats.clock, "lost_events": self.stats.lost_events, "per_cpu": self.stats.per_cpu}
 
     # --- set-up and clean-up ---
 

@@ -227,6 +227,9 @@ def _print_table(df, fmt: str) -> None:
 
 
 def main() -> None:
+    from mobiperf.commands import register_all
+
+    register_all(cli)
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:

@@ -6,6 +6,7 @@ Each stage reads the files of the previous one from the run directory and writes
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import shlex
@@ -18,14 +19,14 @@ from typing import Sequence
 import polars as pl
 
 from mobiperf import metrics as metrics_mod
-from mobiperf.analyzers import registry
-from mobiperf.collectors.ftrace import EventSpec, FtraceSession, block_event_specs
-from mobiperf.collectors.parse.block_requests import pair_block_requests
-from mobiperf.collectors.parse.ftrace_text import parse_ftrace_text
+from mobiperf.analyzers import headline_metrics, registry
+from mobiperf.collectors import plan_collectors
+from mobiperf.collectors.ftrace import EventSpec
+from mobiperf.collectors.parse import derive_tables, parse_raw_dir
 from mobiperf.errors import MissingTableError, TargetError
 from mobiperf.reports.page import render_report
 from mobiperf.runstore import RunDir
-from mobiperf.schema import BLOCK_EVENT, BLOCK_RQ, RESULTS, TRACE_MARKER
+from mobiperf.schema import RESULTS, TABLES
 from mobiperf.stack import REFERENCE_BIN, LocalStack, StackSpec
 from mobiperf.target.probe import Capabilities
 from mobiperf.target.transport import Transport
@@ -77,26 +78,30 @@ def collect_repetition(transport: Transport, caps: Capabilities, request: RunReq
     if not caps.tracefs_path or not caps.tracefs_writable:
         raise TargetError("tracing needs a writable tracefs (mount -t tracefs nodev /sys/kernel/tracing, as root)")
     with LocalStack(transport, request.stack, scheduler=request.scheduler, image_size=request.image_size,
-                    counters_dir=raw) as stack:
-        events = block_event_specs(stack.dev_major, stack.dev_minor) + request.extra_events
-        with FtraceSession(transport, caps.tracefs_path, events, raw) as ftrace:
-            env = {"MOBIPERF_WORKDIR": stack.workdir, "MOBIBENCH_TRACE_MARKER": ftrace.marker_path,
-                   "PATH": f"{REFERENCE_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
-            ftrace.start()
-            t0 = time.monotonic_ns()
-            proc = transport.start(request.command, stdout_path=raw / "stdout.txt", stderr_path=raw / "stderr.txt",
-                                   cwd=stack.workdir, env=env)
-            try:
-                exit_code = _wait(proc, request.timeout_s)
-            finally:
-                if proc.poll() is None:  # Ctrl-C or a timeout: the workload must not outlive its stack
-                    proc.kill()
-            elapsed = time.monotonic_ns() - t0
-            # Writeback of a buffered workload may still be in flight: let it reach the traced device.
-            transport.run(["sync", "-f", stack.workdir], timeout=120)
-            stats = ftrace.stop()
-    return {"index": rep, "exit_code": exit_code, "workload_ns": elapsed, "stack": stack.as_dict(),
-            "ftrace": {"clock": stats.clock, "lost_events": stats.lost_events, "per_cpu": stats.per_cpu}}
+                    counters_dir=raw) as stack, contextlib.ExitStack() as active:
+        collectors = plan_collectors(transport, caps, stack, raw, extra_events=request.extra_events)
+        env = {"MOBIPERF_WORKDIR": stack.workdir,
+               "PATH": f"{REFERENCE_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+        argv = list(request.command)
+        for collector in collectors:
+            active.enter_context(collector)
+            env.update(collector.workload_env())
+            argv = collector.wrap_command(argv)
+        for collector in collectors:
+            collector.start()
+        t0 = time.monotonic_ns()
+        proc = transport.start(argv, stdout_path=raw / "stdout.txt", stderr_path=raw / "stderr.txt",
+                               cwd=stack.workdir, env=env)
+        try:
+            exit_code = _wait(proc, request.timeout_s)
+        finally:
+            if proc.poll() is None:  # Ctrl-C or a timeout: the workload must not outlive its stack
+                proc.kill()
+        elapsed = time.monotonic_ns() - t0
+        # Writeback of a buffered workload may still be in flight: let it reach the traced device.
+        transport.run(["sync", "-f", stack.workdir], timeout=120)
+        summaries = {c.name: c.stop() for c in reversed(collectors)}
+    return {"index": rep, "exit_code": exit_code, "workload_ns": elapsed, "stack": stack.as_dict(), **summaries}
 
 
 def _wait(proc, timeout_s: float | None) -> int:
@@ -111,59 +116,54 @@ def _wait(proc, timeout_s: float | None) -> int:
         time.sleep(0.02)
 
 
-def parse(rundir: RunDir) -> dict:
-    """raw/ -> tables/: block events and markers of every repetition, then one row per block request."""
-    events, markers, summary = [], [], {"lines": 0, "unparsed": {}, "other_events": {}}
+def parse(rundir: RunDir) -> tuple[dict, list[str]]:
+    """raw/ -> tables/: the event tables of every repetition, then the tables derived from them."""
+    per_table: dict[str, list[pl.DataFrame]] = {}
+    summary: dict = {"repetitions": {}}
+    warnings: list[str] = []
     for rep, raw in rundir.raw_dirs():
-        trace = raw / "ftrace.txt"
-        if not trace.exists():
-            continue
-        parsed = parse_ftrace_text(trace, rep)
-        events.append(parsed.block_event)
-        markers.append(parsed.trace_marker)
-        summary["lines"] += parsed.lines
-        for ev, n in parsed.unparsed_by_event.items():
-            summary["unparsed"][ev] = summary["unparsed"].get(ev, 0) + n
-        for ev, n in parsed.other_events.items():
-            summary["other_events"][ev] = summary["other_events"].get(ev, 0) + n
-    if not events:
-        raise MissingTableError(f"{rundir.path}: no raw ftrace.txt in raw/rep*/ to parse (was collection "
-                                "interrupted before tracing started?)")
-    block_event = pl.concat(events)
-    rundir.write_table(BLOCK_EVENT, block_event)
-    rundir.write_table(TRACE_MARKER, pl.concat(markers))
-    block_rq, pairing = pair_block_requests(block_event)
-    rundir.write_table(BLOCK_RQ, block_rq)
-    summary["pairing"] = pairing.as_dict()
-    return summary
+        parsed = parse_raw_dir(raw, rep)
+        for name, df in parsed.tables.items():
+            per_table.setdefault(name, []).append(df)
+        summary["repetitions"][rep] = parsed.summary
+        warnings += [f"parse: rep {rep}: {w}" for w in parsed.warnings]
+    if not per_table:
+        raise MissingTableError(f"{rundir.path}: nothing to parse in raw/rep*/ (was collection interrupted "
+                                "before tracing started?)")
+    tables = {name: pl.concat(frames, how="vertical_relaxed") for name, frames in per_table.items()}
+    derived, summary["derived"] = derive_tables(tables)
+    for name, df in {**tables, **derived}.items():
+        rundir.write_table(TABLES[name], df)
+    return summary, warnings
 
 
 def analyze(rundir: RunDir, *, reparse: bool = False) -> dict[str, pl.DataFrame]:
     """tables/ -> results/ and the metrics in run.json; re-parses first when asked or when tables are missing."""
     meta = rundir.read_meta()
     if reparse or not rundir.has_table("block_rq"):
-        meta["parse"] = parse(rundir)
-        warnings = [w for w in meta.get("warnings", []) if not w.startswith("parse:")]
-        warnings += [f"parse: {n} {ev} lines did not match a known format" for ev, n in meta["parse"]["unparsed"].items()]
+        meta["parse"], parse_warnings = parse(rundir)
+        warnings = [w for w in meta.get("warnings", []) if not w.startswith("parse:")] + parse_warnings
         lost = sum(r.get("ftrace", {}).get("lost_events", 0) for r in meta.get("repetitions", []))
         if lost:
             warnings.append(f"parse: the kernel dropped {lost} trace events (ring buffer overrun); counts are low")
         meta["warnings"] = warnings
     results: dict[str, pl.DataFrame] = {}
-    available = {name: rundir.read_table(name) for name in ("block_rq",) if rundir.has_table(name)}
+    available = {name: rundir.read_table(name) for name in TABLES if rundir.has_table(name)}
+    skipped = {}
     for analyzer in registry():
-        inputs = []
-        for need in analyzer.needs:
-            table = results.get(need, available.get(need))
-            if table is None:
-                raise MissingTableError(f"analyzer {analyzer.name} needs the {need} table; enable the trace events "
-                                        f"{', '.join(analyzer.events) or need} when collecting")
-            inputs.append(table)
+        inputs = [results.get(need, available.get(need)) for need in analyzer.needs]
+        missing = [need for need, table in zip(analyzer.needs, inputs) if table is None]
+        if missing:
+            # Not an error: a run without strace simply has no syscall layer. `mobiperf analyze` says why.
+            skipped[analyzer.name] = (f"needs the {', '.join(missing)} table; enable "
+                                      f"{', '.join(analyzer.events) or 'its collector'} when collecting")
+            continue
         results[analyzer.produces] = RESULTS[analyzer.produces].validate(analyzer.run(*inputs))
         rundir.write_table(RESULTS[analyzer.produces], results[analyzer.produces])
+    meta["analysis"] = {"results": sorted(results), "skipped": skipped}
     per_rep = []
     for record in meta.get("repetitions", []):
-        rep_metrics = metrics_mod.block_metrics(results["io_class"], results["latency_summary"], record["index"])
+        rep_metrics = headline_metrics(results, record["index"])
         rep_metrics += workload_metrics(rundir, record["index"])
         record["metrics"] = rep_metrics
         per_rep.append(rep_metrics)
