@@ -21,6 +21,16 @@ class Analyzer:
     events: tuple[str, ...] = ()    # trace events that produce the needed tables (for error messages)
 
 
+def breakdown_tables(results: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
+    """The tables `mobiperf analyze` prints, by title, from the results of one analysis."""
+    out = {}
+    if "io_class" in results:
+        out["IO classes (block layer)"] = results["io_class"]
+    if "latency_summary" in results:
+        out["Latency by phase (block layer)"] = results["latency_summary"]
+    return out
+
+
 def headline_metrics(results: dict[str, pl.DataFrame], rep: int) -> list:
     """The metrics of one repetition, from every analyzer family that has results."""
     from mobiperf.analyzers import headline

@@ -158,9 +158,20 @@ def cmd_analyze(rundir: Path, fmt: str) -> None:
     from mobiperf import pipeline
     from mobiperf.runstore import RunDir
 
+    from mobiperf.analyzers import breakdown_tables
+
     run = RunDir.open(rundir)
     results = pipeline.analyze(run, reparse=True)
-    _print_table(results["io_class"], fmt)
+    tables = breakdown_tables(results)
+    if fmt == "json":
+        click.echo(json.dumps({title: df.to_dicts() for title, df in tables.items()}, indent=2, default=str))
+        return
+    for title, df in tables.items():
+        if fmt == "text":
+            click.echo(f"\n== {title}")
+        _print_table(df, fmt)
+    for name, why in run.read_meta().get("analysis", {}).get("skipped", {}).items():
+        click.echo(f"note: {name} not computed: {why}", err=True)
 
 
 @cli.command("report", epilog=_examples("mobiperf report runs/x", "mobiperf report runs/x -o /tmp/x.html"))
