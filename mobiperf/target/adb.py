@@ -1,0 +1,586 @@
+"""AdbTransport: a target reached through the real `adb` client, so USB, keys and server sharing work as on any phone.
+
+Every call is one `adb` client process with a timeout. Commands go through `adb shell` (shell protocol v2: exit
+status and stderr kept apart), files through `adb push`/`adb pull`, background work through an `adb shell` client
+that stays alive with the remote process (killing it hangs the remote up).
+
+Two things the adb client does not say are handled here:
+- A device that vanishes mid-command makes `adb shell` exit 0 with whatever output had arrived (Debian adb 29). So
+  each command ends by printing a marker with its status to stderr; a missing marker means the stream was cut, and
+  `adb get-state` then tells a lost device from a process that was merely killed.
+- Root: `id -u` first, then `su -c` (Magisk, SuperSU) or `su 0` (AOSP userdebug); `adb root` only when asked to
+  require root, and undone by close(). Every command of a transport that has root runs as root.
+
+Statuses follow subprocess conventions on every transport: a device shell's 128+N for a command ended by signal N is
+reported as -N.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import secrets
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from mobiperf.errors import TargetError
+from mobiperf.target.transport import DEFAULT_TIMEOUT_S, BackgroundProcess, Completed, Transport
+
+log = logging.getLogger(__name__)
+
+ADB_STATE_TIMEOUT_S = 10.0
+ROOT_PROBE_TIMEOUT_S = 10.0      # a su that pops up a dialog on the phone must not stall a probe
+PID_TIMEOUT_S = 30.0             # how long start() waits for the remote process to say its pid
+ADB_ROOT_RESTART_TIMEOUT_S = 30.0
+SERVER_START_TIMEOUT_S = 30.0
+MAX_INLINE_WRITE = 3000          # bytes written with one printf; larger or binary data goes through stdin
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+ROOT_MODES = ("auto", "require", "never")
+
+
+def _status(code: int) -> int:
+    """A device shell's status in subprocess terms: 128+N (ended by signal N) becomes -N."""
+    return -(code - 128) if 128 < code < 160 else code
+
+
+def _decode(data: bytes) -> str:
+    return data.decode(errors="replace").strip()
+
+
+class AdbTransport(Transport):
+    """One device, by serial, through one adb server.
+
+    adb: the client binary. server_port: the adb server's port (None: the default, or ANDROID_ADB_SERVER_PORT).
+    root: "auto" uses root when the device grants it (adbd as root, or su), "require" also tries `adb root` and
+    fails if nothing gives root, "never" stays the shell user.
+    """
+
+    def __init__(self, serial: str | None = None, *, adb: str = "adb", server_port: int | None = None,
+                 root: str = "auto", timeout: float = DEFAULT_TIMEOUT_S):
+        if root not in ROOT_MODES:
+            raise ValueError(f"root must be one of {ROOT_MODES}, not {root!r}")
+        self.adb = _find_adb(adb)
+        self.server_port = server_port
+        self.root_mode = root
+        self.default_timeout = timeout
+        self._marker = f"\x1emobiperf-{secrets.token_hex(4)}:"
+        self._root_method: str | None = None   # "adbd", "su -c", "su 0", "adb root"; None = not root
+        self._root_probed = False
+        self._restarted_adbd = False
+        ensure_server(self.adb, server_port)
+        self.serial = serial or _only_device(self.adb, server_port)
+        self.name = f"adb:{self.serial}"
+
+    # -- the adb client -----------------------------------------------------------------------------------------
+    def adb_argv(self, *args: str, serial: bool = True) -> list[str]:
+        argv = [self.adb]
+        if self.server_port is not None:
+            argv += ["-P", str(self.server_port)]
+        if serial:
+            argv += ["-s", self.serial]
+        return argv + list(args)
+
+    def _adb(self, *args: str, timeout: float, input: bytes | None = None) -> subprocess.CompletedProcess:
+        argv = self.adb_argv(*args)
+        try:
+            return subprocess.run(argv, input=input, stdin=None if input is not None else subprocess.DEVNULL,
+                                  capture_output=True, timeout=timeout, env=_client_env(self.server_port))
+        except subprocess.TimeoutExpired:
+            # Killing the client closes its stream; the device then hangs up the remote command.
+            raise TargetError(f"{self.name}: `adb {' '.join(args)[:200]}` did not end within {timeout:g} s") from None
+
+    def device_state(self) -> str | None:
+        """The adb server's view of the device ("device", "offline", "unauthorized", ...), None if it is not there."""
+        try:
+            done = subprocess.run(self.adb_argv("get-state"), capture_output=True, stdin=subprocess.DEVNULL,
+                                  timeout=ADB_STATE_TIMEOUT_S, env=_client_env(self.server_port))
+        except subprocess.TimeoutExpired:
+            return None
+        return _decode(done.stdout) or None if done.returncode == 0 else None
+
+    def _lost(self, what: str) -> TargetError:
+        state = self.device_state()
+        return TargetError(f"{self.name}: the device went away during {what[:200]!r} "
+                           f"(adb state now: {state or 'not connected'})")
+
+    # -- commands -------------------------------------------------------------------------------------------------
+    def shell_command(self, argv: Sequence[str], cwd: str | None = None,
+                      env: Mapping[str, str] | None = None) -> str:
+        """The device shell's text for argv: quoted word by word, with cwd and env applied."""
+        if not argv:
+            raise ValueError("empty argv")
+        parts = []
+        if cwd:
+            parts.append(f"cd -- {shlex.quote(cwd)} &&")
+        for key, value in (env or {}).items():
+            if not ENV_NAME.match(key):
+                raise ValueError(f"not an environment variable name: {key!r}")
+            parts.append(f"{key}={shlex.quote(value)}")
+        parts.append(shlex.join(argv))
+        return " ".join(parts)
+
+    def _as_root(self, script: str) -> str:
+        """script, run as root when this transport has root."""
+        method = self.root_method
+        if method == "su -c":
+            return f"su -c {shlex.quote(script)}"
+        if method == "su 0":
+            return f"su 0 sh -c {shlex.quote(script)}"
+        return script
+
+    def _run_script(self, script: str, *, timeout: float, input: bytes | None, what: str,
+                    as_root: bool = True) -> Completed:
+        # The marker proves the command ran to its end: the status comes from shell v2, the marker from the shell.
+        body = f"{{ {script}\n}}; s=$?; printf '%s%d' {shlex.quote(self._marker)} \"$s\" >&2; exit \"$s\""
+        if as_root:
+            body = self._as_root(body)
+        done = self._adb("shell", "-T", body, timeout=timeout, input=input)
+        stderr, marked = _strip_marker(done.stderr, self._marker)
+        if marked is None:
+            if self.device_state() != "device":
+                raise self._lost(what)
+            # The device is there but the shell did not finish: it was killed, or adb itself failed.
+            if done.returncode == 0:
+                raise TargetError(f"{self.name}: {what[:200]!r} ended without its status: {_decode(done.stderr)}")
+            marked = done.returncode
+        return Completed((what,), _status(marked), done.stdout, stderr)
+
+    def run(self, argv, *, timeout=None, input=None, cwd=None, env=None) -> Completed:
+        timeout = timeout or self.default_timeout
+        done = self._run_script(self.shell_command(argv, cwd, env), timeout=timeout, input=input,
+                                what=shlex.join(argv))
+        done = Completed(tuple(argv), done.returncode, done.stdout, done.stderr)
+        if done.returncode == 127 and b"not found" in done.stderr and argv[0].encode() in done.stderr:
+            raise TargetError(f"{self.name}: {argv[0]}: command not found")
+        return done
+
+    def start(self, argv, *, stdout_path=None, stderr_path=None, cwd=None, env=None) -> "AdbProcess":
+        return AdbProcess(self, argv, stdout_path=stdout_path, stderr_path=stderr_path, cwd=cwd, env=env)
+
+    # -- files ------------------------------------------------------------------------------------------------------
+    def read_file(self, path, *, timeout=None) -> bytes:
+        done = self._run_script(f"cat -- {shlex.quote(path)}", timeout=timeout or self.default_timeout,
+                                input=None, what=f"cat {path}")
+        if done.returncode != 0:
+            raise TargetError(f"{self.name}: cannot read {path}: {_decode(done.stderr) or done.returncode}")
+        return done.stdout
+
+    def write_file(self, path, data, *, timeout=None) -> None:
+        # tracefs and sysfs act on each write(): a small text value goes out in one printf (one write call);
+        # anything larger or binary is streamed through cat.
+        timeout = timeout or self.default_timeout
+        target = shlex.quote(path)
+        try:
+            text = data.decode()
+        except UnicodeDecodeError:
+            text = None
+        if text is not None and "\0" not in text and len(data) <= MAX_INLINE_WRITE:
+            done = self._run_script(f"printf %s {shlex.quote(text)} > {target}", timeout=timeout, input=None,
+                                    what=f"write {path}")
+        else:
+            done = self._run_script(f"cat > {target}", timeout=timeout, input=data, what=f"write {path}")
+        if done.returncode != 0:
+            raise TargetError(f"{self.name}: writing {data[:60]!r} to {path}: "
+                              f"{_decode(done.stderr) or done.returncode}")
+
+    def push(self, local, remote, *, timeout=None) -> None:
+        """Copy a local file or tree; a tree's content becomes remote (created if missing), as LocalTransport does."""
+        timeout = timeout or self.default_timeout
+        local = Path(local)
+        if not local.exists():
+            raise TargetError(f"cannot push {local}: no such file or directory")
+        if local.is_dir():
+            self.run(["mkdir", "-p", remote], timeout=timeout).check()
+            children = sorted(str(p) for p in local.iterdir())
+            if not children:
+                return
+            sources = children
+            remote = remote.rstrip("/") + "/"
+        else:
+            sources = [str(local)]
+        done = self._adb("push", *sources, remote, timeout=timeout)
+        if done.returncode != 0:
+            raise TargetError(f"{self.name}: adb push {local} {remote} failed: "
+                              f"{_decode(done.stderr) or _decode(done.stdout)}")
+
+    def pull(self, remote, local, *, timeout=None) -> None:
+        """Copy a remote file or tree; a tree's content lands in local (created if missing), as LocalTransport does."""
+        timeout = timeout or self.default_timeout
+        local = Path(local)
+        is_dir = self.run(["test", "-d", remote], timeout=timeout).returncode == 0
+        if not is_dir:
+            done = self._adb("pull", remote, str(local), timeout=timeout)
+            if done.returncode != 0:
+                raise TargetError(f"{self.name}: adb pull {remote} failed: "
+                                  f"{_decode(done.stderr) or _decode(done.stdout)}")
+            return
+        # adb pull of a tree nests it under an existing destination; pull next to it, then merge.
+        local.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=local.parent, prefix=".mobiperf-pull-") as staging:
+            done = self._adb("pull", remote, staging, timeout=timeout)
+            if done.returncode != 0:
+                raise TargetError(f"{self.name}: adb pull {remote} failed: "
+                                  f"{_decode(done.stderr) or _decode(done.stdout)}")
+            pulled = Path(staging) / Path(remote.rstrip("/")).name
+            shutil.copytree(pulled, local, symlinks=True, dirs_exist_ok=True)
+
+    # -- root -------------------------------------------------------------------------------------------------------
+    @property
+    def root_method(self) -> str | None:
+        """How this transport gets root: "adbd", "su -c", "su 0", "adb root", or None (no root, or root="never")."""
+        if not self._root_probed:
+            self._root_probed = True
+            self._root_method = self._probe_root()
+        return self._root_method
+
+    @property
+    def is_root(self) -> bool:
+        return self.root_method is not None
+
+    def _uid(self, script: str) -> str | None:
+        try:
+            done = self._run_script(script, timeout=ROOT_PROBE_TIMEOUT_S, input=None, what=script, as_root=False)
+        except TargetError as e:
+            if "went away" in str(e):
+                raise
+            return None
+        return done.text.strip() if done.returncode == 0 else None
+
+    def _probe_root(self) -> str | None:
+        if self._uid("id -u") == "0":
+            return "adbd"
+        if self.root_mode == "never":
+            return None
+        if self._uid("su -c 'id -u'") == "0":
+            return "su -c"
+        if self._uid("su 0 id -u") == "0":
+            return "su 0"
+        if self.root_mode == "require":
+            self._adb_root()
+            if self._uid("id -u") == "0":
+                return "adb root"
+            raise TargetError(f"{self.name}: no root: `id -u` is not 0, su is missing or refused, "
+                              "and `adb root` did not help (a production build?)")
+        return None
+
+    def _adb_root(self) -> None:
+        done = self._adb("root", timeout=ADB_ROOT_RESTART_TIMEOUT_S)
+        said = _decode(done.stdout) + _decode(done.stderr)
+        if "restarting" not in said:
+            raise TargetError(f"{self.name}: no root: su is missing or refused and `adb root` says: {said}")
+        self._restarted_adbd = True
+        self._wait_for_device(ADB_ROOT_RESTART_TIMEOUT_S)
+
+    def _wait_for_device(self, timeout: float) -> None:
+        # adbd restarts: the device drops off and comes back; get-state says "device" once it is usable again.
+        deadline = time.monotonic() + timeout
+        time.sleep(0.5)
+        while time.monotonic() < deadline:
+            if self.device_state() == "device":
+                try:
+                    if self._run_script("true", timeout=10, input=None, what="true", as_root=False).returncode == 0:
+                        return
+                except TargetError:
+                    pass
+            time.sleep(0.3)
+        raise TargetError(f"{self.name}: the device did not come back within {timeout:g} s after `adb root`")
+
+    def close(self) -> None:
+        """Undo what this transport changed on the device: an adbd restarted as root goes back to unroot."""
+        if self._restarted_adbd:
+            self._restarted_adbd = False
+            self._root_probed = False
+            done = self._adb("unroot", timeout=ADB_ROOT_RESTART_TIMEOUT_S)
+            if "restarting" in _decode(done.stdout) + _decode(done.stderr):
+                self._wait_for_device(ADB_ROOT_RESTART_TIMEOUT_S)
+
+    def __enter__(self) -> "AdbTransport":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _strip_marker(stderr: bytes, marker: str) -> tuple[bytes, int | None]:
+    """stderr without the trailing status marker, and that status (None if the marker is missing)."""
+    m = re.search(re.escape(marker.encode()) + rb"(\d+)\Z", stderr)
+    if m is None:
+        return stderr, None
+    return stderr[:m.start()], int(m.group(1))
+
+
+class AdbProcess(BackgroundProcess):
+    """A remote process kept alive by a local `adb shell` client; its output streams into local files.
+
+    The remote side is `sh -c 'say pid; exec argv'` inside a shell that reports the status at the end, so the pid
+    is the workload's own and its process group (the device shell's, one per adb shell) takes its children along
+    when it is killed.
+    """
+
+    def __init__(self, transport: AdbTransport, argv: Sequence[str], *, stdout_path: Path | None,
+                 stderr_path: Path | None, cwd: str | None, env: Mapping[str, str] | None):
+        self.t = transport
+        self.argv = tuple(argv)
+        self._marker = f"\x1emobiperf-{secrets.token_hex(4)}:"
+        self._pid: int | None = None
+        self._group: int | None = None
+        self._status: int | None = None
+        self._pid_seen = threading.Event()
+        self._stderr_status: int | None = None
+        # exec takes a plain command, so cwd and env are applied by the shell before it.
+        for key in env or {}:
+            if not ENV_NAME.match(key):
+                raise ValueError(f"not an environment variable name: {key!r}")
+        cd = f"cd -- {shlex.quote(cwd)} || exit 127; " if cwd else ""
+        exports = "".join(f"export {k}={shlex.quote(v)}; " for k, v in (env or {}).items())
+        inner = (f"printf '%s %d %d\\n' {shlex.quote(self._marker)} $$ $PPID >&2; {cd}{exports}"
+                 f"exec {shlex.join(argv)}")
+        outer = f"sh -c {shlex.quote(inner)}; s=$?; printf '%s%d' {shlex.quote(self._marker)} \"$s\" >&2; " \
+                f"exit \"$s\""
+        outer = transport._as_root(outer)
+        out = open(stdout_path, "wb") if stdout_path else subprocess.DEVNULL
+        try:
+            self._client = subprocess.Popen(transport.adb_argv("shell", "-T", outer), stdin=subprocess.DEVNULL,
+                                            stdout=out, stderr=subprocess.PIPE,
+                                            env=_client_env(transport.server_port), start_new_session=True)
+        finally:
+            if out is not subprocess.DEVNULL:
+                out.close()
+        self._stderr_file = open(stderr_path, "wb") if stderr_path else None
+        self._pump = threading.Thread(target=self._pump_stderr, daemon=True, name=f"adb-stderr-{argv[0]}")
+        self._pump.start()
+        if not self._pid_seen.wait(PID_TIMEOUT_S) or self._pid is None:
+            self._client.kill()
+            self._client.wait(10)
+            self._pump.join(10)
+            if self.t.device_state() != "device":
+                raise self.t._lost(shlex.join(argv))
+            raise TargetError(f"{self.t.name}: {shlex.join(argv)} did not start within {PID_TIMEOUT_S:g} s")
+
+    # stderr: the first line carries the pid, the tail the status; the rest is the workload's stderr.
+    def _pump_stderr(self) -> None:
+        pipe = self._client.stderr
+        head = bytearray()
+        try:
+            while self._pid is None:
+                chunk = pipe.read1(65536)
+                if not chunk:
+                    return
+                head += chunk
+                line, nl, rest = bytes(head).partition(b"\n")
+                if not nl:
+                    continue
+                m = re.match(re.escape(self._marker.encode()) + rb" (\d+) (\d+)\Z", line)
+                if m is None:   # the su or the shell said something first (e.g. an error): keep it
+                    self._write_err(line + nl)
+                    head = bytearray(rest)
+                    continue
+                self._pid, parent = int(m.group(1)), int(m.group(2))
+                self._group = parent  # confirmed (or dropped) by _check_group()
+                self._pid_seen.set()
+                head = bytearray(rest)
+            tail = bytes(head)
+            keep = len(self._marker) + 12  # hold back what could be the start of the status marker
+            while chunk := pipe.read1(65536):
+                tail += chunk
+                if len(tail) > keep:
+                    self._write_err(tail[:-keep])
+                    tail = tail[-keep:]
+            tail, self._stderr_status = _strip_marker(tail, self._marker)
+            self._write_err(tail)
+        finally:
+            self._pid_seen.set()
+            if self._stderr_file:
+                self._stderr_file.close()
+
+    def _write_err(self, data: bytes) -> None:
+        if self._stderr_file and data:
+            self._stderr_file.write(data)
+            self._stderr_file.flush()
+
+    @property
+    def pid(self) -> int | None:
+        return self._pid
+
+    def _finish(self) -> int:
+        """The status once the adb client has ended; TargetError if the device went away instead."""
+        if self._status is None:
+            self._pump.join(10)
+            if self._stderr_status is not None:
+                self._status = _status(self._stderr_status)
+            elif self.t.device_state() == "device":
+                # Killed along with its group (the status shell too): shell v2's exit code is the truth.
+                self._status = _status(self._client.returncode)
+            else:
+                raise self.t._lost(shlex.join(self.argv))
+        return self._status
+
+    def poll(self) -> int | None:
+        if self._client.poll() is None:
+            return None
+        return self._finish()
+
+    def wait(self, timeout: float) -> int:
+        try:
+            self._client.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise TargetError(f"{self.t.name}: {shlex.join(self.argv)} did not end within {timeout:g} s") from None
+        return self._finish()
+
+    def _signal(self, sig: int) -> None:
+        if self._group is not None and self._group_is_own():
+            target = f"-- -{self._group}"
+        else:
+            target = str(self._pid)
+        self.t._run_script(f"kill -s {signal.Signals(sig).name[3:]} {target} 2>/dev/null", timeout=15, input=None,
+                           what=f"kill {self._pid}")
+
+    def _group_is_own(self) -> bool:
+        # Kill the whole group only if the status shell (our pid's parent) leads it, never a group of adbd's.
+        try:
+            stat_line = self.t.read_file(f"/proc/{self._pid}/stat", timeout=10).decode(errors="replace")
+        except TargetError:
+            return False
+        fields = stat_line.rsplit(")", 1)[-1].split()
+        return len(fields) > 2 and fields[2] == str(self._group)
+
+    def kill(self, sig: int = signal.SIGTERM, grace_s: float = 2.0) -> int | None:
+        if self._client.poll() is not None:
+            return self._finish_or_none()
+        try:
+            self._signal(sig)
+            try:
+                self._client.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                self._signal(signal.SIGKILL)
+                self._client.wait(10)
+        except (TargetError, subprocess.TimeoutExpired):
+            # The device stopped answering: end the local client; the device hangs up the remote side if it can.
+            self._client.kill()
+            self._client.wait(10)
+        return self._finish_or_none()
+
+    def _finish_or_none(self) -> int | None:
+        try:
+            return self._finish()
+        except TargetError:
+            return None
+
+
+# -- the adb server and the device list ------------------------------------------------------------------------------
+
+def _find_adb(adb: str) -> str:
+    path = shutil.which(adb)
+    if path is None:
+        raise TargetError(f"adb client {adb!r} not found: install it (Debian: apt install adb; or Android "
+                          "platform-tools) or pass its path")
+    return path
+
+
+def _client_env(server_port: int | None) -> dict[str, str]:
+    env = dict(os.environ)
+    if server_port is not None:
+        env["ANDROID_ADB_SERVER_PORT"] = str(server_port)
+    return env
+
+
+_started_servers: set[tuple[str, int | None]] = set()
+
+
+def ensure_server(adb: str, server_port: int | None = None) -> None:
+    """Start the adb server once, on its own, so that no later call inherits its output pipes or its start-up time."""
+    key = (adb, server_port)
+    if key in _started_servers:
+        return
+    argv = [adb] + (["-P", str(server_port)] if server_port is not None else []) + ["start-server"]
+    try:
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              timeout=SERVER_START_TIMEOUT_S, env=_client_env(server_port))
+    except subprocess.TimeoutExpired:
+        raise TargetError(f"the adb server did not start within {SERVER_START_TIMEOUT_S:g} s") from None
+    if done.returncode != 0:
+        raise TargetError(f"the adb server did not start: {_decode(done.stderr)}")
+    _started_servers.add(key)
+
+
+def parse_devices_l(text: str) -> list[dict]:
+    """`adb devices -l` -> [{serial, state, product, model, device, transport_id, usb}], skipping banners."""
+    found = []
+    for line in text.splitlines():
+        if not line.strip() or line.startswith(("List of devices", "*", "adb server")):
+            continue
+        serial, _, rest = line.strip().partition(" ") if "\t" not in line else line.strip().partition("\t")
+        words = rest.split()
+        state_words = []
+        details = {}
+        for w in words:
+            key, colon, value = w.partition(":")
+            if colon and key in ("usb", "product", "model", "device", "transport_id"):
+                details[key] = value
+            elif not details:
+                state_words.append(w)
+        found.append({"serial": serial, "state": " ".join(state_words) or "unknown",
+                      "product": details.get("product"), "model": details.get("model"),
+                      "device": details.get("device"), "transport_id": details.get("transport_id"),
+                      "usb": details.get("usb")})
+    return found
+
+
+def _devices(adb: str, server_port: int | None) -> list[dict]:
+    argv = [adb] + (["-P", str(server_port)] if server_port is not None else []) + ["devices", "-l"]
+    try:
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=ADB_STATE_TIMEOUT_S * 3,
+                              env=_client_env(server_port))
+    except subprocess.TimeoutExpired:
+        raise TargetError("`adb devices` did not answer within 30 s") from None
+    if done.returncode != 0:
+        raise TargetError(f"`adb devices` failed: {_decode(done.stderr)}")
+    return parse_devices_l(done.stdout.decode(errors="replace"))
+
+
+def _only_device(adb: str, server_port: int | None) -> str:
+    devices = [d for d in _devices(adb, server_port) if d["state"] == "device"]
+    if len(devices) == 1:
+        return devices[0]["serial"]
+    if not devices:
+        raise TargetError("no adb device is attached and authorized (see `adb devices`)")
+    raise TargetError("several adb devices are attached; choose one with -t adb:SERIAL: "
+                      + ", ".join(d["serial"] for d in devices))
+
+
+DEVICE_SUMMARY = "getprop ro.build.version.release; uname -r"
+
+
+def list_adb_devices(adb: str = "adb", server_port: int | None = None, *,
+                     timeout: float = ROOT_PROBE_TIMEOUT_S) -> list[dict]:
+    """Every device the adb server knows, with model, Android version, kernel and root for the usable ones.
+
+    Each dict: serial, state, model, product, device, transport_id, usb, android_version, kernel, root (bool),
+    root_method. Devices not in state "device" (offline, unauthorized, ...) keep None for what needs a shell.
+    Root is detected without changing the device (`id -u`, then su); `adb root` is never tried here.
+    """
+    adb = _find_adb(adb)
+    ensure_server(adb, server_port)
+    listed = _devices(adb, server_port)
+    for d in listed:
+        d.update(android_version=None, kernel=None, root=False, root_method=None)
+        if d["state"] != "device":
+            continue
+        t = AdbTransport(d["serial"], adb=adb, server_port=server_port, root="auto", timeout=timeout)
+        try:
+            lines = t.run(["sh", "-c", DEVICE_SUMMARY], timeout=timeout).text.splitlines()
+            d["android_version"] = (lines[0].strip() or None) if lines else None
+            d["kernel"] = lines[1].strip() if len(lines) > 1 else None
+            d["root_method"] = t.root_method
+            d["root"] = d["root_method"] is not None
+        except TargetError as e:
+            d["error"] = str(e)
+    return listed
