@@ -56,6 +56,7 @@ class DeviceProfile:
     flush_lat_ns: int = 0
     burst_bytes: int = 0
     seq_window: int = 4
+    sync_backing: bool = False  # a flush also fsyncs the backing file (its real cost overlaps the modelled one)
     sources: tuple[str, ...] = ()
 
     def daemon_options(self) -> str:
@@ -71,6 +72,7 @@ class DeviceProfile:
                 f"flush_lat={self.flush_lat_ns}ns",
                 f"burst={self.burst_bytes}",
                 f"seq_window={self.seq_window}",
+                f"sync_backing={int(self.sync_backing)}",
             ]
         )
 
@@ -119,6 +121,8 @@ PROFILES: dict[str, DeviceProfile] = {
         DeviceProfile(
             name="host",
             description="no throttling: the host's own speed, counters only",
+            # the host's speed includes its flush: without it `host` would beat a plain loop device on fsync
+            sync_backing=True,
         ),
     )
 }
@@ -132,6 +136,7 @@ _NUMERIC_KEYS = {
     "seq_lat": ("seq_lat_ns", parse_duration_ns),
     "flush_lat": ("flush_lat_ns", parse_duration_ns),
     "seq_window": ("seq_window", int),
+    "sync_backing": ("sync_backing", int),
 }
 
 
@@ -139,7 +144,8 @@ def resolve_profile(spec: str) -> DeviceProfile:
     """A profile from `NAME`, `NAME:key=value,...` or `key=value,...` (on top of `host`).
 
     Keys: write_bw, read_bw, burst (sizes, per second for bandwidths: `40M` = 40 MiB/s), rand_write_lat,
-    rand_read_lat, seq_lat, flush_lat (durations: `2ms`), seq_window (1..16). Example: `emmc-2012:flush_lat=1ms`.
+    rand_read_lat, seq_lat, flush_lat (durations: `2ms`), seq_window (1..16), sync_backing (0|1).
+    Example: `emmc-2012:flush_lat=1ms`.
     """
     spec = spec.strip()
     if ":" in spec:
@@ -168,6 +174,10 @@ def resolve_profile(spec: str) -> DeviceProfile:
             raise UsageError(f"bad value for {key} in device profile {spec!r}: {exc}") from None
         if field == "seq_window" and not 1 <= number <= 16:
             raise UsageError(f"bad value for seq_window in device profile {spec!r}: {number} (expected 1..16)")
+        if field == "sync_backing":
+            if number not in (0, 1):
+                raise UsageError(f"bad value for sync_backing in device profile {spec!r}: {number} (expected 0 or 1)")
+            number = bool(number)
         changes[field] = number
     return replace(profile, name=f"{name}:{overrides}", **changes)
 
@@ -184,6 +194,7 @@ def profile_as_daemon_json(profile: DeviceProfile) -> dict:
         "flush_lat_ns": profile.flush_lat_ns,
         "burst_bytes": profile.burst_bytes,
         "seq_window": profile.seq_window,
+        "sync_backing": profile.sync_backing,
     }
 
 

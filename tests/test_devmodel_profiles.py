@@ -33,6 +33,7 @@ def test_named_profiles_have_the_papers_numbers():
     assert ufs.flush_lat_ns == 1_000_000
     host = PROFILES["host"]
     assert (host.write_bw_bytes_per_s, host.rand_write_lat_ns, host.flush_lat_ns) == (0, 0, 0)
+    assert host.sync_backing and not emmc.sync_backing  # host pays the host's flush; models charge their own
     assert list(PROFILES) == ["emmc-2012", "ufs-2020", "host"]
 
 
@@ -73,6 +74,7 @@ def test_bare_settings_start_from_host():
         ("write_bw=fast", "bad value for write_bw"),
         ("host:flush_lat=soon", "bad value for flush_lat"),
         ("host:seq_window=0", "expected 1..16"),
+        ("host:sync_backing=2", "expected 0 or 1"),
     ],
 )
 def test_bad_profiles_say_what_is_valid(spec, message, tmp_path):
@@ -93,6 +95,7 @@ def test_bad_profiles_say_what_is_valid(spec, message, tmp_path):
         ("flush_lat=5", "bad value for flush_lat: '5' (expected a duration like 500us, 2ms, 0)"),
         ("seq_window=99", "bad value for seq_window: 99 (expected 1..16)"),
         ("size=huge", "bad value for size: 'huge'"),
+        ("sync_backing=2", "bad value for sync_backing: 2 (expected 0 or 1)"),
     ],
 )
 def test_daemon_rejects_bad_options_before_mounting(option, message, reference_binary, tmp_path):

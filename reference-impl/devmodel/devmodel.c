@@ -479,7 +479,7 @@ static void dm_usage(FILE *f)
 "  size=SIZE           size of " DM_FILE_NAME " (default: the backing file's)\n"
 "  counters=PATH       counters JSON, written on SIGUSR1 and at unmount\n"
 "  direct_io=0|1       bypass the FUSE page cache (default 1)\n"
-"  sync_backing=0|1    also fsync the backing file on flush (default 0)\n"
+"  sync_backing=0|1    also fsync the backing file on flush (host: 1, else 0)\n"
 "example: devmodel -f -o profile=emmc-2012,counters=c.json disk.raw /mnt/dm\n",
 		DM_SEQ_WINDOW_MAX);
 }
@@ -524,6 +524,15 @@ static int dm_build_profile(const struct dm_options *o, struct dm_profile *p)
 				"a size like 4096, 512k, 40M");
 			return -1;
 		}
+	}
+	if (o->sync_backing >= 0) {
+		if (o->sync_backing > 1) {
+			fprintf(stderr,
+				"devmodel: bad value for sync_backing: %d (expected 0 or 1)\n",
+				o->sync_backing);
+			return -1;
+		}
+		p->sync_backing = o->sync_backing;
 	}
 	if (o->seq_window) {
 		if (o->seq_window < 1 || o->seq_window > DM_SEQ_WINDOW_MAX) {
@@ -603,7 +612,7 @@ static int dm_opt_proc(void *data, const char *arg, int key,
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	struct dm_options o = { .direct_io = 1 };
+	struct dm_options o = { .direct_io = 1, .sync_backing = -1 };
 	struct dm_positional pos = { 0 };
 	struct fuse_cmdline_opts copts = { 0 };
 	struct fuse_loop_config lcfg = { 0 };
@@ -634,7 +643,7 @@ int main(int argc, char *argv[])
 	if (dm_open_backing(pos.backing, o.size))
 		return 2;
 	dm.direct_io = o.direct_io;
-	dm.sync_backing = o.sync_backing;
+	dm.sync_backing = prof.sync_backing;
 	dm.counters_path = o.counters;
 	dm_model_init(&dm.model, &prof, dm_now_ns());
 	/* sleeps of a few hundred us must not overshoot by the 50 us slack */

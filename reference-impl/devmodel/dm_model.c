@@ -48,6 +48,7 @@ const struct dm_profile dm_profiles[] = {
 	{
 		.name = "host",
 		.seq_window = 4,
+		.sync_backing = 1,	/* the host's own flush cost, too */
 		.description = "no throttling: the host's own speed, counters "
 			       "only",
 	},
@@ -352,6 +353,8 @@ static void dm_write_profile_json(FILE *f, const struct dm_profile *p,
 	fprintf(f, ",\n%s  \"burst_bytes\": %" PRIu64, indent,
 		p->burst_bytes);
 	fprintf(f, ",\n%s  \"seq_window\": %u", indent, p->seq_window);
+	fprintf(f, ",\n%s  \"sync_backing\": %s", indent,
+		p->sync_backing ? "true" : "false");
 	if (p->description) {
 		fprintf(f, ",\n%s  \"description\": ", indent);
 		dm_write_json_string(f, p->description);

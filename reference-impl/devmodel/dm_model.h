@@ -45,6 +45,7 @@ struct dm_profile {
 	uint64_t flush_lat_ns;
 	uint64_t burst_bytes;		/* token bucket depth */
 	unsigned int seq_window;	/* 1..DM_SEQ_WINDOW_MAX */
+	int sync_backing;		/* flush also fsyncs the backing file */
 	const char *description;
 };
 
