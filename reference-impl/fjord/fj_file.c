@@ -42,6 +42,7 @@ struct fj_file *fj_file_new(int fd, const char *path, bool critical)
 	f->fd = fd;
 	f->critical = critical;
 	f->refs = 1;
+	f->meta_dirty = true;	/* e.g. a fresh create: sync it once */
 	pthread_mutex_init(&f->lock, NULL);
 	fj_file_fill_handle(f);
 	return f;

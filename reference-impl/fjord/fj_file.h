@@ -38,7 +38,7 @@ struct fj_file {
 
 	/*
 	 * The file lock. Protects ext/n_ext/cap_ext, buffered, dirty_since_ns,
-	 * needs_datasync, log_seq and log_failed. Taken before the buffer's
+	 * needs_datasync, meta_dirty, log_seq and log_failed. Taken before the buffer's
 	 * global lock and before the log's lock, never after them.
 	 */
 	pthread_mutex_t lock;
@@ -47,6 +47,7 @@ struct fj_file {
 	uint64_t buffered;	/* sum of ext[].len */
 	uint64_t dirty_since_ns; /* arrival of the oldest buffered byte */
 	bool needs_datasync;	/* pwritten outside the log, not yet synced */
+	bool meta_dirty;	/* metadata the log cannot restore changed */
 	uint64_t log_seq;	/* newest log record of this file, 0: none */
 	int log_failed;		/* errno of a failed log write, sticky */
 
