@@ -71,7 +71,7 @@ class FtraceCollector(Collector):
         self.events = events
         self.out_dir = Path(out_dir)
         self.buffer_size_kb = buffer_size_kb
-        self.name = name or f"mobiperf-{uuid.uuid4().hex[:10]}"
+        self.instance_name = name or f"mobiperf-{uuid.uuid4().hex[:10]}"
         self.root: str | None = None
         self._reader: BackgroundProcess | None = None
         self._restore: list[tuple[str, bytes]] = []
@@ -91,7 +91,7 @@ class FtraceCollector(Collector):
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._check_events()
         if self.transport.exists(f"{self.tracefs}/instances"):
-            self.root = f"{self.tracefs}/instances/{self.name}"
+            self.root = f"{self.tracefs}/instances/{self.instance_name}"
             self.transport.run(["mkdir", self.root], timeout=10).check()
         else:
             self.root = self.tracefs
@@ -133,7 +133,7 @@ class FtraceCollector(Collector):
             self._reader = None
         self.stats = CollectionStats(clock=self._active_clock(), buffer_size_kb=self.buffer_size_kb,
                                      per_cpu=self._per_cpu_stats(), duration_ns=duration,
-                                     instance=self.name if self.root != self.tracefs else None)
+                                     instance=self.instance_name if self.root != self.tracefs else None)
         (self.out_dir / "ftrace_stats.json").write_text(json.dumps(self.stats.__dict__, indent=2) + "\n")
         return {"clock": self.stats.clock, "lost_events": self.stats.lost_events, "per_cpu": self.stats.per_cpu}
 
@@ -225,8 +225,8 @@ class FtraceCollector(Collector):
         return sum(s.get("entries", 0) for s in self._per_cpu_stats().values())
 
 
-def block_event_specs(dev_major: int, dev_minor: int) -> list[EventSpec]:
-    dev_filter = f"dev == {kernel_dev_t(dev_major, dev_minor)}"
+def block_event_specs(devices: list[tuple[int, int]]) -> list[EventSpec]:
+    dev_filter = " || ".join(f"dev == {kernel_dev_t(major, minor)}" for major, minor in devices)
     return [EventSpec("block", name, None if name in DEVICELESS_EVENTS else dev_filter) for name in BLOCK_EVENTS]
 
 
