@@ -87,6 +87,7 @@ static int mb_precreate(struct mb_worker *w, const char *file, char *buf)
 		goto werr;
 	todo = left = c->bytes - size;
 	while (left > 0) {
+		mb_progress(w, done, todo, &last);
 		n = left > MB_FILL_CHUNK ? MB_FILL_CHUNK : (size_t)left;
 		ret = write(fd, buf, n);
 		if (ret != (ssize_t)n) {
@@ -96,8 +97,8 @@ static int mb_precreate(struct mb_worker *w, const char *file, char *buf)
 		}
 		left -= (long long)n;
 		done += (long long)n;
-		mb_progress(w, done, todo, &last);
 	}
+	mb_progress(w, done, todo, &last);
 	if (fsync(fd))
 		goto werr;
 	close(fd);

@@ -751,7 +751,7 @@ static int mb_write_logs(const struct mb_config *c, struct mb_run *run,
 		for (i = 0; i < w->n_lat; i++) {
 			if (lf)
 				fprintf(lf, "%.0f\tusec\n",
-					(double)(w->lat_ns[i] / 1000));
+					(double)w->lat_ns[i] / 1000.0);
 			sum += w->lat_ns[i];
 			cnt++;
 			if (kf && sum > 1000000000ULL) {
@@ -766,7 +766,8 @@ static int mb_write_logs(const struct mb_config *c, struct mb_run *run,
 		}
 	}
 	if (lf) {
-		fputs(time_text, lf);
+		/* the [TIME] text without its newline, as the original */
+		fprintf(lf, "%.*s", (int)strcspn(time_text, "\n"), time_text);
 		if (fclose(lf))
 			ret = -1;
 	}
