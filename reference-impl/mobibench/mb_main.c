@@ -517,6 +517,22 @@ static void mb_parse_args(int argc, char **argv, struct mb_config *c)
 #ifdef MB_NO_SQLITE
 	if (c->db_op >= 0)
 		mb_usage_error("this build has no SQLite: -d is unavailable");
+#else
+	if (c->db_op >= 0 && c->dbs > 1) {
+		/* SQLite's compile-time cap on ATTACH, 10 unless raised */
+		sqlite3 *mem = NULL;
+		int max_attached = 10;
+
+		if (sqlite3_open(":memory:", &mem) == SQLITE_OK)
+			max_attached = sqlite3_limit(mem, SQLITE_LIMIT_ATTACHED,
+						     -1);
+		sqlite3_close(mem);
+		if (c->dbs - 1 > max_attached)
+			mb_usage_error("-D %d: SQLite %s attaches at most %d "
+				       "databases, so -D can be at most %d",
+				       c->dbs, sqlite3_libversion(),
+				       max_attached, max_attached + 1);
+	}
 #endif
 
 	c->is_blockdev = !strncmp(c->path, "/dev", 4);
