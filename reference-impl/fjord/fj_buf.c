@@ -245,23 +245,24 @@ int fj_buf_write(struct fj_buf *b, struct fj_file *f, uint64_t off,
 size_t fj_buf_read(struct fj_file *f, uint64_t off, void *buf, size_t len,
 		   size_t native_n)
 {
-	uint64_t end = off + len;
+	uint64_t end = off + len, last;
 	size_t valid = native_n, i;
 	unsigned char *out = buf;
 
 	if (!f->n_ext)
 		return native_n;
 	i = fj_first_reaching(f, off);
-	/* the valid length grows to the end of the last overlapping extent */
-	for (size_t j = i; j < f->n_ext && f->ext[j].off < end; j++) {
-		uint64_t e = f->ext[j].off + f->ext[j].len;
+	/*
+	 * Staged data extends the file: everything up to the end of the
+	 * highest extent is file content (zeros where nothing was written).
+	 * A short reply would make the kernel shrink the file.
+	 */
+	last = fj_buf_end(f);
+	if (last > off) {
+		size_t v = last - off < len ? last - off : len;
 
-		if (e > off) {
-			size_t v = (e < end ? e : end) - off;
-
-			if (v > valid)
-				valid = v;
-		}
+		if (v > valid)
+			valid = v;
 	}
 	if (valid > native_n)
 		memset(out + native_n, 0, valid - native_n);
