@@ -48,5 +48,5 @@ def plan_collectors(transport, caps, stack, raw_dir: Path, *, extra_events=()) -
     """The collectors of one repetition: ftrace (block events of the stack's device, plus extra events)."""
     from mobiperf.collectors.ftrace import FtraceCollector, block_event_specs
 
-    events = block_event_specs(stack.dev_major, stack.dev_minor) + list(extra_events)
+    events = block_event_specs(stack.traced_devices) + list(extra_events)
     return [FtraceCollector(transport, caps.tracefs_path, events, raw_dir)]

@@ -117,10 +117,12 @@ def cmd_probe(target: str, fmt: str) -> None:
               help="Repetitions, each on a fresh stack.")
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Run directory to create (never overwritten).")
 @click.option("--image-size", default="1G", show_default=True, help="Size of the emulated data partition.")
+@click.option("--device", "device_profile", help="Device profile under the loop device: emmc-2012, ufs-2020, host.")
 @click.option("--event", "events", multiple=True, help="Extra trace event system:name (repeatable).")
 @click.option("--timeout", help="Kill the workload after this long (e.g. 10m).")
 @click.argument("command", nargs=-1, required=True)
-def cmd_run(target, stack_spec, scheduler, repeat, output, image_size, events, timeout, command) -> None:
+def cmd_run(target, stack_spec, scheduler, repeat, output, image_size, device_profile, events, timeout,
+            command) -> None:
     """Set up the stack, run COMMAND in its working directory while tracing, tear the stack down, then parse,
     analyze and report."""
     from mobiperf import pipeline
@@ -132,7 +134,11 @@ def cmd_run(target, stack_spec, scheduler, repeat, output, image_size, events, t
     request = pipeline.RunRequest(
         stack=parse_stack_spec(stack_spec), command=list(command), scheduler=scheduler, repeat=repeat,
         image_size=parse_image_size(image_size), extra_events=parse_event_names(list(events)),
-        timeout_s=parse_duration_ns(timeout) / 1e9 if timeout else None)
+        timeout_s=parse_duration_ns(timeout) / 1e9 if timeout else None, device=device_profile)
+    if device_profile:
+        from mobiperf.devmodel import resolve_profile
+
+        resolve_profile(device_profile)  # an unknown profile is a usage error before anything is set up
     out = output or pipeline.default_run_path(request)
     transport = _transport(target)
     caps = probe(transport)

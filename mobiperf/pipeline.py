@@ -23,7 +23,7 @@ from mobiperf.analyzers import headline_metrics, registry
 from mobiperf.collectors import plan_collectors
 from mobiperf.collectors.ftrace import EventSpec
 from mobiperf.collectors.parse import derive_tables, parse_raw_dir
-from mobiperf.errors import MissingTableError, TargetError
+from mobiperf.errors import MissingTableError, TargetError, UsageError
 from mobiperf.reports.page import render_report
 from mobiperf.runstore import RunDir
 from mobiperf.schema import RESULTS, TABLES
@@ -43,6 +43,7 @@ class RunRequest:
     image_size: int = 1 << 30
     extra_events: list[EventSpec] = field(default_factory=list)
     timeout_s: float | None = None
+    device: str | None = None       # a device profile of mobiperf.devmodel (None: the host's disk as it is)
 
 
 def default_run_path(request: RunRequest) -> Path:
@@ -53,10 +54,11 @@ def default_run_path(request: RunRequest) -> Path:
 
 def run(transport: Transport, caps: Capabilities, request: RunRequest, out: Path) -> RunDir:
     """Collect every repetition, then parse, analyze and report. The run is kept whatever happens."""
+    _check_can_trace(transport, caps, request.extra_events)
     rundir = RunDir.create(out, {
         "id": out.name, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "mobiperf": _version(), "host": platform.node(), "target": caps.as_dict(), "stack": str(request.stack),
-        "scheduler": request.scheduler, "command": request.command, "repetitions": [], "warnings": [],
+        "scheduler": request.scheduler, "device": request.device, "command": request.command, "repetitions": [], "warnings": [],
     })
     started = time.time()
     for rep in range(request.repeat):
@@ -66,19 +68,30 @@ def run(transport: Transport, caps: Capabilities, request: RunRequest, out: Path
         rundir.write_meta(meta)
     rundir.update_meta(timings={"collect_s": round(time.time() - started, 3)})
     analyze(rundir, reparse=True)
-    report(rundir)
     failed = any(r["exit_code"] != 0 for r in rundir.read_meta()["repetitions"])
     rundir.update_meta(status="failed" if failed else "complete")
+    report(rundir)
     return rundir
+
+
+def _check_can_trace(transport: Transport, caps: Capabilities, events: list[EventSpec]) -> None:
+    """Refuse before anything is created: a run that cannot trace would only leave a broken run directory."""
+    if not caps.tracefs_path or not caps.tracefs_writable:
+        raise TargetError("tracing needs a writable tracefs: run as root (tracefs is mounted at "
+                          "/sys/kernel/tracing when absent)")
+    for ev in events:
+        if not transport.exists(f"{caps.tracefs_path}/{ev.path}/format"):
+            known = caps.events.get(ev.system)
+            hint = (f"this kernel's {ev.system} events are {', '.join(known)}" if known
+                    else f"this kernel has no {ev.system} events")
+            raise UsageError(f"unknown trace event {ev.system}:{ev.name}; {hint}")
 
 
 def collect_repetition(transport: Transport, caps: Capabilities, request: RunRequest, rundir: RunDir,
                        rep: int) -> dict:
     raw = rundir.raw_dir(rep)
-    if not caps.tracefs_path or not caps.tracefs_writable:
-        raise TargetError("tracing needs a writable tracefs (mount -t tracefs nodev /sys/kernel/tracing, as root)")
     with LocalStack(transport, request.stack, scheduler=request.scheduler, image_size=request.image_size,
-                    counters_dir=raw) as stack, contextlib.ExitStack() as active:
+                    counters_dir=raw, device=request.device) as stack, contextlib.ExitStack() as active:
         collectors = plan_collectors(transport, caps, stack, raw, extra_events=request.extra_events)
         env = {"MOBIPERF_WORKDIR": stack.workdir,
                "PATH": f"{REFERENCE_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}"}

@@ -7,8 +7,11 @@ A stack is described by a string, bottom layer first:
     ext4+bfuse:io_unit=512k           the Buffered FUSE daemon with options
     xfs+fjord:preset=fjord-ram,whitelist=cache
 
-The first element is a filesystem (with optional mkfs/mount options after `:`), the others are layers mounted on
-top, each a reference daemon from reference-impl/bin. Set-up mirrors Android: the filesystem is the data partition,
+The first element is a filesystem, the others are layers mounted on top, each a reference daemon from
+reference-impl/bin. Filesystem options: `mkfs=ARGS` (extra mkfs arguments, space-separated), `mount=OPTS` (replaces
+the Android-like mount options), and for ext4 `journal_dev=SIZE` (the journal on a second loop device, seed 002's
+external journal). Below the filesystem, a device profile (`device=emmc-2012`, see mobiperf.devmodel) puts a
+throttling store between the loop device and the host's disk. Set-up mirrors Android: the filesystem is the data partition,
 mounted at PRIVATE/data; a FUSE layer serves PRIVATE/data/media/0 at PRIVATE/sdcard. The workload runs in the top
 layer's directory.
 
@@ -19,6 +22,7 @@ same code would drive a rooted device.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -112,6 +116,16 @@ class StackFacts:
     scheduler: str
     image_size_bytes: int
     layers: list[dict[str, Any]] = field(default_factory=list)
+    journal_device: dict[str, Any] | None = None
+    device_profile: str | None = None
+
+    @property
+    def traced_devices(self) -> list[tuple[int, int]]:
+        """The block devices whose events belong to this stack: the data device and an external journal."""
+        devs = [(self.dev_major, self.dev_minor)]
+        if self.journal_device:
+            devs.append((self.journal_device["dev_major"], self.journal_device["dev_minor"]))
+        return devs
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -125,7 +139,7 @@ class LocalStack:
 
     def __init__(self, transport: Transport, spec: StackSpec, *, scheduler: str | None = None,
                  image_size: int = DEFAULT_IMAGE_SIZE, workroot: str = "/var/tmp/mobiperf",
-                 counters_dir: Path | None = None, timeout_s: float = 120.0):
+                 counters_dir: Path | None = None, timeout_s: float = 120.0, device: str | None = None):
         if scheduler is not None and scheduler not in SCHEDULERS:
             raise UsageError(f"unknown IO scheduler {scheduler!r}; choose one of {', '.join(SCHEDULERS)}")
         self.transport = transport
@@ -135,6 +149,7 @@ class LocalStack:
         self.private = f"{workroot}/stack-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.counters_dir = counters_dir
         self.timeout_s = timeout_s
+        self.device = device
         self._undo: list[tuple[str, Any]] = []
         self.facts: StackFacts | None = None
 
@@ -160,14 +175,20 @@ class LocalStack:
                              f"(Debian: {fs.name}progs / e2fsprogs)")
         self._sh(["mkdir", "-p", self.private])
         self._undo.append(("rmdir", self.private))
-        image = f"{self.private}/userdata.img"
-        self._sh(["truncate", "-s", str(self.image_size), image])
+        image = self._make_image("userdata.img", self.image_size)
         device = self._attach_loop(image)
         scheduler = self._set_scheduler(device)
-        self._sh(mkfs + [o for o in fs.options.get("mkfs", "").split() if o] + [device], timeout=self.timeout_s)
+        extra_mkfs = [o for o in fs.options.get("mkfs", "").split() if o]
+        journal = None
+        if "journal_dev" in fs.options:
+            journal = self._make_journal_device(fs)
+            extra_mkfs += ["-J", f"device={journal['device']}"]
+        self._sh(mkfs + extra_mkfs + [device], timeout=self.timeout_s)
         data = f"{self.private}/data"
         self._sh(["mkdir", "-p", data])
         opts = fs.options.get("mount", mount_opts)
+        if journal:
+            opts += f",journal_path={journal['device']}"
         if self._sh(["mount", "-t", fs.name, "-o", opts, device, data], check=False).returncode != 0:
             raise StackError(f"cannot mount {fs.name} on {device}: does this kernel support {fs.name}?")
         self._undo.append(("umount", data))
@@ -178,7 +199,35 @@ class LocalStack:
             layers.append(facts)
         return StackFacts(spec=str(self.spec), workdir=workdir, device=device, dev_major=major, dev_minor=minor,
                           filesystem=fs.name, mount_options=opts, scheduler=scheduler,
-                          image_size_bytes=self.image_size, layers=layers)
+                          image_size_bytes=self.image_size, layers=layers, journal_device=journal,
+                          device_profile=self.device)
+
+    def _make_image(self, name: str, size: int) -> str:
+        """A sparse image file, served through the device model's throttling store when a profile is set."""
+        if self.device is None:
+            image = f"{self.private}/{name}"
+            self._sh(["truncate", "-s", str(size), image])
+            return image
+        from mobiperf.devmodel import ThrottledStore
+
+        daemon = REFERENCE_BIN / "devmodel"
+        if not daemon.exists():
+            raise StackError(f"{daemon} is not built; run `make -C reference-impl` (or `make setup`)")
+        store = ThrottledStore(Path(self.private) / f"backing-{name}", size, self.device,
+                               Path(self.private) / f"devmodel-{name}", daemon)
+        path = store.__enter__()
+        self._undo.append(("store", (name, store)))
+        return str(path)
+
+    def _make_journal_device(self, fs: Layer) -> dict[str, Any]:
+        if fs.name != "ext4":
+            raise UsageError("journal_dev is an ext4 option (an external journal device)")
+        size = parse_size(fs.options["journal_dev"])
+        image = self._make_image("journal.img", size)
+        device = self._attach_loop(image)
+        self._sh(["mkfs.ext4", "-q", "-F", "-O", "journal_dev", "-b", "4096", device], timeout=self.timeout_s)
+        major, minor = self._dev_numbers(device)
+        return {"device": device, "dev_major": major, "dev_minor": minor, "size_bytes": size}
 
     def _require_root(self) -> None:
         uid = self.transport.run(["id", "-u"], timeout=10).text.strip()
@@ -280,6 +329,13 @@ class LocalStack:
                 return
             time.sleep(0.1 * (attempt + 1))  # a daemon or the workload may still hold a file open
         self._sh(["umount", "-l", path])
+
+    def _undo_store(self, arg) -> None:
+        name, store = arg
+        store.__exit__(None, None, None)
+        if self.counters_dir is not None:
+            counters = json.dumps(store.counters(), indent=2)
+            (self.counters_dir / f"device-counters-{Path(name).stem}.json").write_text(counters)
 
     def _undo_losetup(self, device: str) -> None:
         self._sh(["losetup", "-d", device])
