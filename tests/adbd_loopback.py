@@ -11,7 +11,7 @@ What it speaks (see ../../shared/specs/adb-loopback.md for the protocol notes):
     close-stdin, and ends with the exit status (0x80|signal when killed). A pty is never allocated: mobiperf
     never asks for one, and a raw pipe is what it needs.
   - sync: STAT STA2 LST2 LIST LIS2 SEND SND2 RECV RCV2 QUIT (v1 and v2, no compression).
-  - root: / unroot: (canned replies, or a real restart into uid 0 with --root-restarts).
+  - root: / unroot: (canned replies, or a real restart into uid 0 and back with --root-restarts).
 
 Knobs the tests need that a phone has and this host does not:
   --uid N        run shell commands as uid N (an unprivileged "shell" user, like uid 2000 on a phone).
@@ -308,7 +308,9 @@ class Device:
         self._write_tool("getprop", "\n".join(lines) + "\n")
 
     def _write_su(self) -> None:
-        self._write_tool("su", f"#!{sys.executable}\n{SU_CLIENT}")
+        # The interpreter must be one the shell uid may execute (a venv under a private home may not be).
+        python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+        self._write_tool("su", f"#!{python}\n{SU_CLIENT}")
 
     def _write_tool(self, name: str, text: str) -> None:
         path = os.path.join(self.bin_dir, name)
@@ -381,19 +383,27 @@ class Device:
     async def root_service(self, s: Stream, verb: str) -> None:
         runs_as_root = self.uid in (None, 0) and os.geteuid() == 0
         if verb == "unroot":
-            await s.write(b"adbd not running as root\n" if not runs_as_root else b"unroot is not supported\n")
+            if not runs_as_root:
+                await s.write(b"adbd not running as root\n")
+            elif self.args.root_restarts and self.args.uid:
+                await self.restart(s, b"restarting adbd as non root\n", self.args.uid)
+            else:
+                await s.write(b"adbd cannot drop root on adbd_loopback\n")
             return
         if runs_as_root:
             await s.write(b"adbd is already running as root\n")
         elif self.args.root_restarts:
-            # What a userdebug phone does: say so, drop every connection, come back as root. The adb server
-            # reconnects to a TCP device by itself.
-            await s.write(b"restarting adbd as root\n")
-            await s.link.drain()
-            self.uid = None
-            asyncio.get_running_loop().call_later(0.2, self.drop_links)
+            await self.restart(s, b"restarting adbd as root\n", None)
         else:
             await s.write(b"adbd cannot run as root in production builds\n")
+
+    async def restart(self, s: Stream, message: bytes, uid: int | None) -> None:
+        # What a userdebug phone does: say so, drop every connection, come back with the new uid. The adb server
+        # reconnects to a TCP device by itself.
+        await s.write(message)
+        await s.link.drain()
+        self.uid = uid
+        asyncio.get_running_loop().call_later(0.2, self.drop_links)
 
     def drop_links(self) -> None:
         for link in list(self.links):

@@ -343,8 +343,10 @@ class AdbProcess(BackgroundProcess):
         exports = "".join(f"export {k}={shlex.quote(v)}; " for k, v in (env or {}).items())
         inner = (f"printf '%s %d %d\\n' {shlex.quote(self._marker)} $$ $PPID >&2; {cd}{exports}"
                  f"exec {shlex.join(argv)}")
-        outer = f"sh -c {shlex.quote(inner)}; s=$?; printf '%s%d' {shlex.quote(self._marker)} \"$s\" >&2; " \
-                f"exit \"$s\""
+        # The status shell catches what kill() sends to the group (a caught signal is reset to default across
+        # exec, so the workload still gets it): it outlives the workload and reports the workload's own status.
+        outer = (f"trap : TERM INT QUIT USR1 USR2; sh -c {shlex.quote(inner)}; s=$?; "
+                 f"printf '%s%d' {shlex.quote(self._marker)} \"$s\" >&2; exit \"$s\"")
         outer = transport._as_root(outer)
         out = open(stdout_path, "wb") if stdout_path else subprocess.DEVNULL
         try:

@@ -1,0 +1,261 @@
+"""What is Android about a target, and putting the reference binaries on it.
+
+android_facts() asks everything in one shell round trip (a phone over USB costs tens of ms per call) and answers
+for any Linux target: on a host that is not Android (the loopback device is this very host) "is_android" is False
+and the Android-only facts are None, while the kernel facts (tracefs, mounts, schedulers) stay right.
+
+push_reference_binaries() copies the reference implementations built for the device's ABI into the run's work
+directory and removes them afterwards, so a run leaves nothing behind unless asked to keep it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import platform
+import shlex
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from mobiperf.errors import TargetError
+from mobiperf.target.transport import Transport
+
+log = logging.getLogger(__name__)
+
+REFERENCE_BIN = Path(__file__).resolve().parents[2] / "reference-impl" / "bin"
+TRACEFS_CANDIDATES = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+PROPS = ("ro.build.version.release", "ro.build.version.sdk", "ro.product.cpu.abi", "ro.product.model",
+         "ro.build.type", "persist.sys.fuse.passthrough.enable")
+# uname -m -> Android ABI name, for hosts without getprop
+MACHINE_ABI = {"x86_64": "x86_64", "aarch64": "arm64-v8a", "arm64": "arm64-v8a", "armv7l": "armeabi-v7a",
+               "armv8l": "armeabi-v7a", "i686": "x86", "i386": "x86"}
+# Android ABI -> the ARCH= directory of a cross build under reference-impl/bin/
+ABI_ARCH = {"arm64-v8a": "aarch64", "x86_64": "x86_64", "armeabi-v7a": "arm", "x86": "i686"}
+# Filesystem types that hold data (not proc, sysfs, cgroups, tmpfs ...), for the mount table in the facts.
+DATA_FS_PREFIXES = ("ext", "f2fs", "xfs", "btrfs", "erofs", "vfat", "exfat", "fuse", "sdcardfs", "esdfs", "overlay")
+DEFAULT_WORKDIR = {True: "/data/local/tmp/mobiperf", False: "/tmp/mobiperf"}
+
+# One script, sections introduced by @@name lines. Portable across dash, bash and Android's mksh + toybox.
+FACTS_SCRIPT = r"""
+echo @@uid; id -u
+echo @@uname; uname -r; uname -m
+echo @@android; if [ -e /system/build.prop ] && [ -e /system/bin/sh ]; then echo yes; fi
+echo @@props; for p in {props}; do v=$(getprop "$p" 2>/dev/null); echo "$p=$v"; done
+echo @@tracefs; for d in {tracefs}; do [ -e "$d/trace" ] && echo "$d"; [ -d "$d/instances" ] && echo "$d instances"; done
+echo @@selinux; getenforce 2>/dev/null || {{ [ -r /sys/fs/selinux/enforce ] && echo "enforce=$(cat /sys/fs/selinux/enforce)"; }}
+echo @@sdcard; [ -e /sdcard ] && readlink -f /sdcard
+echo @@mounts; cat /proc/mounts
+echo @@schedulers; for f in /sys/block/*/queue/scheduler; do [ -r "$f" ] && echo "$f $(cat "$f")"; done
+echo @@end
+""".format(props=" ".join(PROPS), tracefs=" ".join(TRACEFS_CANDIDATES))
+
+
+def android_facts(transport: Transport, *, timeout: float = 30.0) -> dict:
+    """The Android-aware facts of a target, from one shell call. See parse_android_facts for the keys."""
+    done = transport.run(["sh", "-c", FACTS_SCRIPT], timeout=timeout)
+    if "@@end" not in done.text:
+        raise TargetError(f"{transport.name}: the facts script did not finish: {done.stderr.decode(errors='replace')}")
+    return parse_android_facts(done.text)
+
+
+def _sections(text: str) -> dict[str, list[str]]:
+    sections: dict[str, list[str]] = {}
+    current = None
+    for line in text.splitlines():
+        if line.startswith("@@"):
+            current = line[2:].strip()
+            sections[current] = []
+        elif current is not None and line.strip():
+            sections[current].append(line.rstrip("\n"))
+    return sections
+
+
+def _unescape_mount_field(field: str) -> str:
+    # /proc/mounts writes space, tab, newline and backslash as \040 \011 \012 \134.
+    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
+        field = field.replace(code, char)
+    return field
+
+
+def parse_mounts(lines: Sequence[str]) -> list[dict]:
+    mounts = []
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 4:
+            continue
+        mounts.append({"source": _unescape_mount_field(parts[0]), "mountpoint": _unescape_mount_field(parts[1]),
+                       "fstype": parts[2], "options": parts[3]})
+    return mounts
+
+
+def mount_of(path: str, mounts: Sequence[dict]) -> dict | None:
+    """The mount a (resolved) path lives on: the last-mounted one with the longest matching mountpoint."""
+    best = None
+    for m in mounts:
+        mp = m["mountpoint"]
+        inside = path == mp or path.startswith(mp.rstrip("/") + "/") or mp == "/"
+        if inside and (best is None or len(mp) >= len(best["mountpoint"])):
+            best = m
+    return best
+
+
+def storage_layer(fstype: str | None) -> str | None:
+    """How the shared storage (/sdcard) is served: "fuse" (Android 11+ and before 8), "sdcardfs" (8-10), "esdfs",
+    or None when it is a plain filesystem or missing."""
+    if fstype is None:
+        return None
+    if fstype == "fuse" or fstype.startswith("fuse."):
+        return "fuse"
+    if fstype in ("sdcardfs", "esdfs"):
+        return fstype
+    return None
+
+
+def parse_schedulers(lines: Sequence[str]) -> dict[str, dict]:
+    found = {}
+    for line in lines:
+        path, _, choices = line.partition(" ")
+        parts = path.split("/")
+        if len(parts) < 4:
+            continue
+        device = parts[3]
+        if device.startswith(("loop", "ram")):  # dozens of apex loop devices on a phone, none of them storage
+            continue
+        names = choices.split()
+        current = next((n.strip("[]") for n in names if n.startswith("[")), None)
+        found[device] = {"current": current, "available": [n.strip("[]") for n in names]}
+    return found
+
+
+def parse_android_facts(text: str) -> dict:
+    """The output of FACTS_SCRIPT as a dict.
+
+    is_android, android_version, sdk, build_type, model, abi, kernel, machine, uid, root, tracefs_path,
+    tracefs_instances, selinux ("enforcing", "permissive", "disabled"), sdcard_path (resolved), sdcard_fstype,
+    sdcard_layer ("fuse", "sdcardfs", "esdfs" or None), fuse_passthrough (bool or None), data_fstype, data_source,
+    data_options, default_workdir, schedulers {device: {current, available}}, mounts [data-bearing mounts].
+    """
+    s = _sections(text)
+    props = {}
+    for line in s.get("props", []):
+        key, _, value = line.partition("=")
+        props[key] = value.strip()
+    is_android = bool(s.get("android")) and props.get("ro.build.version.sdk", "").isdigit()
+    uname = s.get("uname", [])
+    machine = uname[1].strip() if len(uname) > 1 else None
+    uid_text = (s.get("uid") or [""])[0].strip()
+    uid = int(uid_text) if uid_text.isdigit() else None
+
+    tracefs_path = None
+    instances = False
+    for line in s.get("tracefs", []):
+        path, _, flag = line.partition(" ")
+        if tracefs_path is None and not flag:
+            tracefs_path = path
+        if flag == "instances" and path == tracefs_path:
+            instances = True
+
+    selinux_lines = s.get("selinux", [])
+    selinux = "disabled"
+    if selinux_lines:
+        said = selinux_lines[0].strip().lower()
+        if said.startswith("enforce="):
+            selinux = "enforcing" if said.endswith("1") else "permissive"
+        elif said in ("enforcing", "permissive", "disabled"):
+            selinux = said
+
+    mounts = parse_mounts(s.get("mounts", []))
+    sdcard_path = (s.get("sdcard") or [None])[0]
+    sdcard_mount = mount_of(sdcard_path, mounts) if sdcard_path else None
+    # Android mounts /data on its own; a plain /data directory on a host's root filesystem says nothing.
+    data_mount = next((m for m in reversed(mounts) if m["mountpoint"] == "/data"), None)
+    passthrough = props.get("persist.sys.fuse.passthrough.enable") or None
+
+    abi = props.get("ro.product.cpu.abi") if is_android else None
+    return {
+        "is_android": is_android,
+        "android_version": props.get("ro.build.version.release") or None if is_android else None,
+        "sdk": int(props["ro.build.version.sdk"]) if is_android else None,
+        "build_type": props.get("ro.build.type") or None if is_android else None,
+        "model": props.get("ro.product.model") or None if is_android else None,
+        "abi": abi or MACHINE_ABI.get(machine or "", machine),
+        "kernel": uname[0].strip() if uname else None,
+        "machine": machine,
+        "uid": uid,
+        "root": uid == 0,
+        "tracefs_path": tracefs_path,
+        "tracefs_instances": instances,
+        "selinux": selinux,
+        "sdcard_path": sdcard_path,
+        "sdcard_fstype": sdcard_mount["fstype"] if sdcard_mount else None,
+        "sdcard_layer": storage_layer(sdcard_mount["fstype"]) if sdcard_mount else None,
+        "fuse_passthrough": {"true": True, "1": True, "false": False, "0": False}.get(passthrough or "")
+        if is_android else None,
+        "data_fstype": data_mount["fstype"] if data_mount else None,
+        "data_source": data_mount["source"] if data_mount else None,
+        "data_options": data_mount["options"] if data_mount else None,
+        "default_workdir": DEFAULT_WORKDIR[is_android],
+        "schedulers": parse_schedulers(s.get("schedulers", [])),
+        "mounts": [m for m in mounts if m["fstype"].startswith(DATA_FS_PREFIXES)],
+    }
+
+
+# -- reference binaries on the device ---------------------------------------------------------------------------------
+
+def reference_binary_path(name: str, abi: str, bin_dir: Path = REFERENCE_BIN) -> Path:
+    """Where the build of the reference-impl Makefile puts name for abi: bin/ for this host's ABI, bin/<arch>/ else."""
+    native = MACHINE_ABI.get(platform.machine())
+    if abi == native:
+        return bin_dir / name
+    arch = ABI_ARCH.get(abi)
+    if arch is None:
+        raise TargetError(f"no reference builds for ABI {abi!r} (known: {', '.join(sorted(ABI_ARCH))})")
+    return bin_dir / arch / name
+
+
+@contextlib.contextmanager
+def push_reference_binaries(transport: Transport, names: Sequence[str], abi: str, workdir: str, *,
+                            keep: bool = False, bin_dir: Path = REFERENCE_BIN,
+                            timeout: float = 120.0) -> Iterator[dict[str, str]]:
+    """Push reference-impl binaries for abi into workdir on the target; yields {name: remote path}.
+
+    The binaries are made executable, and removed on exit (success, error or Ctrl-C) unless keep. A workdir this
+    created is removed too if it is empty by then. A missing build is a TargetError naming the make command.
+    """
+    local = {}
+    for name in names:
+        path = reference_binary_path(name, abi, bin_dir)
+        if not path.is_file():
+            arch = ABI_ARCH.get(abi, abi)
+            how = "make -C reference-impl" if path.parent == bin_dir else f"make -C reference-impl ARCH={arch}"
+            raise TargetError(f"reference binary {name!r} for ABI {abi} is not built ({path} is missing): run `{how}`")
+        local[name] = path
+    created_workdir = not transport.exists(workdir, timeout=timeout)
+    if created_workdir:
+        transport.run(["mkdir", "-p", workdir], timeout=timeout).check()
+    remote = {name: f"{workdir.rstrip('/')}/{name}" for name in names}
+    pushed: list[str] = []
+    try:
+        for name, path in local.items():
+            pushed.append(remote[name])
+            transport.push(path, remote[name], timeout=timeout)
+        if pushed:
+            transport.run(["chmod", "755", *pushed], timeout=timeout).check()
+        yield remote
+    finally:
+        if not keep:
+            _remove_pushed(transport, pushed, workdir if created_workdir else None)
+
+
+def _remove_pushed(transport: Transport, paths: Sequence[str], created_dir: str | None) -> None:
+    # Best effort with a short timeout: on a device that went away this must not hang or hide the real error.
+    script = "rm -f -- " + " ".join(shlex.quote(p) for p in paths) if paths else "true"
+    if created_dir:
+        script += f"; rmdir -- {shlex.quote(created_dir)} 2>/dev/null; true"
+    try:
+        done = transport.run(["sh", "-c", script], timeout=15)
+        if done.returncode != 0:
+            log.warning("could not remove the reference binaries from %s: %s", transport.name,
+                        done.stderr.decode(errors="replace").strip())
+    except TargetError as e:
+        log.warning("could not remove the reference binaries from %s: %s", transport.name, e)
