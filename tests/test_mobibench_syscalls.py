@@ -282,18 +282,24 @@ def test_each_thread_writes_its_own_file(reference_binary, tmp_path):
     stdout, calls = strace_mobibench(reference_binary("mobibench"), tmp_path,
                                      "-p", str(work), "-f", "4096", "-r", "16", "-a", "1", "-t", "4")
     _, inside = split_window(calls)
+    owners = set()
     assert sorted(p.name for p in work.iterdir()) == [f"test.dat{k}" for k in range(4)]
     for k in range(4):
         path = work / f"test.dat{k}"
         assert path.stat().st_size == 1024 * 1024
         assert path.read_bytes() == b"\xfe" * (1024 * 1024)
         assert oct(path.stat().st_mode & 0o777) == oct(0o766 & ~0o022)
-        fds = data_fds(calls, f"test.dat{k}")
-        writers = {c.tid for c in inside if c.name == "write" and c.fd in fds}
-        offsets = [int(c.args.split(",")[1]) // 16384 for c in inside if c.name == "lseek" and c.fd in fds
-                   and c.tid in writers]
-        assert len(writers) == 1
-        assert offsets == mobibench_order(64)  # every thread has the same seeded order
+        # fd numbers are reused between threads' pre-creation and timed opens: key on (thread, fd)
+        timed_open = [c for c in calls if c.name == "openat" and f'/test.dat{k}"' in c.args][-1]
+        owners.add(timed_open.tid)
+        mine = [c for c in inside if c.tid == timed_open.tid and c.args.split(",")[0] == str(timed_open.ret)]
+        assert shape(mine)[-1] == ("fsync", 0)
+        assert [offset // 16384 for name, offset in shape(mine) if name == "lseek"] == mobibench_order(64)
+        assert [name for name, _ in shape(mine)].count("write") == 64
+        # and the thread touches no other file in the window
+        assert {c.args.split(",")[0] for c in inside if c.tid == timed_open.tid and c.name == "write"} == \
+            {str(timed_open.ret)}
+    assert len(owners) == 4
     assert "File size per thread : 1024 KB" in stdout and "[CON SWITCHES]" not in stdout
 
 
