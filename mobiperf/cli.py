@@ -224,11 +224,10 @@ def cmd_show(rundir: Path, fmt: str) -> None:
 
 
 def _print_summary(meta: dict) -> None:
-    from mobiperf.metrics import metric_key
-    from mobiperf.reports.page import _fmt
+    from mobiperf.metrics import format_value, metric_key
 
     for m in sorted(meta.get("metrics", []), key=metric_key):
-        click.echo(f"  {metric_key(m):<58} {_fmt(m)}")
+        click.echo(f"  {metric_key(m):<58} {format_value(m)}")
 
 
 def _print_table(df, fmt: str) -> None:

@@ -31,3 +31,23 @@ def median_metrics(per_rep: Iterable[list[Metric]]) -> list[Metric]:
         first = ms[0]
         out.append({**first, "value": statistics.median(m["value"] for m in ms), "n": len(ms)})
     return out
+
+
+def format_value(m: Metric) -> str:
+    """A metric's value for people: sizes in KiB/MiB, durations in us/ms, ratios in percent."""
+    from mobiperf.units import format_duration_ns, format_size
+
+    v, unit = m["value"], m["unit"]
+    if unit == "ns":
+        return format_duration_ns(v)
+    if unit == "B":
+        return format_size(v)
+    if unit == "B/s":
+        return f"{format_size(v)}/s"
+    if unit == "ratio":
+        return f"{100 * v:.1f} %"
+    if unit == "count":
+        return f"{v:,.0f}"
+    if unit == "s":
+        return f"{v:.3f} s"
+    return f"{v:,.2f} {unit}"

@@ -7,6 +7,7 @@ Each stage reads the files of the previous one from the run directory and writes
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import platform
 import shlex
@@ -114,7 +115,17 @@ def collect_repetition(transport: Transport, caps: Capabilities, request: RunReq
         # Writeback of a buffered workload may still be in flight: let it reach the traced device.
         transport.run(["sync", "-f", stack.workdir], timeout=120)
         summaries = {c.name: c.stop() for c in reversed(collectors)}
-    return {"index": rep, "exit_code": exit_code, "workload_ns": elapsed, "stack": stack.as_dict(), **summaries}
+    # The FUSE daemons and the device model write their counters when the stack comes down.
+    counters = {p.name.removesuffix(".json"): _read_json(p) for p in sorted(raw.glob("*counters*.json"))}
+    return {"index": rep, "exit_code": exit_code, "workload_ns": elapsed, "stack": stack.as_dict(),
+            "counters": counters, **summaries}
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        return {"error": f"unreadable: {e}"}
 
 
 def _wait(proc, timeout_s: float | None) -> int:
