@@ -184,23 +184,39 @@ def emmc_rows(profile_name: str, workdir: Path, reps: int, seq_size: int, rand_c
 
 
 def host_overhead_rows(workdir: Path, reps: int, seq_size: int, rand_count: int) -> list[tuple[str, list, list]]:
-    results: dict[str, dict[str, list[float]]] = {}
-    for config, profile in (("plain loop", None), ("host profile", "host")):
-        with ext4_stack(workdir / config.replace(" ", "-"), profile) as (mnt, store):
-            r = results.setdefault(config, {})
-            for i in range(reps):
-                t = seq_write(mnt / f"seq{i}", seq_size, direct=True)
-                r.setdefault("seq 512 KiB O_DIRECT (MB/s)", []).append(seq_size / t / 1e6)
-                (mnt / f"seq{i}").unlink()
-            for i in range(reps):
-                t = seq_write(mnt / f"b{i}", seq_size, direct=False)
-                r.setdefault("seq 512 KiB buffered+fsync (MB/s)", []).append(seq_size / t / 1e6)
-                (mnt / f"b{i}").unlink()
+    """Both stacks mounted at once and measured in alternation, so a change of load hits both alike."""
+    results: dict[str, dict[str, list[float]]] = {"plain loop": {}, "host profile": {}}
+    with ExitStack() as stacks:
+        mounts = {
+            config: stacks.enter_context(ext4_stack(workdir / config.replace(" ", "-"), profile))[0]
+            for config, profile in (("plain loop", None), ("host profile", "host"))
+        }
+        for mnt in mounts.values():
             prepare_file(mnt / "db", 64 * MiB)
-            for i in range(reps):
+        for i in range(reps):
+            order = list(mounts.items()) if i % 2 == 0 else list(reversed(mounts.items()))
+            for config, mnt in order:
+                r = results[config]
+                t = seq_write(mnt / "seq", seq_size, direct=True)
+                r.setdefault("seq 512 KiB O_DIRECT (MB/s)", []).append(seq_size / t / 1e6)
+                t = seq_write(mnt / "seq", seq_size, direct=False)
+                r.setdefault("seq 512 KiB buffered+fsync (MB/s)", []).append(seq_size / t / 1e6)
+                (mnt / "seq").unlink()
                 t = rand_write_fsync(mnt / "db", 64 * MiB, rand_count, seed=i)
                 r.setdefault("rand 4 KiB write+fsync (IOPS)", []).append(rand_count / t)
     return [(w, results["plain loop"][w], results["host profile"][w]) for w in results["plain loop"]]
+
+
+def print_profile_rows(rows: list[Row]) -> None:
+    print(f"{'profile':10} {'workload':28} {'measured':>24} {'nominal':>9} {'ratio':>6} {'dev busy':>8}  device saw")
+    for r in rows:
+        med = statistics.median(r.values)
+        ratio = med / r.nominal if r.nominal else float("nan")
+        busy = f"{100 * r.busy:7.0f}%" if r.busy is not None else ""
+        print(f"{r.config:10} {r.workload:28} {fmt(r.values):>19} {r.unit:4} {r.nominal:9.1f} {ratio:6.2f} "
+              f"{busy:>8}  {r.per_op}")
+    print("\nnominal: seq = write_bw; rand = 1 / (rand_write_lat + 4 KiB / write_bw + flush_lat)")
+    print("dev busy: modelled device busy time (write + flush service) / elapsed\n")
 
 
 def fmt(values: list[float]) -> str:
@@ -212,6 +228,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="smaller files (a smoke run, noisier)")
+    parser.add_argument("--only", choices=("profiles", "host"), help="run one part only")
     args = parser.parse_args()
     if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
         print("devmodel_bench: needs root and /dev/fuse", file=sys.stderr)
@@ -225,18 +242,14 @@ def main() -> int:
     print(f"devmodel benchmark: {args.reps} reps, medians (min-max); load average {load[0]:.2f} on "
           f"{os.cpu_count()} CPUs (shared machine: figures are noisy)\n")
     with tempfile.TemporaryDirectory(prefix="devmodel-bench-", dir="/var/tmp") as tmp:
-        rows = emmc_rows("emmc-2012", Path(tmp) / "emmc", args.reps, seq_size, rand_count)
-        rows += emmc_rows("ufs-2020", Path(tmp) / "ufs", args.reps, 4 * seq_size, 4 * rand_count)
-        print(f"{'profile':10} {'workload':28} {'measured':>24} {'nominal':>9} {'ratio':>6} {'dev busy':>8}  device saw")
-        for r in rows:
-            med = statistics.median(r.values)
-            ratio = med / r.nominal if r.nominal else float("nan")
-            busy = f"{100 * r.busy:7.0f}%" if r.busy is not None else ""
-            print(f"{r.config:10} {r.workload:28} {fmt(r.values):>19} {r.unit:4} {r.nominal:9.1f} {ratio:6.2f} "
-                  f"{busy:>8}  {r.per_op}")
-        print("\nnominal: seq = write_bw; rand = 1 / (rand_write_lat + 4 KiB / write_bw + flush_lat)")
-        print("dev busy: modelled device busy time (write + flush service) / elapsed\n")
-
+        rows = []
+        if args.only != "host":
+            rows += emmc_rows("emmc-2012", Path(tmp) / "emmc", args.reps, seq_size, rand_count)
+            rows += emmc_rows("ufs-2020", Path(tmp) / "ufs", args.reps, 4 * seq_size, 4 * rand_count)
+        if rows:
+            print_profile_rows(rows)
+        if args.only == "profiles":
+            return 0
         host = host_overhead_rows(Path(tmp) / "host", args.reps, 2 * seq_size, 4 * rand_count)
         print(f"{'ext4 on loop (dio), workload':36} {'plain loop':>22} {'host profile':>22} {'host/plain':>10}")
         for workload, plain, hosted in host:

@@ -8,7 +8,8 @@
  *
  *   devmodel [-f] -o profile=NAME[,write_bw=..,read_bw=..,rand_write_lat=..,
  *            rand_read_lat=..,seq_lat=..,flush_lat=..,burst=..,seq_window=..,
- *            counters=PATH,size=BYTES,direct_io=0|1,sync_backing=0|1]
+ *            counters=PATH,size=BYTES,direct_io=0|1,sync_backing=0|1,
+ *            direct_backing=0|1]
  *            BACKING_FILE MOUNTPOINT
  *   devmodel --list-profiles
  *
@@ -17,6 +18,12 @@
  * one FUSE request per block request (up to max_write), with REQ_PREFLUSH
  * and FUA turned into fsync() of the file, i.e. FUSE_FSYNC.  disk.img is
  * opened direct_io so that the FUSE page cache cannot absorb the writes.
+ *
+ * The `host` profile passes the host's own costs through: aligned IO goes to
+ * the backing file with O_DIRECT and a flush is an fdatasync() of it, so it
+ * compares with a plain `losetup --direct-io=on` loop device.  Throttled
+ * profiles use buffered IO and no host flush, so the host's disk stays out
+ * of their timing (its costs overlap the modelled ones).
  *
  * Each request is admitted to the timing model (dm_model.c), which returns
  * the deadline at which the emulated device completes it; the request does
@@ -59,6 +66,7 @@ struct dm_options {
 	int seq_window;
 	int direct_io;
 	int sync_backing;
+	int direct_backing;
 	int list_profiles;
 	int show_help;
 };
@@ -78,6 +86,7 @@ static const struct fuse_opt dm_opt_spec[] = {
 	DM_OPT("seq_window=%u", seq_window),
 	DM_OPT("direct_io=%u", direct_io),
 	DM_OPT("sync_backing=%u", sync_backing),
+	DM_OPT("direct_backing=%u", direct_backing),
 	DM_OPT("--list-profiles", list_profiles),
 	DM_OPT("-h", show_help),
 	DM_OPT("--help", show_help),
@@ -91,6 +100,7 @@ static const struct fuse_opt dm_opt_spec[] = {
  */
 struct dm_state {
 	int backing_fd;
+	int direct_fd;		/* O_DIRECT on the same file, or -1 */
 	uint64_t size;
 	int direct_io;
 	int sync_backing;
@@ -283,46 +293,109 @@ static ssize_t dm_clip(uint64_t off, size_t len)
 	return (ssize_t)len;
 }
 
+/*
+ * Each FUSE worker thread has one page-aligned bounce buffer for O_DIRECT
+ * IO on the backing file; the key's destructor frees it when libfuse ends
+ * an idle thread.
+ */
+static pthread_key_t dm_buf_key;
+
+struct dm_buf {
+	size_t len;
+	char *data;		/* page-aligned */
+};
+
+static void dm_buf_free(void *p)
+{
+	struct dm_buf *b = p;
+
+	if (b) {
+		free(b->data);
+		free(b);
+	}
+}
+
+static char *dm_thread_buf(size_t len)
+{
+	struct dm_buf *b = pthread_getspecific(dm_buf_key);
+	void *data;
+
+	if (b && b->len >= len)
+		return b->data;
+	if (posix_memalign(&data, 4096, len))
+		return NULL;
+	if (!b) {
+		b = calloc(1, sizeof(*b));
+		if (!b) {
+			free(data);
+			return NULL;
+		}
+		pthread_setspecific(dm_buf_key, b);
+	}
+	free(b->data);
+	b->data = data;
+	b->len = len;
+	return b->data;
+}
+
+/*
+ * Read or write [off, off+len) of the backing file: through the O_DIRECT
+ * descriptor when the request is sector-aligned (the host page cache then
+ * holds nothing of the emulated device, as with `losetup --direct-io`),
+ * else, or when O_DIRECT refuses, through the buffered one.  buf must be
+ * page-aligned for the direct path.  Returns 0 or an errno.
+ */
+static int dm_backing_io(int is_write, char *buf, size_t len, off_t off)
+{
+	int fd = dm.direct_fd;
+	size_t done = 0;
+
+	if (fd < 0 || (off | (off_t)len) & 511 || ((uintptr_t)buf & 4095))
+		fd = dm.backing_fd;
+	while (done < len) {
+		ssize_t n = is_write ?
+			pwrite(fd, buf + done, len - done, off + done) :
+			pread(fd, buf + done, len - done, off + done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EINVAL && fd != dm.backing_fd) {
+			fd = dm.backing_fd;	/* alignment the host refuses */
+			continue;
+		}
+		if (n < 0)
+			return errno;
+		if (n == 0) {
+			if (is_write)
+				return EIO;
+			/* a sparse tail past the backing EOF */
+			memset(buf + done, 0, len - done);
+			break;
+		}
+		done += (size_t)n;
+	}
+	return 0;
+}
+
 static void dm_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct dm_ticket t;
-	ssize_t len = dm_clip((uint64_t)off, size), done = 0;
+	ssize_t len = dm_clip((uint64_t)off, size);
 	uint64_t slept;
 	char *buf;
-	int err = 0;
+	int err;
 
 	(void)ino;
 	(void)fi;
-	if (len < 0) {
+	if (len <= 0) {
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
 	t = dm_model_admit(&dm.model, DM_OP_READ, (uint64_t)off, (uint64_t)len,
 			   dm_now_ns());
-	buf = malloc(len ? (size_t)len : 1);
-	if (!buf) {
-		err = ENOMEM;
-	} else {
-		while (done < len) {
-			ssize_t n = pread(dm.backing_fd, buf + done,
-					  (size_t)(len - done), off + done);
-
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0) {
-				err = errno;
-				break;
-			}
-			if (n == 0) {
-				/* a sparse tail past the backing EOF */
-				memset(buf + done, 0, (size_t)(len - done));
-				done = len;
-				break;
-			}
-			done += n;
-		}
-	}
+	buf = dm_thread_buf((size_t)len);
+	err = buf ? dm_backing_io(0, buf, (size_t)len, off) : ENOMEM;
 	slept = dm_sleep_until(t.deadline_ns);
 	dm_model_complete(&dm.model, &t, err ? 0 : (uint64_t)len, dm_now_ns(),
 			  slept, err);
@@ -330,36 +403,36 @@ static void dm_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, err);
 	else
 		fuse_reply_buf(req, buf, (size_t)len);
-	free(buf);
 }
 
 static void dm_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		     size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct dm_ticket t;
-	ssize_t len = dm_clip((uint64_t)off, size), done = 0;
+	ssize_t len = dm_clip((uint64_t)off, size);
 	uint64_t slept;
-	int err = 0;
+	char *bounce = NULL;
+	int err;
 
 	(void)ino;
 	(void)fi;
-	if (len <= 0 && size > 0) {
-		fuse_reply_err(req, ENOSPC);
+	if (len <= 0) {
+		if (size)
+			fuse_reply_err(req, ENOSPC);
+		else
+			fuse_reply_write(req, 0);
 		return;
 	}
 	t = dm_model_admit(&dm.model, DM_OP_WRITE, (uint64_t)off,
 			   (uint64_t)len, dm_now_ns());
-	while (done < len) {
-		ssize_t n = pwrite(dm.backing_fd, buf + done,
-				   (size_t)(len - done), off + done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			err = n < 0 ? errno : EIO;
-			break;
-		}
-		done += n;
+	/* the request's data follows FUSE headers: copy it to aligned memory */
+	if (dm.direct_fd >= 0 && !(((off_t)len | off) & 511))
+		bounce = dm_thread_buf((size_t)len);
+	if (bounce) {
+		memcpy(bounce, buf, (size_t)len);
+		err = dm_backing_io(1, bounce, (size_t)len, off);
+	} else {
+		err = dm_backing_io(1, (char *)buf, (size_t)len, off);
 	}
 	slept = dm_sleep_until(t.deadline_ns);
 	dm_model_complete(&dm.model, &t, err ? 0 : (uint64_t)len, dm_now_ns(),
@@ -381,8 +454,12 @@ static void dm_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	(void)ino;
 	(void)fi;
 	t = dm_model_admit(&dm.model, DM_OP_FLUSH, 0, 0, dm_now_ns());
-	if (dm.sync_backing &&
-	    (datasync ? fdatasync(dm.backing_fd) : fsync(dm.backing_fd)))
+	/*
+	 * A device flush makes written data durable; the image file's own
+	 * timestamps do not matter, so fdatasync is the exact equivalent.
+	 */
+	(void)datasync;
+	if (dm.sync_backing && fdatasync(dm.backing_fd))
 		err = errno;
 	slept = dm_sleep_until(t.deadline_ns);
 	dm_model_complete(&dm.model, &t, 0, dm_now_ns(), slept, err);
@@ -480,6 +557,8 @@ static void dm_usage(FILE *f)
 "  counters=PATH       counters JSON, written on SIGUSR1 and at unmount\n"
 "  direct_io=0|1       bypass the FUSE page cache (default 1)\n"
 "  sync_backing=0|1    also fsync the backing file on flush (host: 1, else 0)\n"
+"  direct_backing=0|1  aligned IO to the backing file with O_DIRECT\n"
+"                      (default: as sync_backing)\n"
 "example: devmodel -f -o profile=emmc-2012,counters=c.json disk.raw /mnt/dm\n",
 		DM_SEQ_WINDOW_MAX);
 }
@@ -575,6 +654,8 @@ static int dm_open_backing(const char *path, const char *size_opt)
 			path, size, strerror(errno));
 		return -1;
 	}
+	/* refused by some filesystems (tmpfs before 6.6): then buffered only */
+	dm.direct_fd = open(path, O_RDWR | O_CLOEXEC | O_DIRECT);
 	dm.size = size ? size : (uint64_t)st.st_size;
 	if (dm.size == 0) {
 		fprintf(stderr,
@@ -612,7 +693,8 @@ static int dm_opt_proc(void *data, const char *arg, int key,
 int main(int argc, char *argv[])
 {
 	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-	struct dm_options o = { .direct_io = 1, .sync_backing = -1 };
+	struct dm_options o = { .direct_io = 1, .sync_backing = -1,
+				 .direct_backing = -1 };
 	struct dm_positional pos = { 0 };
 	struct fuse_cmdline_opts copts = { 0 };
 	struct fuse_loop_config lcfg = { 0 };
@@ -645,6 +727,21 @@ int main(int argc, char *argv[])
 	dm.direct_io = o.direct_io;
 	dm.sync_backing = prof.sync_backing;
 	dm.counters_path = o.counters;
+	/*
+	 * The host profile pays the host's real costs (flush and direct IO,
+	 * as a plain `losetup --direct-io` would); a throttled profile keeps
+	 * the host's disk out of its timing: buffered IO and no host flush.
+	 */
+	if (o.direct_backing < 0)
+		o.direct_backing = prof.sync_backing;
+	if (!o.direct_backing && dm.direct_fd >= 0) {
+		close(dm.direct_fd);
+		dm.direct_fd = -1;
+	}
+	if (pthread_key_create(&dm_buf_key, dm_buf_free)) {
+		fprintf(stderr, "devmodel: cannot create a thread key\n");
+		return 1;
+	}
 	dm_model_init(&dm.model, &prof, dm_now_ns());
 	/* sleeps of a few hundred us must not overshoot by the 50 us slack */
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
@@ -699,6 +796,8 @@ out_sig:
 	}
 	dm_model_destroy(&dm.model);
 	close(dm.backing_fd);
+	if (dm.direct_fd >= 0)
+		close(dm.direct_fd);
 	free(copts.mountpoint);
 	free(pos.backing);
 	free(pos.mountpoint);
