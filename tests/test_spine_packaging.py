@@ -1,0 +1,38 @@
+"""`pip install .` (not only -e) must give a working package: collectors/analyzers/reports live inside mobiperf."""
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_wheel_maps_top_level_dirs_into_the_package(tmp_path):
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
+                    str(tmp_path), str(REPO)], check=True, timeout=300, cwd=tmp_path)
+    wheel = next(tmp_path.glob("mobiperf-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for module in ("mobiperf/cli.py", "mobiperf/collectors/ftrace.py", "mobiperf/collectors/parse/ftrace_text.py",
+                   "mobiperf/analyzers/locality.py", "mobiperf/reports/figures.py", "mobiperf/target/transport.py",
+                   "mobiperf/commands/__init__.py"):
+        assert module in names, f"{module} missing from the wheel"
+    # The PyPI names collectors/analyzers/reports must never be installed as top-level packages.
+    assert not any(n.split("/")[0] in ("collectors", "analyzers", "reports") for n in names)
+    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
+    assert "mobiperf = mobiperf.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+
+
+def test_cli_help_lists_the_commands():
+    done = subprocess.run([sys.executable, "-m", "mobiperf", "--help"], capture_output=True, text=True, timeout=60)
+    for command in ("targets", "probe", "run", "analyze", "report", "show"):
+        assert command in done.stdout
+    run_help = subprocess.run([sys.executable, "-m", "mobiperf", "run", "--help"], capture_output=True, text=True,
+                              timeout=60).stdout
+    assert "Examples:" in run_help and "--stack" in run_help
+
+
+def test_targets_lists_local():
+    done = subprocess.run([sys.executable, "-m", "mobiperf", "targets", "--format", "json"], capture_output=True,
+                          text=True, timeout=120)
+    assert '"target": "local"' in done.stdout
