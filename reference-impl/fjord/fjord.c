@@ -580,15 +580,33 @@ static int fj_sync_inode(struct fc_inode *i, enum fc_cause cause)
 	return r;
 }
 
+/*
+ * Last close of an open file: its staged data goes to the native file
+ * (page cache, no sync), so that what is on the native filesystem after
+ * close matches what the application wrote; durability is still fsync's.
+ */
+static int fj_release(struct fc_file *f)
+{
+	return fj_sync_inode(f->inode, FC_CAUSE_CLOSE);
+}
+
 static void fj_getattr(struct fc_inode *i, struct stat *st)
 {
 	struct fj_file *fj;
+	struct stat now;
 	uint64_t end;
 
 	if (!fj_buf || !(fj = fj_of(i)))
 		return;
+	/*
+	 * The core's stat may predate an eviction that just moved bytes
+	 * from the buffer to the file: look at both under the file lock,
+	 * or the kernel could be told a size too small and cut the file.
+	 */
 	pthread_mutex_lock(&fj->lock);
 	end = fj_buf_end(fj);
+	if (!fstat(fj->fd, &now) && now.st_size > st->st_size)
+		st->st_size = now.st_size;
 	pthread_mutex_unlock(&fj->lock);
 	if ((off_t)end > st->st_size)
 		st->st_size = end;
@@ -805,6 +823,7 @@ static struct fc_policy fj_policy = {
 	.read = fj_read,
 	.fsync = fj_fsync,
 	.sync_inode = fj_sync_inode,
+	.release = fj_release,
 	.open = fj_open,
 	.getattr = fj_getattr,
 	.setattr = fj_setattr,
