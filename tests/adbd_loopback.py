@@ -15,9 +15,10 @@ What it speaks (see ../../shared/specs/adb-loopback.md for the protocol notes):
 
 Knobs the tests need that a phone has and this host does not:
   --uid N        run shell commands as uid N (an unprivileged "shell" user, like uid 2000 on a phone).
-  --su           put a `su` on PATH that really runs its command as root, the way Magisk does: it hands its
+  --su STYLE     put a `su` on PATH that really runs its command as root, the way Magisk does: it hands its
                  stdin/stdout/stderr to this daemon over a unix socket (SCM_RIGHTS) and the daemon runs the
-                 command. Only the configured uid may use that socket.
+                 command. Only the configured uid may use that socket. STYLE "magisk" takes `su -c CMD` (and
+                 `su 0 CMD...`); "aosp" takes only `su [0|root] [CMD...]`, like userdebug builds' su.
   --prop K=V     properties for the `getprop` put on PATH.
   --pid-dir DIR  every command's process group is recorded as DIR/<pgid> while it runs, so that a test that
                  SIGKILLs this daemon ("the device vanished") can still end what it had started.
@@ -310,7 +311,7 @@ class Device:
     def _write_su(self) -> None:
         # The interpreter must be one the shell uid may execute (a venv under a private home may not be).
         python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
-        self._write_tool("su", f"#!{python}\n{SU_CLIENT}")
+        self._write_tool("su", f"#!{python}\nSTYLE = {self.args.su!r}\n{SU_CLIENT}")
 
     def _write_tool(self, name: str, text: str) -> None:
         path = os.path.join(self.bin_dir, name)
@@ -715,7 +716,9 @@ import array, json, os, socket, struct, sys
 args = sys.argv[1:]
 if args and args[0] in ("0", "root"):
     args = args[1:]
-if args[:1] == ["-c"]:
+elif STYLE == "aosp" and args:
+    sys.exit(f"su: unknown user {args[0]}")
+if args[:1] == ["-c"] and STYLE == "magisk":
     argv = ["/bin/sh", "-c", " ".join(args[1:])]
 elif args:
     argv = args
@@ -782,7 +785,7 @@ def main() -> None:
     ap.add_argument("--pid-dir", help="record the process group of every running command here")
     ap.add_argument("--shell", default="/bin/sh")
     ap.add_argument("--uid", type=int, help="run shell commands as this uid (and its gid)")
-    ap.add_argument("--su", action="store_true", help="provide a su that really runs commands as root")
+    ap.add_argument("--su", choices=("magisk", "aosp"), help="provide a su that really runs commands as root")
     ap.add_argument("--root-restarts", action="store_true",
                     help="`adb root` restarts the device as root (userdebug phone) instead of refusing")
     ap.add_argument("--product", default="loopback")

@@ -74,6 +74,7 @@ class AdbTransport(Transport):
         self._marker = f"\x1emobiperf-{secrets.token_hex(4)}:"
         self._root_method: str | None = None   # "adbd", "su -c", "su 0", "adb root"; None = not root
         self._root_probed = False
+        self._root_lock = threading.Lock()   # collectors may share one transport across threads
         self._restarted_adbd = False
         ensure_server(self.adb, server_port)
         self.serial = serial or _only_device(self.adb, server_port)
@@ -104,7 +105,11 @@ class AdbTransport(Transport):
                                   timeout=ADB_STATE_TIMEOUT_S, env=_client_env(self.server_port))
         except subprocess.TimeoutExpired:
             return None
-        return _decode(done.stdout) or None if done.returncode == 0 else None
+        if done.returncode == 0:
+            return _decode(done.stdout) or None
+        # "error: device offline", "error: device unauthorized. ...", "error: device '...' not found"
+        m = re.match(r"error: device (offline|unauthorized|still authorizing)", _decode(done.stderr))
+        return m.group(1) if m else None
 
     def _lost(self, what: str) -> TargetError:
         state = self.device_state()
@@ -236,10 +241,11 @@ class AdbTransport(Transport):
     @property
     def root_method(self) -> str | None:
         """How this transport gets root: "adbd", "su -c", "su 0", "adb root", or None (no root, or root="never")."""
-        if not self._root_probed:
-            self._root_probed = True
-            self._root_method = self._probe_root()
-        return self._root_method
+        with self._root_lock:
+            if not self._root_probed:
+                self._root_method = self._probe_root()
+                self._root_probed = True
+            return self._root_method
 
     @property
     def is_root(self) -> bool:
@@ -307,6 +313,18 @@ class AdbTransport(Transport):
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def from_target_spec(spec: str, *, adb: str = "adb", server_port: int | None = None, root: str = "auto",
+                     timeout: float = DEFAULT_TIMEOUT_S) -> AdbTransport:
+    """The transport for a -t value: "adb" (the only attached device) or "adb:SERIAL" (a serial may hold colons,
+    e.g. adb:127.0.0.1:5555). The server port defaults to ANDROID_ADB_SERVER_PORT, as for the adb client."""
+    kind, _, serial = spec.partition(":")
+    if kind != "adb":
+        raise ValueError(f"not an adb target: {spec!r}")
+    if server_port is None and os.environ.get("ANDROID_ADB_SERVER_PORT", "").isdigit():
+        server_port = int(os.environ["ANDROID_ADB_SERVER_PORT"])
+    return AdbTransport(serial or None, adb=adb, server_port=server_port, root=root, timeout=timeout)
 
 
 def _strip_marker(stderr: bytes, marker: str) -> tuple[bytes, int | None]:
