@@ -51,6 +51,7 @@ static struct fj_config fj_cfg;
 static struct fj_log *fj_log;
 static struct fj_buf *fj_buf;
 static struct fj_log_replay_report fj_replay;
+static struct fj_log_stats fj_log_final;	/* after stop */
 static bool fj_replayed;
 static char *fj_whitelist_arg;
 static struct fc_policy fj_policy;
@@ -426,9 +427,13 @@ static void fj_stop(void)
 			fc_log("unmount: buffered data could not be written: %s",
 			       strerror(-r));
 	}
-	if (fj_log)
+	if (fj_log) {
+		/* keep the final figures for the counters dumped after stop */
+		fj_log_checkpoint(fj_log);
+		fj_log_get_stats(fj_log, &fj_log_final);
 		fj_log_close(fj_log, false);
-	fj_log = NULL;
+		fj_log = NULL;
+	}
 	/* fj_buf stays allocated: counters are dumped after stop */
 }
 
@@ -581,12 +586,14 @@ static int fj_sync_inode(struct fc_inode *i, enum fc_cause cause)
 }
 
 /*
- * Last close of an open file: its staged data goes to the native file
+ * Release of a writable open file: its staged data goes to the native file
  * (page cache, no sync), so that what is on the native filesystem after
  * close matches what the application wrote; durability is still fsync's.
  */
 static int fj_release(struct fc_file *f)
 {
+	if ((f->flags & O_ACCMODE) == O_RDONLY)
+		return 0;
 	return fj_sync_inode(f->inode, FC_CAUSE_CLOSE);
 }
 
@@ -723,7 +730,7 @@ static void fj_counters_json(FILE *out)
 	if (fj_log)
 		fj_log_get_stats(fj_log, &ls);
 	else
-		ls = (struct fj_log_stats){ 0 };
+		ls = fj_log_final;
 	fprintf(out, "    \"fjord_preset\": ");
 	fj_json_str(out, fj_cfg.preset);
 	fprintf(out, ",\n    \"mechanisms\": {\"rambuf\": %s, \"log\": %s, "
