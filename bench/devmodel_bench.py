@@ -41,8 +41,8 @@ def run(argv: list[str], timeout: float = 60) -> str:
 
 
 @contextmanager
-def ext4_stack(workdir: Path, profile: str | None):
-    """ext4 on a loop device (direct IO) on the throttled store, or on a plain file when profile is None."""
+def ext4_stack(workdir: Path, profile: str | None, loop_dio: bool = True):
+    """ext4 on a loop device on the throttled store, or on a plain file when profile is None."""
     workdir.mkdir(parents=True)
     backing = workdir / "backing.img"
     with ExitStack() as cleanup:
@@ -54,7 +54,7 @@ def ext4_stack(workdir: Path, profile: str | None):
         else:
             store = ThrottledStore(backing, DEVICE_SIZE, profile, workdir, DAEMON)
             image = cleanup.enter_context(store)
-        loop = run(["losetup", "-f", "--show", "--direct-io=on", str(image)]).strip()
+        loop = run(["losetup", "-f", "--show", f"--direct-io={'on' if loop_dio else 'off'}", str(image)]).strip()
         cleanup.callback(subprocess.run, ["losetup", "-d", loop], capture_output=True, timeout=30)
         run(["mkfs.ext4", "-q", "-F", "-E", "nodiscard,lazy_itable_init=0,lazy_journal_init=0", loop], 300)
         mnt = workdir / "fs"
@@ -144,10 +144,12 @@ class Row:
     busy: float | None
 
 
-def emmc_rows(profile_name: str, workdir: Path, reps: int, seq_size: int, rand_count: int) -> list[Row]:
+def emmc_rows(profile_name: str, workdir: Path, reps: int, seq_size: int, rand_count: int,
+              loop_dio: bool = True) -> list[Row]:
     profile = PROFILES[profile_name]
+    config = profile_name if loop_dio else f"{profile_name} (loop dio off)"
     rows: list[Row] = []
-    with ext4_stack(workdir, profile_name) as (mnt, store):
+    with ext4_stack(workdir, profile_name, loop_dio) as (mnt, store):
         for direct, label in ((True, "seq 512 KiB O_DIRECT"), (False, "seq 512 KiB buffered+fsync")):
             samples = []
             for i in range(reps):
@@ -161,7 +163,7 @@ def emmc_rows(profile_name: str, workdir: Path, reps: int, seq_size: int, rand_c
                 (s.device["write.service_ns"] + s.device["flush.service_ns"]) / 1e9 / s.seconds for s in samples
             )
             per_op = f"{dev['write.count']} writes, {dev['flush.count']} flushes, {dev['write.bytes'] / MiB:.1f} MiB"
-            rows.append(Row(profile_name, label, "MB/s", mbps, profile.write_bw_bytes_per_s / 1e6, per_op, busy))
+            rows.append(Row(config, label, "MB/s", mbps, profile.write_bw_bytes_per_s / 1e6, per_op, busy))
 
         if rand_count:
             file_size = 64 * MiB
@@ -179,7 +181,7 @@ def emmc_rows(profile_name: str, workdir: Path, reps: int, seq_size: int, rand_c
             per_op = (f"{dev['write.count'] / rand_count:.2f} writes ({dev['write.rand'] / rand_count:.2f} random), "
                       f"{dev['flush.count'] / rand_count:.2f} flushes, "
                       f"{dev['write.bytes'] / rand_count / 1024:.0f} KiB per fsync")
-            rows.append(Row(profile_name, "rand 4 KiB write+fsync", "IOPS", iops, nominal, per_op, busy))
+            rows.append(Row(config, "rand 4 KiB write+fsync", "IOPS", iops, nominal, per_op, busy))
     return rows
 
 
@@ -208,12 +210,12 @@ def host_overhead_rows(workdir: Path, reps: int, seq_size: int, rand_count: int)
 
 
 def print_profile_rows(rows: list[Row]) -> None:
-    print(f"{'profile':10} {'workload':28} {'measured':>24} {'nominal':>9} {'ratio':>6} {'dev busy':>8}  device saw")
+    print(f"{'profile':27} {'workload':28} {'measured':>24} {'nominal':>9} {'ratio':>6} {'dev busy':>8}  device saw")
     for r in rows:
         med = statistics.median(r.values)
         ratio = med / r.nominal if r.nominal else float("nan")
         busy = f"{100 * r.busy:7.0f}%" if r.busy is not None else ""
-        print(f"{r.config:10} {r.workload:28} {fmt(r.values):>19} {r.unit:4} {r.nominal:9.1f} {ratio:6.2f} "
+        print(f"{r.config:27} {r.workload:28} {fmt(r.values):>19} {r.unit:4} {r.nominal:9.1f} {ratio:6.2f} "
               f"{busy:>8}  {r.per_op}")
     print("\nnominal: seq = write_bw; rand = 1 / (rand_write_lat + 4 KiB / write_bw + flush_lat)")
     print("dev busy: modelled device busy time (write + flush service) / elapsed\n")
@@ -245,6 +247,7 @@ def main() -> int:
         rows = []
         if args.only != "host":
             rows += emmc_rows("emmc-2012", Path(tmp) / "emmc", args.reps, seq_size, rand_count)
+            rows += emmc_rows("emmc-2012", Path(tmp) / "emmc-bufloop", args.reps, seq_size, rand_count, loop_dio=False)
             rows += emmc_rows("ufs-2020", Path(tmp) / "ufs", args.reps, 4 * seq_size, 4 * rand_count)
         if rows:
             print_profile_rows(rows)

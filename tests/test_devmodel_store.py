@@ -200,3 +200,25 @@ def test_daemon_failure_is_reported(tmp_path, reference_binary):
     store = ThrottledStore(tmp_path / "not-a-file", MiB, "host", tmp_path, reference_binary("devmodel"))
     with pytest.raises(StackError, match="devmodel failed to start: .*cannot open|not a regular file"):
         store.__enter__()
+
+
+def test_reads_are_throttled_by_their_own_bandwidth(stack):
+    loop = stack.device("read_bw=50M,rand_read_lat=1ms")
+    _write_seconds(loop, 10 * MiB, direct=True)  # writes are unthrottled in this profile
+    before = stack.store.counters()
+    record = 512 * 1024
+    buf = mmap.mmap(-1, record)
+    fd = os.open(loop, os.O_RDONLY | os.O_DIRECT)
+    try:
+        start = time.monotonic()
+        for off in range(0, 10 * MiB, record):
+            assert os.preadv(fd, [buf], off) == record
+        seconds = time.monotonic() - start
+    finally:
+        os.close(fd)
+    after = stack.store.counters()
+    assert 0.85 * 0.2 <= seconds <= 0.6, f"10 MiB at 50 MiB/s read in {seconds:.3f} s"
+    assert _delta(after, before, "read", "bytes") == 10 * MiB
+    assert _delta(after, before, "read", "rand") == 1  # the first request; the rest continue it
+    assert _delta(after, before, "read", "seq") == 19
+    assert _delta(after, before, "write", "count") == 0

@@ -27,7 +27,7 @@ const struct dm_profile dm_profiles[] = {
 		.rand_read_lat_ns = 500 * NS_PER_US,
 		.seq_lat_ns = 50 * NS_PER_US,
 		.flush_lat_ns = 5 * NS_PER_MS,
-		.burst_bytes = 0,
+		.burst_bytes = 256 << 10,
 		.seq_window = 4,
 		.description = "Galaxy S3 class eMMC 4.5: 40 MB/s seq write, "
 			       "80 MB/s read, 2 ms random write, 5 ms flush",
@@ -40,7 +40,7 @@ const struct dm_profile dm_profiles[] = {
 		.rand_read_lat_ns = 100 * NS_PER_US,
 		.seq_lat_ns = 10 * NS_PER_US,
 		.flush_lat_ns = 1 * NS_PER_MS,
-		.burst_bytes = 0,
+		.burst_bytes = 1 << 20,
 		.seq_window = 4,
 		.description = "UFS 3.x class: 500 MB/s write, 1 GB/s read, "
 			       "0.1 ms random IO, 1 ms flush",
@@ -219,19 +219,36 @@ static void dm_remember_end(struct dm_model *m, int dir, int slot,
 		m->recent_len[dir]++;
 }
 
-/* Caller holds m->lock.  Reserve the direction from start for cost ns. */
+/*
+ * Caller holds m->lock.  Serve a request of latency lat_ns plus transfer_ns
+ * on direction dir, arriving at now_ns; returns its completion time.
+ *
+ * The transfer part draws on a token bucket: idle time of the direction is
+ * banked up to `burst` bytes' worth and pays for transfer (never for the
+ * latency), as a device's write cache would program data while the host
+ * is busy elsewhere.  Over any interval the direction moves at most
+ * burst + bandwidth * interval bytes.
+ */
 static uint64_t dm_occupy(struct dm_model *m, int dir, uint64_t now_ns,
-			  uint64_t cost_ns, uint64_t bw)
+			  uint64_t lat_ns, uint64_t transfer_ns, uint64_t bw,
+			  uint64_t *occupied_ns)
 {
-	uint64_t credit = dm_transfer_ns(m->prof.burst_bytes, bw);
+	uint64_t cap = dm_transfer_ns(m->prof.burst_bytes, bw);
 	uint64_t start = m->busy_until_ns[dir];
-	uint64_t earliest = now_ns > credit ? now_ns - credit : 0;
+	uint64_t credit;
 
-	/* an idle device banks at most `burst` bytes worth of time */
-	if (start < earliest)
-		start = earliest;
-	m->busy_until_ns[dir] = start + cost_ns;
-	return m->busy_until_ns[dir] > now_ns ? m->busy_until_ns[dir] : now_ns;
+	if (now_ns > start) {
+		m->banked_ns[dir] += now_ns - start;
+		start = now_ns;
+	}
+	if (m->banked_ns[dir] > cap)
+		m->banked_ns[dir] = cap;
+	credit = transfer_ns < m->banked_ns[dir] ? transfer_ns :
+						   m->banked_ns[dir];
+	m->banked_ns[dir] -= credit;
+	*occupied_ns = lat_ns + transfer_ns - credit;
+	m->busy_until_ns[dir] = start + *occupied_ns;
+	return m->busy_until_ns[dir];
 }
 
 struct dm_ticket dm_model_admit(struct dm_model *m, enum dm_op op,
@@ -239,40 +256,40 @@ struct dm_ticket dm_model_admit(struct dm_model *m, enum dm_op op,
 {
 	const struct dm_profile *p = &m->prof;
 	struct dm_ticket t = { .op = op, .arrival_ns = now_ns };
-	uint64_t cost = 0;
+	uint64_t lat, bw, occupied = 0;
 	int dir, slot;
 
 	pthread_mutex_lock(&m->lock);
 	switch (op) {
 	case DM_OP_READ:
 	case DM_OP_WRITE:
-		dir = op == DM_OP_READ ? DM_OP_READ : DM_OP_WRITE;
+		dir = op;
+		bw = op == DM_OP_READ ? p->read_bw : p->write_bw;
 		slot = dm_find_stream(m, dir, off);
 		t.seq = slot >= 0;
 		if (t.seq)
-			cost = p->seq_lat_ns;
+			lat = p->seq_lat_ns;
 		else if (op == DM_OP_READ)
-			cost = p->rand_read_lat_ns;
+			lat = p->rand_read_lat_ns;
 		else
-			cost = p->rand_write_lat_ns;
-		cost += dm_transfer_ns(len, op == DM_OP_READ ? p->read_bw :
-				       p->write_bw);
+			lat = p->rand_write_lat_ns;
 		dm_remember_end(m, dir, slot, off + len);
-		t.deadline_ns = dm_occupy(m, dir, now_ns, cost,
-					  op == DM_OP_READ ? p->read_bw :
-					  p->write_bw);
+		t.deadline_ns = dm_occupy(m, dir, now_ns, lat,
+					  dm_transfer_ns(len, bw), bw,
+					  &occupied);
 		break;
 	case DM_OP_FLUSH:
 		/* the cache drains after every write admitted before it */
-		cost = p->flush_lat_ns;
-		t.deadline_ns = dm_occupy(m, DM_OP_WRITE, now_ns, cost, 0);
+		t.deadline_ns = dm_occupy(m, DM_OP_WRITE, now_ns,
+					  p->flush_lat_ns, 0, p->write_bw,
+					  &occupied);
 		break;
 	default:
 		/* discards are metadata updates for this model: free */
 		t.deadline_ns = now_ns;
 		break;
 	}
-	m->ops[op].service_ns += cost;
+	m->ops[op].service_ns += occupied;
 	m->inflight++;
 	if (m->inflight > m->max_inflight)
 		m->max_inflight = m->inflight;

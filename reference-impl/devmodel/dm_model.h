@@ -8,11 +8,12 @@
  * cache flush.  The model turns each request into a completion deadline;
  * the FUSE glue (devmodel.c) sleeps until that deadline before it replies.
  *
- * The model is a single-queue server per direction (a token bucket whose
- * depth is `burst` bytes, zero by default): a request starts when the
- * direction is idle, occupies it for latency + size / bandwidth, and a flush
- * occupies the write direction for flush_lat after every write admitted
- * before it.  Time is passed in, so the model is a pure function of its
+ * The model is a single-queue server per direction: a request starts when
+ * the direction is idle and occupies it for latency + size / bandwidth, and
+ * a flush occupies the write direction for flush_lat after every write
+ * admitted before it.  The transfer part draws on a token bucket of `burst`
+ * bytes filled by idle time (a device cache absorbing short host gaps); the
+ * latency part is always paid.  Time is passed in, so the model is a pure function of its
  * inputs and is unit-tested without sleeping (test_model.c).
  */
 #ifndef DM_MODEL_H
@@ -70,6 +71,7 @@ struct dm_model {
 	pthread_mutex_t lock;
 	struct dm_profile prof;
 	uint64_t busy_until_ns[2];	/* per direction: DM_OP_READ/WRITE */
+	uint64_t banked_ns[2];		/* token bucket: idle transfer time */
 	uint64_t recent_end[2][DM_SEQ_WINDOW_MAX];
 	unsigned int recent_len[2];
 	unsigned int recent_next[2];

@@ -140,6 +140,19 @@ static void test_burst_banks_idle_time(void)
 	CHECK_EQ("burst absorbs 3000 bytes", t.deadline_ns, 100 * MS);
 	t = dm_model_admit(&m, DM_OP_WRITE, 3000, 3000, 100 * MS);
 	CHECK_EQ("then 1 ms over", t.deadline_ns, 101 * MS);
+	/* a flush neither uses nor empties the bucket */
+	t = dm_model_admit(&m, DM_OP_FLUSH, 0, 0, 200 * MS);
+	CHECK_EQ("flush pays its latency", t.deadline_ns, 205 * MS);
+	t = dm_model_admit(&m, DM_OP_WRITE, 6000, 4000, 300 * MS);
+	CHECK_EQ("bank refilled while idle", t.deadline_ns, 300 * MS);
+	dm_model_destroy(&m);
+
+	/* latency is never paid from the bucket */
+	p.rand_write_lat_ns = 2 * MS;
+	dm_model_init(&m, &p, 0);
+	t = dm_model_admit(&m, DM_OP_WRITE, 0, 1000, 100 * MS);
+	CHECK_EQ("latency paid, transfer banked", t.deadline_ns, 102 * MS);
+	CHECK_EQ("occupancy counted", m.ops[DM_OP_WRITE].service_ns, 2 * MS);
 	dm_model_destroy(&m);
 }
 
