@@ -37,6 +37,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -243,6 +244,7 @@ static unsigned int bf_flush_locked(struct bf_inode *bi, uint64_t max_seq,
 				    enum fc_cause cause)
 {
 	struct bf_entry *batch[BF_MAX_ENTRIES];
+	struct fc_file *files[BF_MAX_ENTRIES];
 	unsigned int n = 0, k;
 
 	pthread_mutex_lock(&bf_lock);
@@ -286,6 +288,9 @@ static unsigned int bf_flush_locked(struct bf_inode *bi, uint64_t max_seq,
 	for (k = 0; k < n; k++) {
 		struct bf_entry *e = batch[k];
 
+		/* once FREE the entry may be reused at once: keep nothing */
+		files[k] = e->file;
+		e->file = NULL;
 		bf_occupancy -= e->len;
 		e->state = BF_FREE;
 		e->bi = NULL;
@@ -295,10 +300,8 @@ static unsigned int bf_flush_locked(struct bf_inode *bi, uint64_t max_seq,
 	pthread_cond_broadcast(&bf_cond_free);
 	pthread_mutex_unlock(&bf_lock);
 
-	for (k = 0; k < n; k++) {
-		fc_file_put(batch[k]->file);
-		batch[k]->file = NULL;
-	}
+	for (k = 0; k < n; k++)
+		fc_file_put(files[k]);
 	fc_counter_add(bf_c_flush[cause], n);
 	return n;
 }
@@ -662,15 +665,23 @@ static int bf_sync_inode(struct fc_inode *i, enum fc_cause cause)
 	return 0;
 }
 
+/*
+ * st_size = max(native size, end of buffered data).  The native size is
+ * read again under bf_lock: an entry leaves the buffer (under bf_lock) only
+ * after its pwrite, so no byte is missed between the core's stat and here.
+ */
 static void bf_getattr(struct fc_inode *i, struct stat *st)
 {
 	struct bf_inode *bi = bf_inode_of(i);
+	struct stat now;
 	unsigned int k;
 
-	if (!bf_has_entries(bi))
+	if (!bi)
 		return;
 	pthread_mutex_lock(&bf_lock);
-	for (k = 0; k < bf_nentries; k++) {
+	if (fstatat(i->fd, "", &now, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0)
+		*st = now;
+	for (k = 0; bi->nentries && k < bf_nentries; k++) {
 		struct bf_entry *e = &bf_entries[k];
 
 		if (e->state != BF_FREE && e->bi == bi &&

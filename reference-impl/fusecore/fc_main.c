@@ -324,6 +324,37 @@ static int fc_check_paths(void)
 	return 0;
 }
 
+/*
+ * Name the mount like mount(8) would: type fuse.<daemon>, source SOURCE
+ * (/proc/mounts, df), unless the user gave subtype= or fsname= already.
+ */
+static int fc_add_mount_names(struct fuse_args *args)
+{
+	bool has_subtype = false, has_fsname = false;
+	char *opt = NULL;
+	size_t k;
+	int res = 0;
+
+	for (k = 0; k < fc_nopts; k++) {
+		has_subtype |= !strcmp(fc_opts[k].key, "subtype");
+		has_fsname |= !strcmp(fc_opts[k].key, "fsname");
+	}
+	if (!has_subtype) {
+		if (asprintf(&opt, "subtype=%s", fc_pol->name) < 0)
+			return -1;
+		res |= fuse_opt_add_arg(args, "-o") | fuse_opt_add_arg(args, opt);
+		free(opt);
+	}
+	/* a comma would split the option: such a source stays unnamed */
+	if (!has_fsname && !strchr(fc_cfg.source, ',')) {
+		if (asprintf(&opt, "fsname=%s", fc_cfg.source) < 0)
+			return -1;
+		res |= fuse_opt_add_arg(args, "-o") | fuse_opt_add_arg(args, opt);
+		free(opt);
+	}
+	return res ? -1 : 0;
+}
+
 static void fc_stop_once_fn(void)
 {
 	if (fc_started && fc_pol->stop)
@@ -410,6 +441,8 @@ int fc_main(int argc, char *argv[], const struct fc_policy *policy)
 		goto out_args;
 	}
 	if (fc_apply_options(&args) < 0 || fc_check_paths() < 0)
+		goto out_args;
+	if (fc_add_mount_names(&args) < 0)
 		goto out_args;
 	err = fc_table_init(fc_cfg.source);
 	if (err) {
