@@ -222,3 +222,34 @@ def test_reads_are_throttled_by_their_own_bandwidth(stack):
     assert _delta(after, before, "read", "rand") == 1  # the first request; the rest continue it
     assert _delta(after, before, "read", "seq") == 19
     assert _delta(after, before, "write", "count") == 0
+
+
+def test_daemonized_devmodel_dumps_on_sigusr1_and_unmount(tmp_path, reference_binary):
+    """Without -f the daemon forks: its signal thread must be started after the fork."""
+    import json
+    import signal
+
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    counters = tmp_path / "c.json"
+    subprocess.run(
+        [str(reference_binary("devmodel")), "-o", f"profile=host,size=1M,counters={counters}",
+         str(tmp_path / "b.img"), str(mnt)],
+        capture_output=True, timeout=10, check=True,
+    )
+    try:
+        pid = int(subprocess.run(["pgrep", "-n", "-f", f"counters={counters}"], capture_output=True, text=True,
+                                 timeout=10, check=True).stdout.split()[0])
+        first = json.loads(counters.read_text())["dump_seq"]
+        os.kill(pid, signal.SIGUSR1)
+        deadline = time.monotonic() + 5
+        while json.loads(counters.read_text())["dump_seq"] == first and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert json.loads(counters.read_text())["dump_seq"] == first + 1
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True, timeout=10)
+    deadline = time.monotonic() + 5
+    while json.loads(counters.read_text())["dump_seq"] < first + 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    final = json.loads(counters.read_text())
+    assert final["dump_seq"] == first + 2 and final["profile"]["name"] == "host"
