@@ -294,7 +294,8 @@ class Device:
     # -- the banner and the environment commands see ---------------------------------------------------------
     def banner(self) -> bytes:
         props = "".join(f"{k}={self.props[k]};" for k in ("ro.product.name", "ro.product.model", "ro.product.device"))
-        return f"device::{props}features={','.join(FEATURES)}".encode()[:HANDSHAKE_MAX_PAYLOAD]
+        features = self.args.features.split(",") if self.args.features is not None else FEATURES
+        return f"device::{props}features={','.join(features)}".encode()[:HANDSHAKE_MAX_PAYLOAD]
 
     def _write_getprop(self) -> None:
         # A shell script, so `getprop` works from any shell the tests run, also under su.
@@ -788,6 +789,8 @@ def main() -> None:
     ap.add_argument("--su", choices=("magisk", "aosp"), help="provide a su that really runs commands as root")
     ap.add_argument("--root-restarts", action="store_true",
                     help="`adb root` restarts the device as root (userdebug phone) instead of refusing")
+    ap.add_argument("--features", help="comma-separated features to announce instead of all (e.g. '' for a legacy "
+                                       "device without shell_v2)")
     ap.add_argument("--product", default="loopback")
     ap.add_argument("--model", default="Loopback")
     ap.add_argument("--device", default="loopback")

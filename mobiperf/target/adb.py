@@ -79,6 +79,10 @@ class AdbTransport(Transport):
         ensure_server(self.adb, server_port)
         self.serial = serial or _only_device(self.adb, server_port)
         self.name = f"adb:{self.serial}"
+        self.features = self._features()
+        if "shell_v2" not in self.features:
+            # Without the shell protocol (Android < 7) stderr is merged and stdin cannot be closed.
+            raise TargetError(f"{self.name}: the device lacks adb's shell protocol v2 (Android 7 or later needed)")
 
     # -- the adb client -----------------------------------------------------------------------------------------
     def adb_argv(self, *args: str, serial: bool = True) -> list[str]:
@@ -110,6 +114,13 @@ class AdbTransport(Transport):
         # "error: device offline", "error: device unauthorized. ...", "error: device '...' not found"
         m = re.match(r"error: device (offline|unauthorized|still authorizing)", _decode(done.stderr))
         return m.group(1) if m else None
+
+    def _features(self) -> set[str]:
+        """What both this adb client and the device support (shell_v2, stat_v2, ...)."""
+        done = self._adb("features", timeout=ADB_STATE_TIMEOUT_S)
+        if done.returncode != 0:
+            raise TargetError(f"{self.name}: cannot use the device: {_decode(done.stderr) or _decode(done.stdout)}")
+        return set(done.stdout.decode(errors="replace").split())
 
     def _lost(self, what: str) -> TargetError:
         state = self.device_state()
@@ -594,8 +605,8 @@ def list_adb_devices(adb: str = "adb", server_port: int | None = None, *,
         d.update(android_version=None, kernel=None, root=False, root_method=None)
         if d["state"] != "device":
             continue
-        t = AdbTransport(d["serial"], adb=adb, server_port=server_port, root="auto", timeout=timeout)
         try:
+            t = AdbTransport(d["serial"], adb=adb, server_port=server_port, root="auto", timeout=timeout)
             lines = t.run(["sh", "-c", DEVICE_SUMMARY], timeout=timeout).text.splitlines()
             d["android_version"] = (lines[0].strip() or None) if lines else None
             d["kernel"] = lines[1].strip() if len(lines) > 1 else None
