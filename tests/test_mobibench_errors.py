@@ -118,3 +118,13 @@ def test_full_filesystem_under_sqlite(reference_binary, tmp_path, full_fs):
     assert proc.returncode == 1
     assert "database or disk is full" in proc.stderr
     assert proc.stdout.rstrip().endswith("Err string : SQL error")
+
+
+@needs_root
+def test_full_filesystem_under_mmap_is_an_error_not_a_sigbus(reference_binary, tmp_path, full_fs):
+    # the mapping's holes cannot be allocated: the store faults with SIGBUS, which the original dies of
+    proc = run(reference_binary("mobibench"), tmp_path, "-p", str(full_fs), "-f", "4096", "-r", "4", "-a", "4",
+               "-y", "6")
+    assert proc.returncode == 1
+    assert "SIGBUS on record" in proc.stderr and "filesystem full?" in proc.stderr
+    assert proc.stdout.rstrip().endswith("Err string : File write error")

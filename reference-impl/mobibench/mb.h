@@ -128,6 +128,7 @@ void mb_sched_sample(struct mb_worker *w, int which);
 
 /* workloads */
 void *mb_file_worker(void *arg);
+void mb_file_install_sigbus(void);
 void *mb_db_worker(void *arg);
 int mb_replay(const struct mb_config *cfg);
 

@@ -12,6 +12,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +27,72 @@
 #include "mb_order.h"
 
 #define MB_FILL_CHUNK (512 * 1024)
+
+/*
+ * A store into a mapping whose blocks cannot be allocated (full filesystem)
+ * raises SIGBUS in the storing thread; the original dies of it.  Each worker
+ * points its own thread-local jump buffer here around the mmap loop, so the
+ * run ends with an error instead.
+ */
+static __thread sigjmp_buf *mb_bus_jmp;
+
+static void mb_on_sigbus(int sig)
+{
+	if (mb_bus_jmp)
+		siglongjmp(*mb_bus_jmp, 1);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+void mb_file_install_sigbus(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = mb_on_sigbus;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, NULL);
+}
+
+/* the mmap-mode timed loop; returns 0, or -1 after a SIGBUS */
+static int mb_mmap_loop(struct mb_worker *w, char *map, char *buf,
+			const int64_t *perm, int is_write, int random)
+{
+	const struct mb_config *c = w->run->cfg;
+	size_t reclen = (size_t)c->reclen;
+	volatile long long i = 0;
+	long long off;
+	int last = -1;
+	sigjmp_buf jb;
+	uint64_t t0;
+
+	if (sigsetjmp(jb, 1)) {
+		mb_bus_jmp = NULL;
+		mb_fail(w->run, "File write error", "SIGBUS on record %lld "
+			"of the mapping: its blocks could not be allocated "
+			"(filesystem full?)", (long long)i);
+		return -1;
+	}
+	mb_bus_jmp = &jb;
+	for (; i < c->nrec; i++) {
+		off = (random ? perm[i] : i) * (long long)reclen;
+		t0 = mb_now_ns();
+		if (is_write) {
+			memcpy(map + off, buf, reclen);
+			if (c->sync == MB_Y_MMAP_ASYNC)
+				msync(map + off, reclen, MS_ASYNC);
+			else if (c->sync == MB_Y_MMAP_SYNC)
+				msync(map + off, reclen, MS_SYNC);
+		} else {
+			memcpy(buf, map + off, reclen);
+		}
+		w->lat_ns[i] = mb_now_ns() - t0;
+		w->n_lat++;
+		mb_progress(w, i, c->nrec, &last);
+	}
+	mb_bus_jmp = NULL;
+	return 0;
+}
 
 static int mb_is_write(int access)
 {
@@ -200,24 +268,11 @@ void *mb_file_worker(void *arg)
 
 	/* ---- timed window ---- */
 	mb_sched_sample(w, 0);
-	for (i = 0; i < n; i++) {
+	i = 0;
+	if (use_mmap)
+		i = mb_mmap_loop(w, map, buf, perm, is_write, random) ? -1 : n;
+	for (; i >= 0 && i < n; i++) {
 		off = (random ? perm[i] : i) * (long long)reclen;
-		if (use_mmap) {
-			t0 = mb_now_ns();
-			if (is_write) {
-				memcpy(map + off, buf, reclen);
-				if (c->sync == MB_Y_MMAP_ASYNC)
-					msync(map + off, reclen, MS_ASYNC);
-				else if (c->sync == MB_Y_MMAP_SYNC)
-					msync(map + off, reclen, MS_SYNC);
-			} else {
-				memcpy(buf, map + off, reclen);
-			}
-			w->lat_ns[i] = mb_now_ns() - t0;
-			w->n_lat++;
-			mb_progress(w, i, n, &last);
-			continue;
-		}
 		if (random && lseek(fd, off, SEEK_SET) < 0) {
 			mb_fail(w->run, "File seek error", "lseek to %lld: %s",
 				off, strerror(errno));

@@ -973,5 +973,6 @@ int main(int argc, char **argv)
 	mb_parse_args(argc, argv, &cfg);
 	if (cfg.replay)
 		return mb_replay(&cfg) ? 1 : 0;
+	mb_file_install_sigbus();
 	return mb_run_workload(&cfg);
 }
