@@ -125,7 +125,7 @@ struct mb_db {
 	sqlite3 *conn[MB_DB_MAX];
 	char *file[MB_DB_MAX];
 	long long universe[MB_DB_MAX];	/* ids 0 .. universe-1 exist */
-	unsigned char *used[MB_DB_MAX];	/* ids drawn so far (-R, delete) */
+	unsigned char *used[MB_DB_MAX];	/* ids drawn (-R, delete) */
 	struct mb_rand rnd;
 	struct mb_sql sql;
 };

@@ -399,10 +399,12 @@ static void mb_parse_args(int argc, char **argv, struct mb_config *c)
 			c->path = optarg;
 			break;
 		case 'f':
-			c->file_kb = mb_parse_num(opt, optarg, 1, LLONG_MAX / 2048);
+			c->file_kb = mb_parse_num(opt, optarg, 1,
+						  LLONG_MAX / 2048);
 			break;
 		case 'r':
-			c->rec_kb = mb_parse_num(opt, optarg, 1, INT_MAX / 1024);
+			c->rec_kb = mb_parse_num(opt, optarg, 1,
+						 INT_MAX / 1024);
 			break;
 		case 'a':
 			c->access = (int)mb_parse_num(opt, optarg, 0, 4);
@@ -505,7 +507,8 @@ static void mb_parse_args(int argc, char **argv, struct mb_config *c)
 	if (optind < argc)
 		mb_usage_error("unexpected argument '%s'", argv[optind]);
 	if (c->old && newer_only)
-		mb_usage_error("%s is not an option of Mobibench %s", newer_only,
+		mb_usage_error("%s is not an option of Mobibench %s",
+			       newer_only,
 			       MB_VERSION_OLD);
 	if (c->old && c->access == MB_A_APPEND)
 		mb_usage_error("-a 4 (append) is not in Mobibench %s; its -a 0 "
@@ -819,7 +822,7 @@ static int mb_run_workload(const struct mb_config *c)
 		return 1;
 	}
 	if (!c->is_blockdev)
-		mkdir(c->path, 0777);	/* one level; errors surface at open */
+		mkdir(c->path, 0777);	/* one level; errors show at open */
 
 	mb_print_setup(c);
 	marker = mb_marker_open();
@@ -914,7 +917,8 @@ static int mb_run_workload(const struct mb_config *c)
 		res.cs_valid = 1;
 		res.cs_total = run.workers[0].cs_total[1] -
 			       run.workers[0].cs_total[0];
-		res.cs_vol = run.workers[0].cs_vol[1] - run.workers[0].cs_vol[0];
+		res.cs_vol = run.workers[0].cs_vol[1] -
+			     run.workers[0].cs_vol[0];
 		printf("[CON SWITCHES] : %llu %llu\n", res.cs_total,
 		       res.cs_vol);
 	}
@@ -926,7 +930,8 @@ join:
 		printf("setState: %d\n", MB_S_END);
 		for (t = 0; t < started; t++)
 			total += run.workers[t].n_lat;
-		res.lat = malloc(sizeof(uint64_t) * (size_t)(total ? total : 1));
+		res.lat = malloc(sizeof(uint64_t) *
+				 (size_t)(total ? total : 1));
 		if (res.lat) {
 			double sum = 0;
 

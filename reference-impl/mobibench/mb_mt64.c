@@ -13,7 +13,7 @@
 
 #define MB_MT64_MM 156
 #define MB_MT64_MATRIX_A 0xB5026F5AA96619E9ULL
-#define MB_MT64_UPPER 0xFFFFFFFF80000000ULL	/* most significant 33 bits */
+#define MB_MT64_UPPER 0xFFFFFFFF80000000ULL	/* top 33 bits */
 #define MB_MT64_LOWER 0x7FFFFFFFULL		/* least significant 31 bits */
 
 void mb_mt64_seed(struct mb_mt64 *g, uint64_t seed)

@@ -75,7 +75,7 @@ struct mb_rp {
 	int nops, cap;
 	struct mb_rp_file *files;
 	int nfiles;
-	int *thread_ids;	/* script thread numbers, in order of appearance */
+	int *thread_ids;	/* script thread numbers, as they appear */
 	int nthreads;
 	uint64_t start_ns;
 	long long t_first;
@@ -205,6 +205,8 @@ static int mb_rp_parse(struct mb_rp *rp, const char *script, int *lines)
 		if (op.cmd > MB_RP_UNLINK)
 			goto bad;
 		op.thread = mb_rp_thread_index(rp, thread_id);
+		if (op.thread < 0)
+			goto oom;
 		switch (op.cmd) {
 		case MB_RP_OPEN:
 			if (mb_rp_path(&p, path, sizeof(path)) ||
@@ -260,7 +262,8 @@ static int mb_rp_parse(struct mb_rp *rp, const char *script, int *lines)
 		}
 		if (rp->nops == rp->cap) {
 			rp->cap = rp->cap ? rp->cap * 2 : 1024;
-			rp->ops = realloc(rp->ops, sizeof(op) * (size_t)rp->cap);
+			rp->ops = realloc(rp->ops,
+					  sizeof(op) * (size_t)rp->cap);
 			if (!rp->ops)
 				goto oom;
 		}
