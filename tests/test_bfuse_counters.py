@@ -1,0 +1,71 @@
+"""bFUSE counters for a 64 MiB sequential write in 512 KiB records, the shape of the paper's Table 3.
+
+legacy (4 KiB IO unit): 16,384 FUSE writes and as many daemon pwrites; 512 KiB unit without buffer: 128 and 128;
+bFUSE (8 MiB buffer of 2 MiB entries): 128 FUSE writes coalesced into at most 33 pwrites of ~2 MiB.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from conftest import needs_fuse
+from test_bfuse_mount import bfuse_mount, bfuse_binary  # noqa: F401  (fixtures)
+
+pytestmark = needs_fuse
+
+MIB = 1024 * 1024
+RECORD = 512 * 1024
+TOTAL = 64 * MIB
+
+
+def write_sequential(path) -> None:
+    record = b"\xa5" * RECORD
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for _ in range(TOTAL // RECORD):
+            assert os.write(fd, record) == RECORD
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("preset, fuse_writes, max_pwrites, min_pwrites", [
+    ("legacy", 16384, 16384, 16384),
+    ("nobuf", 128, 128, 128),
+    ("bfuse", 128, 33, 32),
+])
+def test_sequential_write_counts(bfuse_mount, preset, fuse_writes, max_pwrites, min_pwrites):
+    mount = bfuse_mount(f"preset={preset}")
+    write_sequential(mount.mountpoint / "seq")
+    assert (mount.source / "seq").stat().st_size == TOTAL
+    result = mount.unmount()
+    ops, counters = result["ops"], result["counters"]
+    assert ops["write"] == {"requests": fuse_writes, "bytes": TOTAL}
+    assert min_pwrites <= counters["daemon_pwrite_calls"] <= max_pwrites
+    assert counters["daemon_pwrite_bytes"] == TOTAL
+    assert ops["fsync"]["requests"] == 1
+    if preset == "bfuse":
+        assert counters["buffered_writes"] == 128
+        assert counters["coalesced_requests"] == 96          # 3 of every 4 records join an entry
+        assert counters["entries_filled"] == 32
+        assert counters["buffer_hwm_bytes"] <= 8 * MIB
+        assert counters["buffer_hwm_bytes"] >= 2 * MIB
+        flushed = sum(v for k, v in counters.items() if k.startswith("flushed_entries_"))
+        assert flushed == counters["daemon_pwrite_calls"]
+        assert counters["flushed_entries_full"] >= 28
+    else:
+        assert counters.get("buffered_writes", 0) == 0
+
+
+def test_counters_on_sigusr1_while_running(bfuse_mount):
+    mount = bfuse_mount("preset=nobuf")
+    (mount.mountpoint / "a").write_bytes(b"1" * 3 * RECORD)
+    first = mount.counters()
+    (mount.mountpoint / "b").write_bytes(b"2" * RECORD)
+    second = mount.counters()
+    assert first["ops"]["write"]["bytes"] == 3 * RECORD
+    assert second["ops"]["write"]["bytes"] == 4 * RECORD
+    assert second["pid"] == mount.process.pid
+    assert mount.process.poll() is None
