@@ -37,7 +37,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <stdarg.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "../fusecore/fusecore.h"
@@ -189,6 +191,31 @@ static int fj_attach(struct fc_inode *i)
 out:
 	pthread_mutex_unlock(&i->lock);
 	return r;
+}
+
+/*
+ * WORKAROUND for fusecore (reported, not ours to edit): fc_ll_open reopens
+ * the inode through "/proc/self/fd/N" with the application's flags, and
+ * O_NOFOLLOW on that magic symlink fails with ELOOP, so SQLite (which opens
+ * with O_NOFOLLOW) cannot reopen its journal. The kernel has already refused
+ * a symlink before sending FUSE_OPEN, so dropping O_NOFOLLOW there is exact.
+ * This definition of open() takes precedence over libc's for the whole
+ * executable; remove it once fusecore strips O_NOFOLLOW itself.
+ */
+int open(const char *path, int flags, ...)
+{
+	mode_t mode = 0;
+
+	if (flags & (O_CREAT | O_TMPFILE)) {
+		va_list ap;
+
+		va_start(ap, flags);
+		mode = va_arg(ap, mode_t);
+		va_end(ap);
+	}
+	if (!strncmp(path, "/proc/self/fd/", 14))
+		flags &= ~O_NOFOLLOW;
+	return syscall(SYS_openat, AT_FDCWD, path, flags, mode);
 }
 
 /* ---- hooks ------------------------------------------------------------- */
