@@ -34,7 +34,9 @@ def write_sequential(path) -> None:
 @pytest.mark.parametrize("preset, fuse_writes, max_pwrites, min_pwrites", [
     ("legacy", 16384, 16384, 16384),
     ("nobuf", 128, 128, 128),
-    ("bfuse", 128, 33, 32),
+    # 32 full 2 MiB entries; on a loaded machine the 10 ms management thread may catch an entry idle and
+    # write it early, costing one extra pwrite each time: allow a few
+    ("bfuse", 128, 36, 32),
 ])
 def test_sequential_write_counts(bfuse_mount, preset, fuse_writes, max_pwrites, min_pwrites):
     mount = bfuse_mount(f"preset={preset}")
@@ -48,8 +50,9 @@ def test_sequential_write_counts(bfuse_mount, preset, fuse_writes, max_pwrites, 
     assert ops["fsync"]["requests"] == 1
     if preset == "bfuse":
         assert counters["buffered_writes"] == 128
-        assert counters["coalesced_requests"] == 96          # 3 of every 4 records join an entry
-        assert counters["entries_filled"] == 32
+        # 3 of every 4 records join an entry; each early (timer) write-out starts one more entry
+        assert counters["coalesced_requests"] == 128 - counters["entries_filled"]
+        assert 32 <= counters["entries_filled"] <= 36
         assert counters["buffer_hwm_bytes"] <= 8 * MIB
         assert counters["buffer_hwm_bytes"] >= 2 * MIB
         flushed = sum(v for k, v in counters.items() if k.startswith("flushed_entries_"))
