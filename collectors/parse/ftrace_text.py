@@ -1,37 +1,47 @@
-"""ftrace text (the `trace` / `trace_pipe` format) -> typed event tables.
+"""ftrace text (the `trace` / `trace_pipe` format, and `trace-cmd report`) -> typed event tables.
 
 Line layout (kernel/trace/trace_output.c): comm right-aligned in 16 columns, `-pid`, optional `(tgid)`, `[cpu]`,
 an optional irq-info flags column (5 characters on 6.x, 4 on older kernels), `secs.usecs:`, `event_name:`, body.
-comm may contain `-`, spaces and `:`, so the pid is the last `-digits` before the `[cpu]` column.
+comm may contain `-`, spaces and `:`; the pid is the `-digits` that the `[cpu]` column follows.
 
-Parsing is vectorized (Polars' Rust regex over all lines at once): first the line header, then one body pattern
-per event name. Block bodies differ by kernel: 6.11+ prints an ioprio triple (`be,0,4`) before `[comm]`, trace-cmd
-prints it as `0x2,0,4`, and 3.x kernels print bytes 0 for file system requests; the patterns accept all of these.
-Lines that match no pattern are counted and reported by event name, never dropped silently.
+Two paths produce the same rows:
+  fast   the numba byte scanners of ftrace_scan.py read every line header and every block event body;
+  regex  Polars' regex over the few lines the fast path rejects (odd layouts, non-ASCII, newer body variants), and
+         the bodies of the other events (ext4, jbd2, fuse, syscalls: see ftrace_events.py). The regex path alone
+         (parse_ftrace_text_regex) is the correctness oracle the tests compare the fast path with.
+Block bodies differ by kernel: 6.11+ prints an ioprio triple (`be,0,4`) before `[comm]`, trace-cmd prints it as
+`0x2,0,4`, and 3.x kernels print bytes 0 for file system requests (the sector count is the truth there).
+Lines that match no pattern are counted and reported by event name, never dropped silently. A file whose last
+line is cut (no newline, not parseable) keeps every complete line and says so in a warning.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import polars as pl
+import pyarrow as pa
 
+from mobiperf.collectors.parse import ftrace_scan as scan
+from mobiperf.collectors.parse.ftrace_events import is_known_event, known_event_expr, parse_other_events
 from mobiperf.errors import ParseError
 from mobiperf.schema import BLOCK_EVENT, TRACE_MARKER
 
-HEADER = (r"^\s*(?P<comm>.*)-(?P<pid>\d+)\s+(?:\(\s*[-\d]+\)\s+)?\[(?P<cpu>\d+)\]\s+(?:\S{4,5}\s+)?"
-          r"(?P<secs>\d+)\.(?P<usecs>\d+):\s+(?P<event>\w+):\s?(?P<body>.*)$")
-_DEV = r"(?P<major>\d+),(?P<minor>\d+) (?P<rwbs>\S+) "
-_IOPRIO = r"(?: \S+,\d+,\d+)?"
+HEADER = (r"^\s*(?P<comm>.*)-(?P<pid>\d+)\s+(?:\(\s*[-\d]+\)\s+)?\[(?P<cpu>\d+)\]\s+(?:\S{1,8}\s+)?"
+          r"(?P<secs>\d+)\.(?P<usecs>\d+):\s+(?P<event>\w+):\s*(?P<body>.*?)\r?$")
+_DEV = r"^(?P<major>\d+),(?P<minor>\d+) (?P<rwbs>\S+) "
+_IOPRIO = r"(?: \S+,\S*,\S+)?"
 BLOCK_BODIES = {
     # bio-level events: dev rwbs sector + nr [comm]
     "bio": _DEV + r"(?P<sector>\d+) \+ (?P<nr_sector>\d+) \[(?P<comm_>.*)\]$",
     # request insert/issue/merge: dev rwbs bytes (cmd) sector + nr [ioprio] [comm]
-    "rq": _DEV + r"(?P<bytes>\d+) \((?P<cmd>.*?)\) (?P<sector>\d+) \+ (?P<nr_sector>\d+)" + _IOPRIO
+    "rq": _DEV + r"(?P<bytes>\d+) \((?P<cmd>[^)]*)\) (?P<sector>\d+) \+ (?P<nr_sector>\d+)" + _IOPRIO
           + r" \[(?P<comm_>.*)\]$",
     # request completion/requeue: dev rwbs (cmd) sector + nr [ioprio] [error]
-    "rq_done": _DEV + r"\((?P<cmd>.*?)\) (?P<sector>\d+) \+ (?P<nr_sector>\d+)" + _IOPRIO
+    "rq_done": _DEV + r"\((?P<cmd>[^)]*)\) (?P<sector>\d+) \+ (?P<nr_sector>\d+)" + _IOPRIO
                + r" \[(?P<error>-?\d+)\]$",
     "split": _DEV + r"(?P<sector>\d+) / (?P<new_sector>\d+) \[(?P<comm_>.*)\]$",
     "plug": r"^\[(?P<comm_>.*)\]$",
@@ -39,82 +49,220 @@ BLOCK_BODIES = {
 }
 BLOCK_EVENT_BODY = {
     "block_bio_queue": "bio", "block_getrq": "bio", "block_bio_backmerge": "bio", "block_bio_frontmerge": "bio",
+    "block_sleeprq": "bio", "block_bio_bounce": "bio",
     "block_rq_insert": "rq", "block_rq_issue": "rq", "block_rq_merge": "rq",
     "block_rq_complete": "rq_done", "block_rq_requeue": "rq_done", "block_rq_error": "rq_done",
+    "block_rq_abort": "rq_done",
     "block_split": "split", "block_plug": "plug", "block_unplug": "unplug",
 }
 MARKER_EVENTS = ("tracing_mark_write", "print")
+SPLIT_EVENTS = [e for e, k in BLOCK_EVENT_BODY.items() if k == "split"]
+RQ_EVENTS = [e for e, k in BLOCK_EVENT_BODY.items() if k == "rq"]
+_KNOWN_HASH = np.array([scan.fnv1a(e) for e in BLOCK_EVENT_BODY], np.uint64)
+_KNOWN_KIND = np.array([scan.BODY_KINDS.index(k) for k in BLOCK_EVENT_BODY.values()], np.int64)
 # sector_t is unsigned; flush requests may carry (sector_t)-1. Above this it is "no sector".
 _MAX_SECTOR = (1 << 63) - 1
+_EVENT_IN_LINE = re.compile(r"\]\s+(?:\S{1,8}\s+)?\d+\.\d+:\s+(\w+):")
+_HEAD_COLUMNS = ("line", "ts", "cpu", "pid", "comm", "event", "body")
 
 
 @dataclass
 class FtraceTables:
     block_event: pl.DataFrame
     trace_marker: pl.DataFrame
+    events: dict[str, pl.DataFrame] = field(default_factory=dict)  # ext4, jbd2, fuse, syscall tables
     lines: int = 0
     unparsed_by_event: dict[str, int] = field(default_factory=dict)
     other_events: dict[str, int] = field(default_factory=dict)
+    truncated_at: int | None = None  # byte offset of a cut last line
 
     @property
     def warnings(self) -> list[str]:
-        return [f"{n} {ev} lines did not match the known formats and were skipped"
-                for ev, n in sorted(self.unparsed_by_event.items())]
+        out = [f"{n} {ev} lines did not match the known formats and were skipped"
+               for ev, n in sorted(self.unparsed_by_event.items())]
+        if self.truncated_at is not None:
+            out.append(f"the trace ends in a cut line at byte {self.truncated_at} (truncated file); "
+                       "every complete line before it was kept")
+        return out
 
 
-def read_lines(path: Path) -> pl.Series:
-    """The lines of a text file as a Series, with `#` comment lines of the `trace` file dropped."""
+def read_trace_bytes(path: Path) -> bytes:
     try:
-        data = Path(path).read_bytes()
+        return Path(path).read_bytes()
     except OSError as e:
         raise ParseError(path, 0, f"cannot read: {e.strerror}") from None
-    text = data.decode("utf-8", errors="replace")
-    lines = pl.Series("line", text.splitlines(), dtype=pl.Utf8)
-    return lines.filter(~lines.str.starts_with("#") & (lines.str.strip_chars() != ""))
 
 
 def parse_ftrace_text(path: Path, rep: int = 0) -> FtraceTables:
-    lines = read_lines(path)
-    head = lines.str.extract_groups(HEADER).struct.unnest()
-    head = head.with_columns(lines.alias("line"))
-    bad_header = head.filter(pl.col("event").is_null())
-    if len(bad_header):
-        first = bad_header["line"][0]
-        if len(bad_header) == len(head):
-            raise ParseError(path, 1, f"not ftrace text: {first[:80]!r}")
-    head = head.filter(pl.col("event").is_not_null()).with_columns(
-        ts=pl.col("secs").cast(pl.Int64) * 1_000_000_000 + _fraction_ns(pl.col("usecs")),
-        pid=pl.col("pid").cast(pl.Int32), cpu=pl.col("cpu").cast(pl.Int32),
-        comm=pl.col("comm").str.strip_chars(),
-    )
-    counts = dict(head.group_by("event").len().iter_rows())
+    """The event tables of one ftrace text file (fast path, regex for what it rejects)."""
+    data = read_trace_bytes(path)
+    buf = np.frombuffer(data, np.uint8)
+    n_lines, (ev_first, ev_kind), block_cols, text_cols, (bad, bad_s, bad_e) = scan.scan_trace(
+        buf, np.flatnonzero(buf == 10), _KNOWN_HASH, _KNOWN_KIND)
+    truncated_at = None
+    if len(bad) and not data.endswith(b"\n") and bad_e[-1] >= len(data.rstrip(b"\r")):
+        truncated_at = int(bad_s[-1])  # a cut last line: keep everything before it, say so
+        bad, bad_s, bad_e, n_lines = bad[:-1], bad_s[:-1], bad_e[:-1], n_lines - 1
+    if n_lines and len(bad) == n_lines:
+        first = data[bad_s[0]:bad_e[0]].decode("utf-8", errors="replace")
+        raise ParseError(path, int(bad[0]) + 1, f"not ftrace text: {first[:80]!r}")
+    names = [_event_name(data, int(s)) for s in ev_first]
+    name_series = pl.Series("event", names, dtype=pl.Utf8)
+    counts = dict(zip(names, (np.bincount(block_cols[6], minlength=len(names))
+                              + np.bincount(text_cols[6], minlength=len(names))).tolist()))
+    fast_block = _fast_block_frame(buf, block_cols, name_series, rep)
+    # Everything else goes through the text path: rejected block lines, other events, markers, bad headers.
+    head = _head_frame(buf, text_cols, name_series)
     unparsed: dict[str, int] = {}
-    if len(bad_header):
-        unparsed["(no header)"] = len(bad_header)
-    frames = []
+    if len(bad):
+        lines = pl.Series("line", [data[s:e].decode("utf-8", errors="replace") for s, e in zip(bad_s, bad_e)],
+                          dtype=pl.Utf8)
+        slow = _regex_head(lines).with_columns(line=pl.Series(bad, dtype=pl.Int64))
+        n_bad = int(slow["event"].is_null().sum())
+        if n_bad:
+            unparsed["(no header)"] = n_bad
+        slow = slow.filter(pl.col("event").is_not_null())
+        for ev, n in slow.group_by("event").len().iter_rows():
+            counts[ev] = counts.get(ev, 0) + n
+        head = pl.concat([head, slow.select(_HEAD_COLUMNS)], how="vertical_relaxed")
+
+    slow_block, slow_unparsed = _regex_block(head, rep)
+    unparsed.update(slow_unparsed)
+    block = pl.concat([fast_block, slow_block], how="vertical_relaxed") if len(slow_block) else fast_block
+    if len(slow_block):
+        block = block.sort("line")  # file order: events of one microsecond keep their order
+    block = BLOCK_EVENT.validate(block)
+    head = head.sort("line")
+    markers = head.filter(pl.col("event").is_in(MARKER_EVENTS)).select(
+        pl.lit(rep, pl.Int32).alias("rep"), "ts", "pid", pl.col("body").str.strip_chars().alias("text"))
+    events, event_unparsed = parse_other_events(head.filter(known_event_expr()), rep)
+    unparsed.update(event_unparsed)
+    known = set(BLOCK_EVENT_BODY) | set(MARKER_EVENTS)
+    return FtraceTables(block_event=block, trace_marker=TRACE_MARKER.validate(markers), events=events,
+                        lines=n_lines, unparsed_by_event=unparsed,
+                        other_events={e: n for e, n in counts.items() if e not in known and not is_known_event(e)},
+                        truncated_at=truncated_at)
+
+
+def parse_ftrace_text_regex(path: Path, rep: int = 0) -> FtraceTables:
+    """The same tables through Polars regex alone: slow, simple, the oracle of the fast path."""
+    data = read_trace_bytes(path)
+    lines = pl.Series("line", data.decode("utf-8", errors="replace").splitlines(), dtype=pl.Utf8)
+    truncated_at = None
+    lines = lines.filter(~lines.str.strip_chars_start().str.starts_with("#") & (lines.str.strip_chars() != ""))
+    head = _regex_head(lines).with_row_index("line").with_columns(pl.col("line").cast(pl.Int64))
+    if len(head) and head["event"][-1] is None and not data.endswith(b"\n"):
+        truncated_at = len(data) - len(data.rsplit(b"\n", 1)[-1])
+        head = head.head(len(head) - 1)
+    unparsed: dict[str, int] = {}
+    n_bad = int(head["event"].is_null().sum())
+    if n_bad == len(head) and n_bad:
+        raise ParseError(path, 1, "not ftrace text")
+    if n_bad:
+        unparsed["(no header)"] = n_bad
+    head = head.filter(pl.col("event").is_not_null())
+    counts = dict(head.group_by("event").len().iter_rows())
+    block, block_unparsed = _regex_block(head, rep)
+    unparsed.update(block_unparsed)
+    markers = head.filter(pl.col("event").is_in(MARKER_EVENTS)).select(
+        pl.lit(rep, pl.Int32).alias("rep"), "ts", "pid", pl.col("body").str.strip_chars().alias("text"))
+    events, event_unparsed = parse_other_events(head.filter(known_event_expr()), rep)
+    unparsed.update(event_unparsed)
+    known = set(BLOCK_EVENT_BODY) | set(MARKER_EVENTS)
+    return FtraceTables(block_event=BLOCK_EVENT.validate(block.sort("line")),
+                        trace_marker=TRACE_MARKER.validate(markers), events=events, lines=len(lines),
+                        unparsed_by_event=unparsed,
+                        other_events={e: n for e, n in counts.items() if e not in known and not is_known_event(e)},
+                        truncated_at=truncated_at)
+
+
+# --- fast path helpers ---
+
+def _strings(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, name: str) -> pl.Series:
+    """A string column from byte spans, built as Arrow buffers (no Python object per row)."""
+    offsets, chars, ascii_only = scan.gather_spans(buf, np.ascontiguousarray(starts, np.int64),
+                                                   np.ascontiguousarray(ends, np.int64))
+    arr = pa.LargeStringArray.from_buffers(len(starts), pa.py_buffer(offsets), pa.py_buffer(chars))
+    if not ascii_only:
+        try:
+            arr.validate(full=True)
+        except pa.ArrowInvalid:
+            raw = bytes(chars)
+            return pl.Series(name, [raw[offsets[i]:offsets[i + 1]].decode("utf-8", errors="replace")
+                                    for i in range(len(starts))], dtype=pl.Utf8)
+    return pl.Series(name, pl.from_arrow(arr), dtype=pl.Utf8)
+
+
+def _event_name(data: bytes, start: int) -> str:
+    """The event name of the line at start (its header parsed, so `name:` follows the timestamp's `: `)."""
+    end = data.find(b"\n", start)
+    line = data[start:end if end >= 0 else len(data)].decode("ascii", errors="replace")
+    m = _EVENT_IN_LINE.search(line)
+    return m.group(1) if m else "?"
+
+
+def _fast_block_frame(buf, cols, names: pl.Series, rep: int) -> pl.DataFrame:
+    (line, ts, cpu, pid, cs, ce, ev, major, minor, sector, nr, size, rs, re_, err) = cols
+    return pl.DataFrame({
+        "line": line, "rep": np.full(len(line), rep, np.int32), "ts": ts, "cpu": cpu, "pid": pid,
+        "comm": _strings(buf, cs, ce, "comm"), "event": names.gather(ev), "dev_major": major,
+        "dev_minor": minor, "sector": sector, "nr_sector": nr, "size_bytes": size,
+        "rwbs": _strings(buf, rs, re_, "rwbs"), "error": err,
+    })
+
+
+def _head_frame(buf, cols, names: pl.Series) -> pl.DataFrame:
+    line, ts, cpu, pid, cs, ce, ev, bs, be = cols
+    return pl.DataFrame({
+        "line": line, "ts": ts, "cpu": cpu, "pid": pid, "comm": _strings(buf, cs, ce, "comm"),
+        "event": names.gather(ev), "body": _strings(buf, bs, be, "body"),
+    }).with_columns(pl.col("body").str.strip_chars_end())
+
+
+# --- regex path ---
+
+def _regex_head(lines: pl.Series) -> pl.DataFrame:
+    head = lines.str.extract_groups(HEADER).struct.unnest()
+    return head.with_columns(
+        ts=pl.col("secs").cast(pl.Int64, strict=False) * 1_000_000_000 + _fraction_ns(pl.col("usecs")),
+        pid=pl.col("pid").cast(pl.Int32, strict=False), cpu=pl.col("cpu").cast(pl.Int32, strict=False),
+        comm=pl.col("comm").str.strip_chars(),
+        event=pl.when(pl.col("secs").cast(pl.Int64, strict=False).is_not_null()
+                      & (pl.col("usecs").str.len_chars() <= 9)).then(pl.col("event")),
+    )
+
+
+def _regex_block(head: pl.DataFrame, rep: int) -> tuple[pl.DataFrame, dict[str, int]]:
+    frames, unparsed = [], {}
     for event, kind in BLOCK_EVENT_BODY.items():
         rows = head.filter(pl.col("event") == event)
         if not len(rows):
             continue
         body = rows["body"].str.extract_groups(BLOCK_BODIES[kind]).struct.unnest()
-        parsed = pl.concat([rows.select("ts", "cpu", "pid", "comm", "event"), body], how="horizontal")
+        parsed = pl.concat([rows.select("line", "ts", "cpu", "pid", "comm", "event"), body], how="horizontal")
         ok = parsed.filter(pl.all_horizontal(pl.col(c).is_not_null() for c in body.columns[:1]))
+        ok = ok.filter(_numbers_fit(ok))
         if len(ok) < len(parsed):
             unparsed[event] = len(parsed) - len(ok)
         frames.append(_block_columns(ok, rep))
-    block = pl.concat(frames, how="vertical") if frames else BLOCK_EVENT.empty()
-    block = BLOCK_EVENT.validate(block.sort("ts", maintain_order=True))
-    markers = head.filter(pl.col("event").is_in(MARKER_EVENTS)).select(
-        pl.lit(rep, pl.Int32).alias("rep"), "ts", "pid", pl.col("body").str.strip_chars().alias("text"))
-    known = set(BLOCK_EVENT_BODY) | set(MARKER_EVENTS)
-    return FtraceTables(block_event=block, trace_marker=TRACE_MARKER.validate(markers), lines=len(lines),
-                        unparsed_by_event=unparsed,
-                        other_events={e: n for e, n in counts.items() if e not in known})
+    empty = BLOCK_EVENT.empty().with_columns(line=pl.lit(None, pl.Int64))
+    return (pl.concat(frames, how="vertical") if frames else empty), unparsed
+
+
+def _numbers_fit(df: pl.DataFrame) -> pl.Expr:
+    """Rows whose numbers fit their kernel types (u64 sectors, 32-bit counts); others are malformed."""
+    cond = pl.lit(True)
+    for name, dtype in (("sector", pl.UInt64), ("new_sector", pl.UInt64), ("nr_sector", pl.UInt32),
+                        ("bytes", pl.UInt32), ("major", pl.UInt32), ("minor", pl.UInt32), ("error", pl.Int32),
+                        ("nr_rq", pl.Int32)):
+        if name in df.columns:
+            cond = cond & (pl.col(name).is_null() | pl.col(name).cast(dtype, strict=False).is_not_null())
+    return cond
 
 
 def _fraction_ns(frac: pl.Expr) -> pl.Expr:
     """The fractional seconds column (6 digits in text, 9 in some converters) as nanoseconds."""
-    return frac.str.pad_end(9, "0").str.slice(0, 9).cast(pl.Int64)
+    return frac.str.pad_end(9, "0").str.slice(0, 9).cast(pl.Int64, strict=False)
 
 
 def _u64_as_i64(col: str) -> pl.Expr:
@@ -128,13 +276,14 @@ def _block_columns(df: pl.DataFrame, rep: int) -> pl.DataFrame:
 
     has_bytes = "bytes" in df.columns
     if "new_sector" in df.columns:  # block_split: the first part runs from sector to new_sector
-        nr = _u64_as_i64("new_sector") - _u64_as_i64("sector")
+        nr = pl.when((_u64_as_i64("new_sector") >= 0) & (_u64_as_i64("sector") >= 0)).then(
+            _u64_as_i64("new_sector") - _u64_as_i64("sector")).otherwise(-1)
     elif "nr_sector" in df.columns:
         nr = _u64_as_i64("nr_sector")
     else:
         nr = pl.lit(-1, pl.Int64)
     return df.select(
-        pl.lit(rep, pl.Int32).alias("rep"), "ts", "cpu", "pid",
+        "line", pl.lit(rep, pl.Int32).alias("rep"), "ts", "cpu", "pid",
         (pl.col("comm_") if "comm_" in df.columns else pl.col("comm")).alias("comm"),
         "event",
         col_or("major", -1, pl.Int32).alias("dev_major"), col_or("minor", -1, pl.Int32).alias("dev_minor"),

@@ -1,0 +1,232 @@
+"""ftrace events other than block ones: bodies (TP_printk text) -> the fsync, jbd2, fuse, syscall and fs tables.
+
+Input: rows of (ts, cpu, pid, comm, event, body) whose header the ftrace text parser already read. One regex per
+event family, written from the kernels' TP_printk formats (see specs/trace-formats.md section 2.3):
+
+  ext4_sync_file_enter   dev %d,%d ino %lu parent %lu datasync %d
+  ext4_sync_file_exit    dev %d,%d ino %lu ret %d
+  f2fs_sync_file_enter   dev = (%d,%d), ino = %lu, pino = %lu, ...
+  f2fs_sync_file_exit    dev = (%d,%d), ino = %lu, checkpoint is %s | cp_reason: %s, datasync = %d, ret = %d
+  jbd2_run_stats         dev %d,%d tid %u wait %u request_delay %u running %u locked %u flushing %u logging %u
+                         handle_count %u blocks %u blocks_logged %u
+  jbd2_start_commit ...  dev %d,%d transaction %u sync %d [head %u]
+  fuse_request_send      connection %u req %llu opcode %u (%s) len %u
+  fuse_request_end       connection %u req %llu len %u error %d
+  syscalls:sys_enter_*   name: 0x%08lx, ... (hex!)      sys_exit_*  0x%lx
+  raw_syscalls           NR %ld (%lx, %lx, ...) / NR %ld = %ld  (names are ABI-specific: kept as nr_<N>)
+
+Lines that match no pattern are counted per event, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import errno as errno_mod
+
+import polars as pl
+
+from mobiperf.schema import FS_EVENT, FSYNC_EVENT, FUSE_EVENT, JBD2_COMMIT, JBD2_RUN_STATS, SYSCALL_IO
+
+_DEV = r"dev (?P<major>\d+),(?P<minor>\d+) "
+FSYNC_BODIES = {
+    "ext4_sync_file_enter": ("ext4", "enter",
+                             _DEV + r"ino (?P<ino>\d+) parent (?P<parent>\d+) datasync (?P<datasync>\d+)"),
+    "ext4_sync_file_exit": ("ext4", "exit", _DEV + r"ino (?P<ino>\d+) ret (?P<ret>-?\d+)"),
+    "f2fs_sync_file_enter": ("f2fs", "enter", r"dev = \((?P<major>\d+),(?P<minor>\d+)\), ino = (?P<ino>\d+),"),
+    "f2fs_sync_file_exit": ("f2fs", "exit", r"dev = \((?P<major>\d+),(?P<minor>\d+)\), ino = (?P<ino>\d+), "
+                            r"(?:checkpoint is|cp_reason:) (?P<reason>.*), datasync = (?P<datasync>\d+), "
+                            r"ret = (?P<ret>-?\d+)"),
+}
+RUN_STATS_FIELDS = ("wait", "request_delay", "running", "locked", "flushing", "logging")
+RUN_STATS_BODY = (_DEV + r"tid (?P<tid>\d+) " + " ".join(f"{f} (?P<{f}>\\d+)" for f in RUN_STATS_FIELDS)
+                  + r" handle_count (?P<handle_count>\d+) blocks (?P<blocks>\d+) blocks_logged (?P<blocks_logged>\d+)")
+JBD2_PHASES = {"jbd2_start_commit": "start", "jbd2_commit_locking": "locking", "jbd2_commit_flushing": "flushing",
+               "jbd2_commit_logging": "logging", "jbd2_end_commit": "end", "jbd2_drop_transaction": "drop"}
+JBD2_COMMIT_BODY = _DEV + r"transaction (?P<tid>\d+) sync (?P<sync>\d+)(?: head (?P<head>\d+))?"
+FUSE_BODIES = {
+    "fuse_request_send": ("send", r"connection (?P<conn>\d+) req (?P<unique>\d+) opcode (?P<opcode>\d+) "
+                                  r"\((?P<opname>[^)]*)\) len (?P<len>\d+)"),
+    "fuse_request_end": ("end", r"connection (?P<conn>\d+) req (?P<unique>\d+) len (?P<len>\d+) "
+                                r"error (?P<error>-?\d+)"),
+}
+FS_EVENT_PREFIXES = ("ext4_", "f2fs_", "writeback_", "jbd2_")
+SYSCALL_ARG_BYTES = {  # which argument of an IO syscall is its size and which its file offset
+    "read": ("count", None), "write": ("count", None), "pread64": ("count", "pos"),
+    "pwrite64": ("count", "pos"), "readv": ("vlen", None), "writev": ("vlen", None),
+    "preadv": ("vlen", "pos_l"), "pwritev": ("vlen", "pos_l"), "fallocate": ("len", "offset"),
+    "sync_file_range": ("nbytes", "offset"),
+}
+# Every event this module reads (the ftrace text parser hands it these rows).
+KNOWN_EVENTS = {*FSYNC_BODIES, "jbd2_run_stats", *JBD2_PHASES, *FUSE_BODIES}
+
+
+def is_known_event(name: str) -> bool:
+    return (name in KNOWN_EVENTS or name.startswith(FS_EVENT_PREFIXES) or name.startswith("sys_enter")
+            or name.startswith("sys_exit"))
+
+
+def parse_other_events(head: pl.DataFrame, rep: int) -> tuple[dict[str, pl.DataFrame], dict[str, int]]:
+    """Tables of the non-block events in head (ts, cpu, pid, comm, event, body); counts of unparsed lines."""
+    tables: dict[str, pl.DataFrame] = {}
+    unparsed: dict[str, int] = {}
+    if not len(head):
+        return tables, unparsed
+    head = head.with_columns(pl.col("body").str.strip_chars())
+    events = set(head["event"].unique().to_list())
+
+    fsync = []
+    for event, (fs, phase, pattern) in FSYNC_BODIES.items():
+        if event in events:
+            got = _extract(head, event, pattern, unparsed)
+            fsync.append(got.select(
+                *_ev_cols(rep), pl.lit(fs).alias("fs"), pl.lit(phase).alias("phase"), *_dev_cols(),
+                pl.col("ino").cast(pl.Int64, strict=False),
+                _opt_int(got, "datasync", pl.Int32), _opt_int(got, "ret", pl.Int32)))
+    if fsync:
+        tables["fsync_event"] = FSYNC_EVENT.validate(pl.concat(fsync).sort("ts", maintain_order=True))
+
+    if "jbd2_run_stats" in events:
+        got = _extract(head, "jbd2_run_stats", RUN_STATS_BODY, unparsed)
+        tables["jbd2_run_stats"] = JBD2_RUN_STATS.validate(got.select(
+            pl.lit(rep, pl.Int32).alias("rep"), "ts", *_dev_cols(), pl.col("tid").cast(pl.Int64, strict=False),
+            *[pl.col(f).cast(pl.Int64, strict=False).alias(f"{f}_ms") for f in RUN_STATS_FIELDS],
+            *[pl.col(f).cast(pl.Int64, strict=False) for f in ("handle_count", "blocks", "blocks_logged")]))
+
+    commits = []
+    for event, phase in JBD2_PHASES.items():
+        if event in events:
+            got = _extract(head, event, JBD2_COMMIT_BODY, unparsed)
+            commits.append(got.select(
+                *_ev_cols(rep), pl.lit(phase).alias("phase"), *_dev_cols(),
+                pl.col("tid").cast(pl.Int64, strict=False), (pl.col("sync").cast(pl.Int64, strict=False) != 0)
+                .alias("is_sync"), pl.col("head").cast(pl.Int64, strict=False)))
+    if commits:
+        tables["jbd2_commit"] = JBD2_COMMIT.validate(pl.concat(commits).sort("ts", maintain_order=True))
+
+    fuse = []
+    for event, (phase, pattern) in FUSE_BODIES.items():
+        if event in events:
+            got = _extract(head, event, pattern, unparsed)
+            fuse.append(got.select(
+                *_ev_cols(rep), pl.lit(phase).alias("phase"), pl.col("conn").cast(pl.Int64, strict=False)
+                .alias("connection"), pl.col("unique").cast(pl.Int64, strict=False),
+                _opt_int(got, "opcode", pl.Int32), (pl.col("opname") if "opname" in got.columns
+                                                    else pl.lit(None, pl.Utf8)).alias("opcode_name"),
+                pl.col("len").cast(pl.Int64, strict=False).alias("len_bytes"), _opt_int(got, "error", pl.Int32)))
+    if fuse:
+        tables["fuse_event"] = FUSE_EVENT.validate(pl.concat(fuse, how="vertical_relaxed")
+                                                   .sort("ts", maintain_order=True))
+
+    fs_rows = head.filter(pl.col("event").str.starts_with("ext4_") | pl.col("event").str.starts_with("f2fs_")
+                          | pl.col("event").str.starts_with("writeback_")
+                          | (pl.col("event").str.starts_with("jbd2_") & ~pl.col("event").is_in(
+                              ["jbd2_run_stats", *JBD2_PHASES]))
+                          & ~pl.col("event").is_in(list(FSYNC_BODIES)))
+    if len(fs_rows):
+        dev = fs_rows["body"].str.extract_groups(r"dev =? ?\(?(?P<major>\d+)[,:](?P<minor>\d+)").struct.unnest()
+        ino = fs_rows["body"].str.extract(r"ino[ =:]+(?:0x)?(\d+)", 1)
+        tables["fs_event"] = FS_EVENT.validate(pl.concat([fs_rows, dev], how="horizontal").with_columns(
+            ino=ino.cast(pl.Int64, strict=False).fill_null(-1)).select(
+            *_ev_cols(rep), "event", *[pl.col(c).cast(pl.Int32, strict=False).fill_null(-1).alias(f"dev_{c}")
+                                       for c in ("major", "minor")], "ino", "body"))
+
+    sys_rows = head.filter(pl.col("event").str.starts_with("sys_enter") | pl.col("event").str.starts_with("sys_exit"))
+    if len(sys_rows):
+        tables["syscall_io"], bad = _syscalls(sys_rows, rep)
+        unparsed.update(bad)
+    return tables, unparsed
+
+
+def _extract(head: pl.DataFrame, event: str, pattern: str, unparsed: dict[str, int]) -> pl.DataFrame:
+    rows = head.filter(pl.col("event") == event)
+    groups = rows["body"].str.extract_groups(pattern).struct.unnest()
+    got = pl.concat([rows.drop("body"), groups], how="horizontal")
+    first = groups.columns[0]
+    ok = got.filter(pl.col(first).is_not_null())
+    if len(ok) < len(got):
+        unparsed[event] = unparsed.get(event, 0) + len(got) - len(ok)
+    return ok
+
+
+def _ev_cols(rep: int) -> list[pl.Expr]:
+    return [pl.lit(rep, pl.Int32).alias("rep"), pl.col("ts"), pl.col("cpu"), pl.col("pid"), pl.col("comm")]
+
+
+def _dev_cols() -> list[pl.Expr]:
+    return [pl.col("major").cast(pl.Int32, strict=False).alias("dev_major"),
+            pl.col("minor").cast(pl.Int32, strict=False).alias("dev_minor")]
+
+
+def _opt_int(df: pl.DataFrame, name: str, dtype) -> pl.Expr:
+    return (pl.col(name).cast(dtype, strict=False) if name in df.columns else pl.lit(None, dtype)).alias(name)
+
+
+def _signed_hex(text: pl.Expr) -> pl.Expr:
+    """A 64-bit hex word as the signed long the kernel meant (sys_exit prints `0x%lx` of a long)."""
+    u = text.str.to_integer(base=16, dtype=pl.UInt64, strict=False)
+    return pl.when(u > (1 << 63) - 1).then(-((~u) + 1).cast(pl.Int64, strict=False)).otherwise(
+        u.cast(pl.Int64, strict=False))
+
+
+def known_event_expr() -> pl.Expr:
+    """True for the events parse_other_events reads."""
+    ev = pl.col("event")
+    return (ev.is_in(list(KNOWN_EVENTS)) | ev.str.starts_with("ext4_") | ev.str.starts_with("f2fs_")
+            | ev.str.starts_with("writeback_") | ev.str.starts_with("jbd2_") | ev.str.starts_with("sys_enter")
+            | ev.str.starts_with("sys_exit"))
+
+
+def _hex_arg(name: str) -> pl.Expr:
+    return (pl.col("body").str.extract(rf"(?:^|, ){name}: (?:0x)?([0-9a-fA-F]+)", 1)
+            .str.to_integer(base=16, strict=False))
+
+
+def _syscalls(rows: pl.DataFrame, rep: int) -> tuple[pl.DataFrame, dict[str, int]]:
+    """sys_enter_X / sys_exit_X pairs (per thread, in time order) -> syscall_io rows; raw_syscalls as nr_<N>."""
+    rows = rows.with_columns(
+        is_enter=pl.col("event").str.starts_with("sys_enter"),
+        syscall=pl.when(pl.col("event").is_in(["sys_enter", "sys_exit"]))
+        .then(pl.lit("nr_") + pl.col("body").str.extract(r"^NR (-?\d+)", 1))
+        .otherwise(pl.col("event").str.replace(r"^sys_(enter|exit)_", "")),
+    )
+    fd_expr = pl.when(pl.col("event") == "sys_enter").then(
+        pl.col("body").str.extract(r"^NR -?\d+ \(([0-9a-fA-F]+)", 1).str.to_integer(base=16, strict=False)
+    ).otherwise(_hex_arg("fd"))
+    size_expr = pl.lit(None, pl.Int64)
+    off_expr = pl.lit(None, pl.Int64)
+    for name, (size_arg, off_arg) in SYSCALL_ARG_BYTES.items():
+        size_expr = pl.when(pl.col("syscall") == name).then(_hex_arg(size_arg)).otherwise(size_expr)
+        if off_arg:
+            off_expr = pl.when(pl.col("syscall") == name).then(_hex_arg(off_arg)).otherwise(off_expr)
+    ret_expr = pl.when(pl.col("event") == "sys_exit").then(
+        pl.col("body").str.extract(r"= (-?\d+)$", 1).cast(pl.Int64, strict=False)
+    ).otherwise(_signed_hex(pl.col("body").str.extract(r"^(?:0x)?([0-9a-fA-F]{1,16})$", 1)))
+    rows = rows.with_columns(fd=fd_expr.cast(pl.Int64, strict=False), size=size_expr, off=off_expr, ret=ret_expr)
+    bad = int(rows.filter(pl.col("syscall").is_null()).height)
+    rows = rows.filter(pl.col("syscall").is_not_null()).sort(["pid", "ts"], maintain_order=True)
+    nxt = rows.select(pl.all().shift(-1).over("pid").name.suffix("_next"))
+    both = pl.concat([rows, nxt], how="horizontal")
+    paired = both.filter(pl.col("is_enter") & ~pl.col("is_enter_next").fill_null(True)
+                         & (pl.col("syscall") == pl.col("syscall_next")))
+    # sys_exit returns the kernel's unsigned long: a negative errno shows up as a huge value.
+    ret = pl.col("ret_next")
+    enters_unpaired = both.filter(pl.col("is_enter") & ~(pl.col("is_enter_next").is_not_null()
+                                                          & ~pl.col("is_enter_next")
+                                                          & (pl.col("syscall") == pl.col("syscall_next"))))
+    out = pl.concat([
+        paired.select(pl.col("ts"), (pl.col("ts_next") - pl.col("ts")).alias("dur"), pl.col("pid"), pl.col("comm"),
+                      pl.col("syscall"), pl.col("fd"), pl.col("size"), pl.col("off"), ret.alias("ret")),
+        enters_unpaired.select(pl.col("ts"), pl.lit(None, pl.Int64).alias("dur"), pl.col("pid"), pl.col("comm"),
+                               pl.col("syscall"), pl.col("fd"), pl.col("size"), pl.col("off"),
+                               pl.lit(None, pl.Int64).alias("ret")),
+    ], how="vertical_relaxed").sort("ts", maintain_order=True)
+    names = {-n: name for n, name in errno_mod.errorcode.items()}
+    errno = pl.when(pl.col("ret").is_between(-4095, -1)).then(
+        pl.col("ret").replace_strict(names, default=None, return_dtype=pl.Utf8)
+        .fill_null(pl.lit("E") + (-pl.col("ret")).cast(pl.Utf8))).otherwise(pl.lit(""))
+    table = out.select(
+        pl.lit(rep, pl.Int32).alias("rep"), "ts", "dur", "pid", "comm", "syscall",
+        pl.when(pl.col("fd").is_between(0, (1 << 31) - 1)).then(pl.col("fd")).otherwise(-1).cast(pl.Int32)
+        .alias("fd"), pl.lit("").alias("path"), pl.col("size").fill_null(-1).alias("request_bytes"),
+        pl.col("off").fill_null(-1).alias("offset_bytes"), "ret", errno.alias("errno"),
+        pl.lit("ftrace").alias("source"))
+    return SYSCALL_IO.validate(table), ({"sys_enter/exit": bad} if bad else {})
