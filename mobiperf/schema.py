@@ -114,18 +114,88 @@ TABLES = {s.name: s for s in (BLOCK_EVENT, BLOCK_RQ, TRACE_MARKER, FSYNC_EVENT, 
 
 BLOCK_IO = Schema("block_io", {
     "rep": I32, "ts": I64, "dev_major": I32, "dev_minor": I32, "sector": I64, "size_bytes": I64, "op": STR,
-    "rwbs": STR, "size_class": STR, "locality": STR, "sync_mode": STR, "is_meta": BOOL,
-    "q2g_ns": I64, "g2i_ns": I64, "i2d_ns": I64, "d2c_ns": I64, "q2c_ns": I64, "pid": I32, "comm": STR,
-}, "Every block request classified (size class, locality, sync mode) with its btt latency phases.")
+    "rwbs": STR, "size_class": STR, "size_log2_bytes": I64, "locality": STR, "locality_tolerant": STR,
+    "locality_global": STR, "sync_mode": STR, "region": STR, "file_type": STR, "path": STR, "is_meta": BOOL,
+    "queue_ts": I64, "issue_ts": I64, "complete_ts": I64,
+    "q2g_ns": I64, "g2i_ns": I64, "i2d_ns": I64, "d2c_ns": I64, "q2c_ns": I64, "nr_bios": I32, "pid": I32,
+    "comm": STR,
+}, "Every block request classified once in each dimension (size class and log2 bucket; locality strict,"
+   " tolerant and global, with `first` for a stream's first request; sync mode from its flags; region data,"
+   " metadata, journal or none; file type and path through the layout snapshot) with its btt latency phases.")
+
+SYSCALL_CLASS = Schema("syscall_class", {
+    "rep": I32, "ts": I64, "dur": I64, "pid": I32, "comm": STR, "syscall": STR, "op": STR, "fd": I32,
+    "path": STR, "file_type": STR, "size_bytes": I64, "offset_bytes": I64, "size_class": STR,
+    "size_log2_bytes": I64, "locality": STR, "locality_tolerant": STR, "locality_global": STR, "sync_mode": STR,
+}, "Every IO system call (read, write and their p/v variants, fsync, fdatasync, msync, sync_file_range)"
+   " classified: op read, write or sync; size; locality per (process, file) and per process; sync mode"
+   " (buffered, o_sync, o_dsync, o_direct, fsync, fdatasync, msync, sync_file_range); file type from its path.")
 
 IO_CLASS = Schema("io_class", {
-    "rep": I32, "layer": STR, "op": STR, "size_class": STR, "locality": STR, "sync_mode": STR,
-    "count": I64, "bytes": I64,
-}, "IO counts and bytes by layer (block), op, the papers' size class, locality and sync mode.")
+    "rep": I32, "layer": STR, "op": STR, "size_class": STR, "locality": STR, "sync_mode": STR, "region": STR,
+    "file_type": STR, "count": I64, "bytes": I64,
+}, "IO counts and bytes by layer (block, syscall), op, the papers' size class, strict locality, sync mode,"
+   " region (block layer; `-` at the syscall layer) and file type.")
 
-LATENCY_SUMMARY = Schema("latency_summary", {
+IO_SHARE = Schema("io_share", {
+    "rep": I32, "layer": STR, "op": STR, "dimension": STR, "value": STR, "count": I64, "bytes": I64,
+    "count_share": F64, "bytes_share": F64,
+}, "The IO characterisation of seed 000 Fig. 4 and seed 002 in long form: per layer, op and dimension"
+   " (size_class, size_log2, locality, locality_tolerant, locality_global, sync_mode, region, file_type), each"
+   " value's count and bytes and their shares. Locality shares leave `first` and `none` out of the denominator.")
+
+_LATENCY_COLUMNS = {
     "rep": I32, "layer": STR, "phase": STR, "op": STR, "count": I64, "mean_ns": F64, "p50_ns": F64,
     "p90_ns": F64, "p99_ns": F64, "max_ns": F64,
-}, "Latency percentiles per layer phase (block q2c, d2c, ...) and op.")
+}
+LATENCY_SUMMARY = Schema("latency_summary", _LATENCY_COLUMNS,
+                         "Latency percentiles per layer phase (block q2g, g2i, i2d, d2c, q2c) and op.")
+SYSCALL_LATENCY = Schema("syscall_latency", _LATENCY_COLUMNS,
+                         "System call latency (enter -> exit) percentiles, phase `syscall`, op the call name.")
+FS_LATENCY = Schema("fs_latency", _LATENCY_COLUMNS,
+                    "File system latency: phase sync_file (ext4/f2fs_sync_file enter -> exit, op fsync or"
+                    " fdatasync) and the jbd2 commit phases of jbd2_run_stats (wait, request_delay, running,"
+                    " locked, flushing, logging; ms resolution), op commit.")
+FUSE_LATENCY = Schema("fuse_latency", _LATENCY_COLUMNS,
+                      "FUSE request latency (fuse_request_send -> end) percentiles, op the FUSE opcode name.")
 
-RESULTS = {s.name: s for s in (BLOCK_IO, IO_CLASS, LATENCY_SUMMARY)}
+WATERFALL = Schema("waterfall", {
+    "rep": I32, "ts": I64, "pid": I32, "comm": STR, "syscall": STR, "path": STR, "file_type": STR,
+    "sync_mode": STR, "size_bytes": I64, "dur_ns": I64, "fs_ns": I64, "fuse_ns": I64, "block_requests": I64,
+    "block_bytes": I64, "data_bytes": I64, "journal_bytes": I64, "metadata_bytes": I64, "flushes": I64,
+    "block_ns": I64, "device_ns": I64, "other_ns": I64,
+}, "Each synchronous IO system call (fsync, fdatasync, msync, sync_file_range, O_SYNC/O_DSYNC/O_DIRECT writes)"
+   " with the block requests it caused (same process or the journal thread, queued inside the call, and the"
+   " flushes): fs_ns is the sync_file time inside it, fuse_ns its FUSE requests, block_ns the union of their"
+   " queue->complete intervals, device_ns the union of issue->complete, other_ns = dur_ns - block_ns - fuse_ns"
+   " (the kernel and file system time the call spends outside the block layer).")
+
+LAYER_BREAKDOWN = Schema("layer_breakdown", {
+    "rep": I32, "syscall": STR, "sync_mode": STR, "count": I64, "total_ns": I64, "layer": STR, "time_ns": I64,
+    "share": F64,
+}, "Seed 000 Fig. 3 / seed 004 Fig. 3: the time of synchronous calls split by layer (device = D2C union,"
+   " block = queue/scheduler time outside the device, fuse, fs+kernel = the rest), summed per call type.")
+
+AMPLIFICATION = Schema("amplification", {
+    "rep": I32, "layer": STR, "region": STR, "op": STR, "count": I64, "bytes": I64, "ratio_to_app": F64,
+}, "Bytes written (and read) per layer: app (syscalls), fuse (FUSE write/read requests), block by region;"
+   " ratio_to_app = bytes / application bytes of the same op.")
+
+SQLITE_TXN = Schema("sqlite_txn", {
+    "rep": I32, "txn": I64, "start_ts": I64, "end_ts": I64, "dur_ns": I64, "fsync": I64, "fdatasync": I64,
+    "write_calls": I64, "write_bytes": I64, "block_writes": I64, "block_write_bytes": I64, "journal_bytes": I64,
+    "metadata_bytes": I64, "flushes": I64,
+}, "One row per SQLite transaction, cut at each sync call on a database or WAL file inside the generator's"
+   " timed window (trace markers), else over the whole trace: its syncs, write calls and the block writes queued"
+   " during it, by region.")
+
+SQLITE_SUMMARY = Schema("sqlite_summary", {
+    "rep": I32, "journal_mode": STR, "transactions": I64, "fsync_per_txn": F64, "block_writes_per_txn": F64,
+    "block_kib_per_txn": F64, "fs_journal_kib_per_txn": F64, "journal_meta_share": F64,
+}, "Seed 002's per-insert table: per transaction on average, the syncs (fsync + fdatasync), block writes, block"
+   " KiB, file system journal KiB and the journal+metadata share of block write bytes; journal_mode inferred"
+   " from the files (wal, delete, truncate, persist).")
+
+RESULTS = {s.name: s for s in (BLOCK_IO, SYSCALL_CLASS, IO_CLASS, IO_SHARE, LATENCY_SUMMARY, SYSCALL_LATENCY,
+                               FS_LATENCY, FUSE_LATENCY, WATERFALL, LAYER_BREAKDOWN, AMPLIFICATION, SQLITE_TXN,
+                               SQLITE_SUMMARY)}
