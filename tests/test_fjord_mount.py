@@ -183,3 +183,36 @@ def test_buffered_data_is_visible_before_any_flush(fjord_mount):
         assert policy["buffer_bytes"] == 1000 and policy["fsyncs_relaxed"] == 1
     # the last close hands it to the native file
     assert (m.source / "cache" / "f").read_bytes() == b"x" * 1000
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_sqlite_truncate_journal_through_each_preset(fjord_mount, preset):
+    import sqlite3
+
+    m = fjord_mount(preset, whitelist="cache", log_size="8M", flush_ms=100)
+    rows = {}
+    for subdir in ("cache", "data"):
+        (m.mountpoint / subdir).mkdir()
+        db = sqlite3.connect(m.mountpoint / subdir / "app.db", isolation_level=None)
+        db.execute("PRAGMA journal_mode=TRUNCATE")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
+        for k in range(60):
+            db.execute("BEGIN")
+            db.execute("INSERT INTO t (id, v) VALUES (?, ?)", (k, "x" * 300))
+            db.execute("UPDATE t SET v = ? WHERE id = ?", ("y" * 200, k // 2))
+            db.execute("COMMIT")
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        rows[subdir] = db.execute("SELECT count(*), sum(length(v)) FROM t").fetchone()
+        db.close()
+    policy = m.unmount()["policy"]
+    assert rows["cache"] == rows["data"] == (60, 30 * 200 + 30 * 300)
+    for subdir in ("cache", "data"):  # and natively, after unmount
+        db = sqlite3.connect(m.source / subdir / "app.db")
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert db.execute("SELECT count(*) FROM t").fetchone()[0] == 60
+        db.close()
+    if preset.startswith("fjord-"):
+        assert policy["fsyncs_relaxed"] >= 60  # the whitelisted database's commits
+    else:
+        assert policy["fsyncs_relaxed"] == 0
