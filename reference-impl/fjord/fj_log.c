@@ -72,7 +72,7 @@ struct fj_log {
 	uint64_t written_seq;		/* records <= this are pwritten */
 	uint64_t data_since_ckpt;
 	struct fj_file *live;		/* files with live records, refs */
-	uint64_t sb_gen;
+	uint64_t sb_gen;		/* ckpt_lock (open/replay: one thread) */
 	struct fj_log_stats st;
 	pthread_cond_t wake;		/* checkpoint thread, under lock */
 	bool stop, running;
