@@ -1,82 +1,401 @@
-"""Figures: pure functions `fig_*(result table) -> plotly Figure`. No file or run-directory access here."""
+"""Figures: pure functions `fig_*(result tables) -> plotly Figure`. No file or run-directory access here.
+
+Each figure reproduces one of the seed papers' figures where one exists (named in its docstring) and stays
+readable at a million requests: CDFs keep a few thousand quantile points, the access pattern keeps one point per
+(time, address, colour) cell of a screen-sized grid, and throughput is binned.
+"""
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import plotly.graph_objects as go
 import polars as pl
+from plotly.subplots import make_subplots
 
 from mobiperf.analyzers.size import SIZE_CLASSES
 
 OP_COLORS = {"write": "#d62728", "read": "#1f77b4", "flush": "#7f7f7f", "discard": "#9467bd", "other": "#bcbd22"}
 LOCALITY_COLORS = {"sequential": "#2ca02c", "random": "#ff7f0e", "none": "#c7c7c7"}
-MAX_SCATTER_POINTS = 200_000
+SYNC_COLORS = {"async": "#9ecae1", "buffered": "#9ecae1", "sync": "#3182bd", "fua": "#e6550d", "preflush": "#fd8d3c",
+               "flush": "#7f7f7f", "o_sync": "#3182bd", "o_dsync": "#6baed6", "o_direct": "#31a354",
+               "fsync": "#e6550d", "fdatasync": "#fd8d3c", "msync": "#fdae6b"}
+REGION_COLORS = {"data": "#1f77b4", "metadata": "#ff7f0e", "journal": "#2ca02c", "unknown": "#c7c7c7"}
+PHASE_COLORS = {"q2g": "#c6dbef", "g2i": "#6baed6", "i2d": "#2171b5", "d2c": "#d62728", "q2c": "#444444"}
+PHASE_NAMES = {"q2g": "Q2G queue→get request", "g2i": "G2I →insert", "i2d": "I2D scheduler→driver",
+               "d2c": "D2C driver+device"}
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf")
+RUN_DASHES = ("solid", "dash", "dot", "dashdot", "longdash")
+
+MAX_SCATTER_POINTS = 150_000      # per figure, after density-preserving thinning
+SCATTER_GRID = (1600, 800)        # time bins x address bins: about one cell per screen pixel
+MAX_CDF_POINTS = 2_000
 
 
-def _layout(fig: go.Figure, title: str, **kw) -> go.Figure:
-    fig.update_layout(title=title, template="plotly_white", height=380, margin=dict(l=60, r=20, t=50, b=50),
-                      legend=dict(orientation="h", y=-0.2), **kw)
+def _layout(fig: go.Figure, title: str, height: int = 380, **kw) -> go.Figure:
+    kw.setdefault("legend", dict(orientation="h", y=-0.18))
+    kw.setdefault("margin", dict(l=60, r=20, t=50, b=40))
+    fig.update_layout(title=dict(text=title, font_size=15), template="plotly_white", height=height, **kw)
     return fig
 
 
-def fig_size_distribution(io_class: pl.DataFrame) -> go.Figure:
-    """Request counts per size class, reads and writes side by side (seed 000 Fig. 4a)."""
-    counts = (io_class.filter(pl.col("op").is_in(["read", "write"]))
-              .group_by("op", "size_class").agg(pl.col("count").sum()))
-    fig = go.Figure()
+def _color(mapping: dict[str, str], key: str, i: int = 0) -> str:
+    return mapping.get(key, PALETTE[i % len(PALETTE)])
+
+
+# --- IO characterisation (seed 000 Fig. 4) ---
+
+def region_column(block_io: pl.DataFrame) -> pl.Expr | None:
+    """The block type of each request: the analyzers' `region` where present, else metadata from rwbs `M`."""
+    if "region" in block_io.columns:
+        return pl.col("region")
+    if "is_meta" in block_io.columns:
+        return pl.when(pl.col("is_meta")).then(pl.lit("metadata")).otherwise(pl.lit("data"))
+    return None
+
+
+def _shares(df: pl.DataFrame, dim: str) -> dict[str, dict[str, tuple[float, int]]]:
+    """{op: {category: (percent, count)}} for reads and writes."""
+    out = {}
     for op in ("read", "write"):
-        rows = dict(counts.filter(pl.col("op") == op).select("size_class", "count").iter_rows())
-        fig.add_bar(name=op, x=list(SIZE_CLASSES), y=[rows.get(c, 0) for c in SIZE_CLASSES],
-                    marker_color=OP_COLORS[op], text=[rows.get(c, 0) for c in SIZE_CLASSES])
-    return _layout(fig, "Block requests by size", barmode="group", xaxis_title="request size",
-                   yaxis_title="requests")
+        sub = df.filter(pl.col("op") == op).group_by(dim).agg(pl.col("count").sum())
+        total = int(sub["count"].sum()) if len(sub) else 0
+        out[op] = {str(k): (100 * v / total if total else 0.0, int(v)) for k, v in sub.iter_rows()}
+    return out
 
 
-def fig_locality(io_class: pl.DataFrame) -> go.Figure:
-    """Share of sequential and random requests per direction (seed 000 Fig. 4b)."""
-    counts = (io_class.filter(pl.col("op").is_in(["read", "write"]) & (pl.col("locality") != "none"))
-              .group_by("op", "locality").agg(pl.col("count").sum()))
+def fig_io_characterisation(io_class: pl.DataFrame, block_io: pl.DataFrame | None = None,
+                            layer: str = "block") -> go.Figure:
+    """Seed 000 Fig. 4: (a) IO size, (b) locality, (c) IO mode, (d) block type, per read and write, as shares of
+    the requests with their counts. Block type needs `region` (analyzers) or falls back to rwbs `M` (data vs
+    metadata; journal writes then count as data)."""
+    rows = io_class.filter(pl.col("op").is_in(["read", "write"]))
+    if "layer" in rows.columns:
+        rows = rows.filter(pl.col("layer") == layer)
+    region_note = ""
+    if "region" in rows.columns:
+        regions = rows.select("op", pl.col("region").alias("cat"), "count")
+    elif block_io is not None and region_column(block_io) is not None:
+        regions = (block_io.filter(pl.col("op").is_in(["read", "write"]))
+                   .group_by("op", region_column(block_io).alias("cat")).agg(count=pl.len()))
+        if "region" not in block_io.columns:
+            region_note = " (rwbs M only: journal counted as data)"
+    else:
+        regions = None
+    panels = [("(a) IO size", "size_class", [c for c in SIZE_CLASSES], {}),
+              ("(b) locality", "locality", ["sequential", "random"], LOCALITY_COLORS),
+              ("(c) IO mode", "sync_mode", None, SYNC_COLORS),
+              (f"(d) block type{region_note}", "region", ["data", "metadata", "journal"], REGION_COLORS)]
+    fig = make_subplots(rows=1, cols=4, subplot_titles=[p[0] for p in panels], horizontal_spacing=0.06)
+    for col, (_, dim, order, colors) in enumerate(panels, start=1):
+        if dim == "region":
+            if regions is None:
+                continue
+            shares = _shares(regions.rename({"cat": "region"}), "region")
+        else:
+            shares = _shares(rows, dim)
+        cats = order or sorted({c for s in shares.values() for c in s})
+        cats = [c for c in cats if any(c in s for s in shares.values())] or cats
+        extra = sorted({c for s in shares.values() for c in s} - set(cats) - {"none"})
+        for i, cat in enumerate(cats + extra):
+            if dim == "size_class":
+                color = ("#fdd0a2", "#fd8d3c", "#d94801", "#7f2704")[i % 4]
+            else:
+                color = _color(colors, cat, i)
+            ops = ["read", "write"]
+            fig.add_bar(x=ops, y=[shares[op].get(cat, (0, 0))[0] for op in ops], name=cat, legendgroup=dim,
+                        legendgrouptitle_text=dim.replace("_", " ") if i == 0 else None,
+                        marker_color=color, row=1, col=col,
+                        text=[f"{shares[op].get(cat, (0, 0))[1]:,}" if shares[op].get(cat, (0, 0))[1] else ""
+                              for op in ops], textposition="inside", insidetextanchor="middle",
+                        hovertemplate=f"{cat}<br>%{{x}}: %{{y:.1f}}%<br>%{{text}} requests<extra></extra>")
+    fig.update_yaxes(range=[0, 100], ticksuffix="%")
+    fig.update_yaxes(title_text="% of requests (count inside)", row=1, col=1)
+    return _layout(fig, f"IO characterisation ({layer} layer)", height=430, barmode="stack",
+                   legend=dict(orientation="h", y=-0.12, groupclick="toggleitem", font_size=11))
+
+
+# --- latency ---
+
+def block_phase_means(block_io: pl.DataFrame, op: str = "write") -> pl.DataFrame:
+    """Mean of each btt phase per size class for one direction: (size_class, phase, mean_ns, count)."""
+    rows = block_io.filter((pl.col("op") == op) & (pl.col("size_bytes") > 0))
+    frames = []
+    for phase in ("q2g", "g2i", "i2d", "d2c"):
+        frames.append(rows.group_by("size_class").agg(
+            mean_ns=pl.col(f"{phase}_ns").fill_null(0).mean().cast(pl.Float64), count=pl.len().cast(pl.Int64))
+            .with_columns(phase=pl.lit(phase)))
+    return pl.concat(frames).select("size_class", "phase", "mean_ns", "count")
+
+
+def fig_layer_breakdown(block_io: pl.DataFrame, layer_latency: pl.DataFrame | None = None) -> go.Figure:
+    """Seed 004 Fig. 3: where an IO's time goes, stacked by layer (or block phase) for each size class.
+
+    With a per-layer latency table (columns layer, size_class, mean_ns) the stack is by layer (syscall, file
+    system, FUSE, block...); otherwise it is the block layer's btt phases of writes (reads beside them)."""
     fig = go.Figure()
-    for loc in ("sequential", "random"):
-        rows = dict(counts.filter(pl.col("locality") == loc).select("op", "count").iter_rows())
-        totals = dict(counts.group_by("op").agg(pl.col("count").sum()).iter_rows())
-        ops = ["read", "write"]
-        share = [100 * rows.get(op, 0) / totals[op] if totals.get(op) else 0 for op in ops]
-        fig.add_bar(name=loc, x=ops, y=share, marker_color=LOCALITY_COLORS[loc],
-                    text=[f"{s:.0f}% ({rows.get(op, 0)})" for s, op in zip(share, ops)])
-    return _layout(fig, "Locality (issue order, per device and direction)", barmode="stack",
-                   yaxis_title="% of requests", yaxis_range=[0, 100])
-
-
-def fig_latency_cdf(block_io: pl.DataFrame, phase: str = "d2c") -> go.Figure:
-    """CDF of one latency phase per direction, log-scaled time axis."""
-    fig = go.Figure()
-    col = f"{phase}_ns"
-    for op in ("read", "write", "flush"):
-        values = block_io.filter((pl.col("op") == op) & pl.col(col).is_not_null())[col].sort()
-        if not len(values):
+    if layer_latency is not None and {"layer", "size_class", "mean_ns"} <= set(layer_latency.columns):
+        data = layer_latency
+        if "op" in data.columns:
+            data = data.filter(pl.col("op") == "write") if (data["op"] == "write").any() else data
+        agg = data.group_by("size_class", "layer").agg(pl.col("mean_ns").mean())
+        present = [c for c in SIZE_CLASSES if c in set(agg["size_class"])]
+        for i, layer in enumerate(agg["layer"].unique().sort()):
+            vals = dict(agg.filter(pl.col("layer") == layer).select("size_class", "mean_ns").iter_rows())
+            fig.add_bar(name=layer, x=present, y=[vals.get(c, 0) / 1e3 for c in present],
+                        marker_color=PALETTE[i % len(PALETTE)])
+        return _layout(fig, "Mean latency by layer and IO size (writes)", barmode="stack",
+                       xaxis_title="IO size class", yaxis_title="mean latency (µs)")
+    for op, offset in (("write", 0), ("read", 1)):
+        means = block_phase_means(block_io, op)
+        present = [c for c in SIZE_CLASSES if c in set(means["size_class"])]
+        if not present:
             continue
-        step = max(1, len(values) // 5000)  # a CDF needs at most a few thousand points to look exact
-        xs = values[::step].to_numpy() / 1e3
-        ys = [(i * step + 1) / len(values) for i in range(len(xs))]
-        fig.add_scatter(name=f"{op} (n={len(values)})", x=xs, y=ys, mode="lines", line_color=OP_COLORS[op])
-    return _layout(fig, f"{phase.upper()} latency CDF", xaxis_title=f"{phase.upper()} (µs)", xaxis_type="log",
-                   yaxis_title="fraction of requests", yaxis_range=[0, 1])
+        for phase in ("q2g", "g2i", "i2d", "d2c"):
+            vals = dict(means.filter(pl.col("phase") == phase).select("size_class", "mean_ns").iter_rows())
+            counts = dict(means.filter(pl.col("phase") == phase).select("size_class", "count").iter_rows())
+            fig.add_bar(name=PHASE_NAMES[phase], legendgroup=phase, showlegend=offset == 0,
+                        x=[[op] * len(present), present], y=[vals.get(c, 0) / 1e3 for c in present],
+                        marker_color=PHASE_COLORS[phase], customdata=[counts.get(c, 0) for c in present],
+                        hovertemplate=f"{phase.upper()} %{{y:.1f}} µs<br>n=%{{customdata}}<extra></extra>")
+    return _layout(fig, "Block latency by phase and IO size (mean per request)", barmode="stack",
+                   yaxis_title="mean latency (µs)")
 
 
-def fig_lba_scatter(block_io: pl.DataFrame) -> go.Figure:
-    """Logical block address against time (seed 000 Fig. 12/15), WebGL, downsampled beyond 200k points."""
-    rows = block_io.filter((pl.col("size_bytes") > 0) & (pl.col("sector") >= 0))
-    if len(rows) > MAX_SCATTER_POINTS:
-        rows = rows.gather_every(len(rows) // MAX_SCATTER_POINTS + 1)
-    t0 = int(rows["ts"].min()) if len(rows) else 0
+def _cdf_points(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    values = np.sort(values)
+    n = len(values)
+    if n > MAX_CDF_POINTS:  # evenly spaced quantiles plus the exact tail: the CDF looks exact at any zoom
+        idx = np.unique(np.concatenate([np.linspace(0, n - 1, MAX_CDF_POINTS).astype(int), np.arange(n - 50, n)]))
+    else:
+        idx = np.arange(n)
+    return values[idx], (idx + 1) / n
+
+
+def fig_latency_cdf(block_io: pl.DataFrame, phases: tuple[str, ...] = ("d2c", "q2c")) -> go.Figure:
+    """CDFs of block latency phases per direction (D2C: driver+device, Q2C: the whole block layer), log time."""
     fig = go.Figure()
-    for op in ("read", "write"):
-        sub = rows.filter(pl.col("op") == op)
+    for phase, dash in zip(phases, ("solid", "dash", "dot")):
+        col = f"{phase}_ns"
+        for op in ("read", "write", "flush"):
+            values = block_io.filter((pl.col("op") == op) & pl.col(col).is_not_null() & (pl.col(col) > 0))[col]
+            if not len(values):
+                continue
+            xs, ys = _cdf_points(values.to_numpy())
+            fig.add_scatter(name=f"{phase.upper()} {op} (n={len(values):,})", x=xs / 1e3, y=ys, mode="lines",
+                            line=dict(color=OP_COLORS[op], dash=dash))
+    return _layout(fig, "Block latency CDF", xaxis_title="latency (µs, log)", xaxis_type="log",
+                   yaxis_title="fraction of requests", yaxis_range=[0, 1.01])
+
+
+def fig_io_waterfall(block_io: pl.DataFrame, waterfall: pl.DataFrame | None = None) -> go.Figure:
+    """The life of selected IOs, phase by phase from the moment they were queued: the median, p90, p99 and
+    slowest write (or read) by Q2C; a menu selects the IO. With the analyzers' waterfall table (columns io,
+    layer, start_ns, dur_ns) the bars span syscall, file system, FUSE and block layers instead."""
+    fig = go.Figure()
+    candidates: list[tuple[str, list[tuple[str, float, float, str]]]] = []
+    if waterfall is not None and {"io", "layer", "start_ns", "dur_ns"} <= set(waterfall.columns):
+        for io_id in waterfall["io"].unique(maintain_order=True)[:8]:
+            rows = waterfall.filter(pl.col("io") == io_id).sort("start_ns")
+            t0 = rows["start_ns"].min()
+            bars = [(r["layer"] if "phase" not in r else f"{r['layer']} {r['phase'] or ''}".strip(),
+                     (r["start_ns"] - t0) / 1e3, r["dur_ns"] / 1e3, PALETTE[i % len(PALETTE)])
+                    for i, r in enumerate(rows.iter_rows(named=True))]
+            candidates.append((f"IO {io_id}", bars))
+    else:
+        rows = block_io.filter(pl.col("q2c_ns").is_not_null() & (pl.col("size_bytes") > 0))
+        op = "write" if (rows["op"] == "write").any() else "read"
+        rows = rows.filter(pl.col("op") == op).sort("q2c_ns")
+        n = len(rows)
+        for label, q in (("median", 0.5), ("p90", 0.9), ("p99", 0.99), ("slowest", 1.0)):
+            if not n:
+                break
+            r = rows.row(min(n - 1, int(q * (n - 1))), named=True)
+            bars, t = [], 0.0
+            for phase in ("q2g", "g2i", "i2d", "d2c"):
+                d = r[f"{phase}_ns"]
+                if d is None:
+                    continue
+                bars.append((PHASE_NAMES[phase], t / 1e3, d / 1e3, PHASE_COLORS[phase]))
+                t += d
+            candidates.append((f"{label} {op}: {r['size_bytes'] // 1024} KiB at sector {r['sector']}, "
+                               f"{r['locality']}, {r['sync_mode']}, Q2C {r['q2c_ns'] / 1e3:.0f} µs", bars))
+    for i, (label, bars) in enumerate(candidates):
+        fig.add_bar(y=[b[0] for b in bars], x=[b[2] for b in bars], base=[b[1] for b in bars], orientation="h",
+                    marker_color=[b[3] for b in bars], visible=i == 0, name=label, showlegend=False,
+                    text=[f"{b[2]:.1f} µs" for b in bars], textposition="auto",
+                    hovertemplate="%{y}: starts %{base:.1f} µs, lasts %{x:.1f} µs<extra></extra>")
+    buttons = [dict(label=label, method="update", args=[{"visible": [j == i for j in range(len(candidates))]}])
+               for i, (label, _) in enumerate(candidates)]
+    title = "Waterfall of a selected IO" if candidates else "Waterfall (no IO with all phases)"
+    _layout(fig, title, height=400, yaxis=dict(autorange="reversed"), xaxis_title="time since queued (µs)",
+            margin=dict(l=60, r=20, t=90, b=40))
+    if len(buttons) > 1:
+        fig.update_layout(updatemenus=[dict(buttons=buttons, x=0, xanchor="left", y=1.04, yanchor="bottom",
+                                            showactive=True, font_size=11)])
+    return fig
+
+
+# --- access pattern and throughput ---
+
+def thin_scatter(df: pl.DataFrame, x: str, y: str, category: str,
+                 grid: tuple[int, int] = SCATTER_GRID, limit: int = MAX_SCATTER_POINTS) -> pl.DataFrame:
+    """One row per occupied (x, y, category) cell of a screen-sized grid, so a million requests draw as the
+    same picture with a fraction of the points and rare requests (a metadata write) are never dropped; then,
+    if still above `limit`, every k-th row."""
+    if len(df) <= limit:
+        return df
+    def bins(col: str, n: int) -> pl.Expr:
+        lo, hi = df[col].min(), df[col].max()
+        span = (hi - lo) or 1
+        return ((pl.col(col) - lo) * (n - 1) // span).cast(pl.Int64)
+    thinned = (df.with_columns(_bx=bins(x, grid[0]), _by=bins(y, grid[1]))
+               .unique(subset=["_bx", "_by", category], keep="first", maintain_order=True).drop("_bx", "_by"))
+    if len(thinned) > limit:
+        thinned = thinned.gather_every(math.ceil(len(thinned) / limit))
+    return thinned
+
+
+def fig_lba_scatter(block_io: pl.DataFrame, color_by: str | None = None) -> go.Figure:
+    """Seed 000 Fig. 12/15: device offset against time for every data request, WebGL, coloured by file type or
+    region where the analyzers classified them (else by direction); thinned beyond 150k points."""
+    rows = block_io.filter((pl.col("size_bytes") > 0) & (pl.col("sector") >= 0))
+    if color_by is None:
+        color_by = next((c for c in ("file_type", "region") if c in rows.columns), None)
+    if color_by is None or color_by not in rows.columns:
+        color_by = "op"
+    if color_by == "region" and "region" not in rows.columns:
+        rows = rows.with_columns(region=region_column(rows))
+    if "rep" in rows.columns and rows["rep"].n_unique() > 1:
+        rows = rows.filter(pl.col("rep") == rows["rep"].min())  # repetitions overlap in time: show the first
+    total = len(rows)
+    t0 = int(rows["ts"].min()) if total else 0
+    rows = thin_scatter(rows, "ts", "sector", color_by)
+    fig = go.Figure()
+    colors = {"op": OP_COLORS, "region": REGION_COLORS}.get(color_by, {})
+    for i, cat in enumerate(sorted(rows[color_by].drop_nulls().unique().to_list())):
+        sub = rows.filter(pl.col(color_by) == cat)
+        fig.add_trace(go.Scattergl(
+            name=f"{cat} ({len(sub):,})", x=(sub["ts"] - t0).to_numpy() / 1e9,
+            y=sub["sector"].to_numpy() * 512 / (1 << 20), mode="markers",
+            marker=dict(size=4, color=_color(colors, cat, i), opacity=0.7),
+            customdata=np.stack([sub["size_bytes"].to_numpy(), sub["op"].to_numpy()], axis=1),
+            hovertemplate="t=%{x:.6f} s<br>offset=%{y:.3f} MiB<br>%{customdata[1]} %{customdata[0]} B<extra></extra>"))
+    shown = f"{len(rows):,} of {total:,} requests shown" if len(rows) < total else f"{total:,} requests"
+    return _layout(fig, f"Block access pattern by {color_by.replace('_', ' ')} ({shown})", height=420,
+                   xaxis_title="time (s)", yaxis_title="device offset (MiB)")
+
+
+def fig_throughput(block_io: pl.DataFrame, bins: int = 80) -> go.Figure:
+    """Block throughput over time per direction (MiB/s in equal time bins), one line per repetition."""
+    rows = block_io.filter((pl.col("size_bytes") > 0) & pl.col("op").is_in(["read", "write"]))
+    fig = go.Figure()
+    reps = sorted(rows["rep"].unique().to_list()) if "rep" in rows.columns else [None]
+    for ri, rep in enumerate(reps[:5]):
+        sub = rows if rep is None else rows.filter(pl.col("rep") == rep)
         if not len(sub):
             continue
-        fig.add_trace(go.Scattergl(
-            name=op, x=(sub["ts"] - t0).to_numpy() / 1e9, y=sub["sector"].to_numpy() * 512 / (1 << 20),
-            mode="markers", marker=dict(size=4, color=OP_COLORS[op], opacity=0.6),
-            customdata=sub.select("size_bytes", "locality").to_numpy(),
-            hovertemplate="t=%{x:.6f}s<br>offset=%{y:.3f} MiB<br>size=%{customdata[0]} B<br>%{customdata[1]}"))
-    return _layout(fig, "Block access pattern", xaxis_title="time (s)", yaxis_title="device offset (MiB)")
+        t0, t1 = int(sub["ts"].min()), int(sub["ts"].max())
+        width = max(1, (t1 - t0) // bins + 1)
+        for op in ("read", "write"):
+            s = sub.filter(pl.col("op") == op)
+            if not len(s):
+                continue
+            b = (s.group_by(((pl.col("ts") - t0) // width).alias("bin")).agg(pl.col("size_bytes").sum())
+                 .sort("bin"))
+            full = pl.DataFrame({"bin": np.arange(int(b["bin"].max()) + 1)}).join(b, on="bin", how="left")
+            mibps = full["size_bytes"].fill_null(0).to_numpy() / (1 << 20) / (width / 1e9)
+            fig.add_scatter(x=full["bin"].to_numpy() * width / 1e9, y=mibps, mode="lines",
+                            name=f"{op}" + (f" rep {rep}" if len(reps) > 1 else ""),
+                            line=dict(color=OP_COLORS[op], dash=RUN_DASHES[ri % len(RUN_DASHES)], shape="hv"))
+    return _layout(fig, "Block throughput over time", xaxis_title="time since first request (s)",
+                   yaxis_title="MiB/s")
+
+
+# --- FUSE ---
+
+def fig_fuse_requests(fuse_req: pl.DataFrame) -> go.Figure:
+    """FUSE requests the daemon served: counts per opcode and, for reads and writes, the size histogram (the
+    4 KiB splitting of seed 000 against bFUSE's 512 KiB units)."""
+    size_col = "len_bytes" if "len_bytes" in fuse_req.columns else "size_bytes"
+    op_col = "opcode_name" if "opcode_name" in fuse_req.columns else "opcode"
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("requests per opcode", "READ/WRITE request size"),
+                        column_widths=[0.4, 0.6])
+    counts = fuse_req.group_by(op_col).agg(pl.len().alias("n")).sort("n", descending=True).head(15)
+    fig.add_bar(x=counts[op_col].cast(pl.Utf8).to_list(), y=counts["n"].to_list(), name="requests",
+                marker_color="#6baed6", text=counts["n"].to_list(), textposition="outside", row=1, col=1)
+    data = fuse_req.filter(pl.col(op_col).cast(pl.Utf8).str.to_lowercase().is_in(["read", "write"])
+                           & (pl.col(size_col) > 0))
+    for i, op in enumerate(sorted(data[op_col].cast(pl.Utf8).unique().to_list())):
+        s = data.filter(pl.col(op_col).cast(pl.Utf8) == op)
+        sizes = (s.group_by(size_col).agg(pl.len().alias("n")).sort(size_col))
+        labels = [_size_label(v) for v in sizes[size_col].to_list()]
+        fig.add_bar(x=labels, y=sizes["n"].to_list(), name=op.lower(), marker_color=OP_COLORS.get(op.lower(),
+                    PALETTE[i]), text=sizes["n"].to_list(), textposition="outside", row=1, col=2)
+    fig.update_yaxes(type="log", title_text="requests (log)", row=1, col=1)
+    fig.update_yaxes(type="log", row=1, col=2)
+    fig.update_xaxes(type="category", row=1, col=2)
+    return _layout(fig, "FUSE requests", height=400)
+
+
+def _size_label(n: int) -> str:
+    if n >= 1 << 20 and n % (1 << 20) == 0:
+        return f"{n >> 20}M"
+    if n >= 1024 and n % 1024 == 0:
+        return f"{n >> 10}k"
+    return str(n)
+
+
+# --- before/after overlays (the compare page) ---
+
+def fig_size_overlay(io_classes: dict[str, pl.DataFrame]) -> go.Figure:
+    """Request size distribution of each run side by side: % of writes and reads per size class."""
+    fig = go.Figure()
+    for i, (label, io_class) in enumerate(io_classes.items()):
+        rows = io_class.filter(pl.col("op").is_in(["read", "write"]))
+        if "layer" in rows.columns:
+            rows = rows.filter(pl.col("layer") == "block")
+        shares = _shares(rows, "size_class")
+        for op in ("write", "read"):
+            if not shares[op]:
+                continue
+            fig.add_bar(name=f"{label} {op}", x=list(SIZE_CLASSES),
+                        y=[shares[op].get(c, (0, 0))[0] for c in SIZE_CLASSES],
+                        text=[f"{shares[op].get(c, (0, 0))[1]:,}" for c in SIZE_CLASSES],
+                        marker=dict(color=PALETTE[i % len(PALETTE)], pattern_shape="" if op == "write" else "/"))
+    return _layout(fig, "Request size distribution by run", barmode="group", yaxis_title="% of requests",
+                   xaxis_title="size class")
+
+
+def fig_cdf_overlay(block_ios: dict[str, pl.DataFrame], phase: str = "d2c", op: str = "write") -> go.Figure:
+    """The latency CDF of each run on one axis, one colour per run."""
+    fig = go.Figure()
+    col = f"{phase}_ns"
+    for i, (label, block_io) in enumerate(block_ios.items()):
+        values = block_io.filter((pl.col("op") == op) & pl.col(col).is_not_null() & (pl.col(col) > 0))[col]
+        if not len(values):
+            continue
+        xs, ys = _cdf_points(values.to_numpy())
+        fig.add_scatter(name=f"{label} (n={len(values):,})", x=xs / 1e3, y=ys, mode="lines",
+                        line=dict(color=PALETTE[i % len(PALETTE)], dash=RUN_DASHES[i % len(RUN_DASHES)]))
+    return _layout(fig, f"{phase.upper()} latency CDF of {op}s by run", xaxis_type="log",
+                   xaxis_title="latency (µs, log)", yaxis_title="fraction of requests", yaxis_range=[0, 1.01])
+
+
+def fig_breakdown_overlay(block_ios: dict[str, pl.DataFrame], op: str = "write") -> go.Figure:
+    """Seed 000 Fig. 3 / seed 004 Fig. 3 across runs: mean block phase times per request, stacked, per run."""
+    fig = go.Figure()
+    labels = list(block_ios)
+    means = {label: block_phase_means(df, op).group_by("phase").agg(
+        (pl.col("mean_ns") * pl.col("count")).sum() / pl.col("count").sum()) for label, df in block_ios.items()}
+    for phase in ("q2g", "g2i", "i2d", "d2c"):
+        ys = []
+        for label in labels:
+            d = dict(means[label].iter_rows())
+            ys.append((d.get(phase) or 0) / 1e3)
+        fig.add_bar(name=PHASE_NAMES[phase], x=labels, y=ys, marker_color=PHASE_COLORS[phase],
+                    text=[f"{y:.0f}" for y in ys], textposition="inside")
+    return _layout(fig, f"Block latency breakdown of {op}s by run (mean per request)", barmode="stack",
+                   yaxis_title="µs")

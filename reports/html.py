@@ -1,0 +1,142 @@
+"""The pieces every mobiperf HTML page shares: the page shell with plotly.js inlined once, the style, the status
+banner (an incomplete or failed run is labelled at the top and in the sticky navigation bar of every page),
+figures as divs, and tables of result rows."""
+
+from __future__ import annotations
+
+import html
+from datetime import datetime, timezone
+from functools import lru_cache
+from typing import Any, Iterable
+
+import plotly.io as pio
+import polars as pl
+
+from mobiperf.units import format_duration_ns, format_size
+
+PLOTLY_CONFIG = {"displaylogo": False, "responsive": True,
+                 "toImageButtonOptions": {"format": "svg", "scale": 1}}
+
+STYLE = """
+* { box-sizing: border-box; }
+body { font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; margin: 0; color: #222; background: #fafafa; }
+nav { position: sticky; top: 0; z-index: 10; background: #263238; color: #eee; padding: 0.45em 1.5em;
+      display: flex; flex-wrap: wrap; gap: 0.2em 1.1em; align-items: center; font-size: 0.9em; }
+nav a { color: #cfd8dc; text-decoration: none; } nav a:hover { color: #fff; }
+nav .brand { font-weight: 600; color: #fff; margin-right: 0.5em; }
+nav .status { padding: 0.1em 0.6em; border-radius: 3px; font-weight: 700; background: #f0ad4e; color: #222; }
+nav .status.failed { background: #d9534f; color: #fff; }
+main { max-width: 1400px; margin: 0 auto; padding: 0.5em 1.5em 2em; }
+h1 { font-size: 1.45em; margin: 0.6em 0 0.1em; } h2 { font-size: 1.2em; border-bottom: 1px solid #ddd;
+      padding-bottom: 0.2em; margin-top: 1.6em; scroll-margin-top: 3em; }
+.sub { color: #555; margin: 0 0 0.6em; font-family: ui-monospace, monospace; font-size: 0.9em; word-break: break-all; }
+.banner { background: #fff3cd; border: 1px solid #e0c068; padding: 0.5em 1em; border-radius: 4px; margin: 0.4em 0; }
+.banner.failed { background: #f8d7da; border-color: #d9959c; }
+.banner.loud { background: #f8d7da; border: 2px solid #c9302c; font-weight: 600; }
+table { border-collapse: collapse; font-size: 0.88em; background: #fff; margin: 0.4em 0; }
+td, th { padding: 0.22em 0.7em; text-align: left; border-bottom: 1px solid #eee; vertical-align: top; }
+th { background: #eceff1; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.cards { display: flex; flex-wrap: wrap; gap: 0.6em; margin: 0.6em 0; }
+.card { background: #fff; border: 1px solid #e0e0e0; border-radius: 6px; padding: 0.45em 0.9em; min-width: 10em; }
+.card .v { font-size: 1.3em; font-weight: 600; } .card .k { color: #666; font-size: 0.8em; }
+.grid { display: grid; grid-template-columns: repeat(2, minmax(0, 1fr)); gap: 0.8em; }
+@media (max-width: 1150px) { .grid { grid-template-columns: minmax(0, 1fr); } }
+.fig { background: #fff; border: 1px solid #e6e6e6; border-radius: 6px; padding: 0.2em; min-width: 0; }
+.missing { color: #8a6d3b; background: #fcf8e3; border-left: 4px solid #e0c068; padding: 0.4em 0.8em; }
+.scroll { max-height: 28em; overflow: auto; }
+.regression { color: #b71c1c; font-weight: 700; } .improvement { color: #1b5e20; font-weight: 700; }
+.changed { color: #6a1b9a; } .undecided { color: #8a6d3b; }
+footer { color: #888; font-size: 0.8em; text-align: center; padding: 1em; }
+"""
+
+
+# Figures are drawn while the page is still being parsed; once layout is final, fit each to its box.
+_RESIZE_JS = ("window.addEventListener('load', function () { document.querySelectorAll('.js-plotly-plot')"
+              ".forEach(function (d) { Plotly.Plots.resize(d); }); });")
+
+
+@lru_cache(maxsize=1)
+def plotly_js() -> str:
+    from plotly.offline import get_plotlyjs
+
+    return get_plotlyjs()
+
+
+def esc(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def figure_div(fig, div_id: str) -> str:
+    """A plotly figure as a div (plotly.js is in the page head)."""
+    body = pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=div_id, config=PLOTLY_CONFIG,
+                       validate=False)
+    return f'<div class="fig">{body}</div>'
+
+
+def status_label(statuses: Iterable[str | None]) -> str | None:
+    """'FAILED' or 'INCOMPLETE' when any of the runs on a page is, else None."""
+    statuses = set(statuses)
+    if "failed" in statuses:
+        return "FAILED"
+    if statuses - {"complete"}:
+        return "INCOMPLETE"
+    return None
+
+
+def page(title: str, nav: list[tuple[str, str]], body: str, status: str | None) -> str:
+    """The whole page: head with style and plotly.js, sticky navigation (with the status badge), body."""
+    badge = ""
+    if status:
+        badge = f'<span class="status {"failed" if status == "FAILED" else ""}" id="run-status">{status}</span>'
+    links = "".join(f'<a href="#{anchor}">{esc(text)}</a>' for anchor, text in nav)
+    prefix = f"[{status}] " if status else ""
+    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+            f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
+            f"<title>{esc(prefix + title)}</title><style>{STYLE}</style>"
+            f"<script>{plotly_js()}</script></head><body>"
+            f"<nav><span class='brand'>mobiperf</span>{badge}{links}</nav><main>{body}</main>"
+            f"<footer>generated {generated} by mobiperf; self-contained, works offline</footer>"
+            f"<script>{_RESIZE_JS}</script></body></html>")
+
+
+def format_cell(column: str, value: Any) -> tuple[str, bool]:
+    """(text, is_number) for a table cell, using the unit in the column name."""
+    if value is None:
+        return "", False
+    if isinstance(value, bool):
+        return ("yes" if value else "no"), False
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and value != value:
+            return "", True
+        if column.endswith("_ns") or column == "dur":
+            return format_duration_ns(value), True
+        if column.endswith("_ms"):
+            return f"{value:,.0f} ms", True
+        if column.endswith("_bytes") or column == "bytes":
+            return format_size(value), True
+        if column.endswith("_share") or column.endswith("_ratio"):
+            return f"{100 * value:.1f}%", True
+        if isinstance(value, float):
+            return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}", True
+        return f"{value:,}", True
+    return esc(value), False
+
+
+def table_html(df: pl.DataFrame, max_rows: int = 200, caption: str = "") -> str:
+    """A result table as HTML, units formatted from the column names; long tables scroll and say so."""
+    head = "".join(f"<th>{esc(c)}</th>" for c in df.columns)
+    rows = []
+    for r in df.head(max_rows).iter_rows():
+        cells = []
+        for c, v in zip(df.columns, r):
+            text, num = format_cell(c, v)
+            cells.append(f"<td class='num'>{text}</td>" if num else f"<td>{text}</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    more = f"<p class='sub'>first {max_rows:,} of {len(df):,} rows</p>" if len(df) > max_rows else ""
+    cap = f"<caption>{esc(caption)}</caption>" if caption else ""
+    return f"<div class='scroll'><table>{cap}<tr>{head}</tr>{''.join(rows)}</table></div>{more}"
+
+
+def missing(title: str, reason: str) -> str:
+    return f'<p class="missing">{esc(title)} is not shown: {esc(reason)}</p>'
