@@ -158,6 +158,12 @@ class LoopbackDevice:
         _end(self.process)
         self._end_orphans()
 
+    def fixture_errors(self) -> list[str]:
+        """Lines where the daemon reported a bug of its own (a service that raised)."""
+        log = self.workdir / "adbd.log"
+        return [line for line in log.read_text(errors="replace").splitlines() if "service failed" in line] \
+            if log.exists() else []
+
 
 def start_loopback_device(server: AdbServer, workdir: Path, *options: str) -> LoopbackDevice:
     workdir.mkdir(parents=True, exist_ok=True)
@@ -208,6 +214,7 @@ def loopback_device(adb_server, tmp_path_factory):
     device = start_loopback_device(adb_server, tmp_path_factory.mktemp("loopback"))
     yield device
     device.stop()
+    assert not device.fixture_errors(), "the loopback adbd failed: " + "; ".join(device.fixture_errors())
 
 
 @pytest.fixture
@@ -223,3 +230,5 @@ def start_loopback(adb_server, tmp_path):
     yield start
     for device in started:
         device.stop()
+    errors = [e for device in started for e in device.fixture_errors()]
+    assert not errors, "the loopback adbd failed: " + "; ".join(errors)

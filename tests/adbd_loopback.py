@@ -420,8 +420,11 @@ class Device:
                                 stderr=pipe if framed else asyncio.subprocess.STDOUT)
         try:
             async def pump_out(source: asyncio.StreamReader, ident: int) -> None:
-                while chunk := await source.read(SYNC_CHUNK):
-                    await s.write(SHELL_FRAME.pack(ident, len(chunk)) + chunk if framed else chunk)
+                try:
+                    while chunk := await source.read(SYNC_CHUNK):
+                        await s.write(SHELL_FRAME.pack(ident, len(chunk)) + chunk if framed else chunk)
+                except StreamClosed:
+                    pass  # the host hung up; reap() ends the command
 
             async def pump_in() -> None:
                 try:

@@ -207,14 +207,14 @@ def test_kill_ends_the_process_and_its_children(adb, workdir):
     assert p.kill() == -signal.SIGTERM
     assert time.monotonic() - t0 < 5
     assert wait_until(lambda: not processes_with(f"sleep\0{token}"))
-    assert not os.path.exists(f"/proc/{p.pid}")
+    assert wait_until(lambda: not os.path.exists(f"/proc/{p.pid}"))
 
 
 def test_kill_escalates_to_sigkill(adb):
     p = adb.start(["sh", "-c", "trap '' TERM; while :; do sleep 0.1; done"])
     time.sleep(0.3)
     assert p.kill(signal.SIGTERM, grace_s=0.5) == -signal.SIGKILL
-    assert not os.path.exists(f"/proc/{p.pid}")
+    assert wait_until(lambda: not os.path.exists(f"/proc/{p.pid}"))
 
 
 def test_kill_with_a_signal_the_workload_handles(adb, workdir):

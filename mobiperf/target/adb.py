@@ -210,7 +210,7 @@ class AdbTransport(Transport):
     def push(self, local, remote, *, timeout=None) -> None:
         """Copy a local file or tree; a tree's content becomes remote (created if missing), as LocalTransport does."""
         timeout = timeout or self.default_timeout
-        local = Path(local)
+        local = Path(os.path.abspath(local))  # a relative name starting with "-" would read as an adb option
         if not local.exists():
             raise TargetError(f"cannot push {local}: no such file or directory")
         if local.is_dir():
@@ -230,7 +230,7 @@ class AdbTransport(Transport):
     def pull(self, remote, local, *, timeout=None) -> None:
         """Copy a remote file or tree; a tree's content lands in local (created if missing), as LocalTransport does."""
         timeout = timeout or self.default_timeout
-        local = Path(local)
+        local = Path(os.path.abspath(local))
         is_dir = self.run(["test", "-d", remote], timeout=timeout).returncode == 0
         if not is_dir:
             done = self._adb("pull", remote, str(local), timeout=timeout)
