@@ -1,0 +1,352 @@
+"""bFUSE benchmark: native vs legacy FUSE vs bFUSE vs libfuse's passthrough_ll, on one loop-device ext4.
+
+One run creates its own ext4 on its own loop device (image in /var/tmp, cleaned up in all cases), builds libfuse's
+passthrough_ll example from /usr/share/doc/libfuse3-dev/examples into a temp dir (with libfuse's own
+fuse_parse_conn_info_opts/fuse_apply_conn_info_opts added at build time so that -o max_write= works; the source is
+not kept), and measures every configuration on the same filesystem:
+
+  seq   sequential 512 KiB writes of a 512 MiB file (default) followed by fsync: MB/s (MiB/s, 2^20)
+  rand  4 KiB random writes into a 64 MiB file, each followed by fsync: IOPS
+
+and, for bfuse configurations, the daemon's pwrite calls for one sequential file (the paper's Table 3: 131,072
+legacy / 1,024 with a 512 KiB IO unit / <= 260 with the 8 MiB buffer). Figures are medians of --repeat runs with
+their range. Needs root (loop device, mounts) and /dev/fuse.
+
+    python bench/bfuse_bench.py                 # full size: 512 MiB, 3 repetitions
+    python bench/bfuse_bench.py --quick         # 64 MiB, 2 repetitions, fewer random writes
+    python bench/bfuse_bench.py --only native,legacy,bfuse --json results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+BFUSE = REPO / "reference-impl" / "bin" / "bfuse"
+EXAMPLES = Path("/usr/share/doc/libfuse3-dev/examples")
+MIB = 1 << 20
+KIB = 1 << 10
+
+
+@dataclass
+class Config:
+    name: str
+    kind: str            # native | bfuse | ptll
+    options: str = ""    # -o value for the daemon
+    note: str = ""
+
+
+CONFIGS = [
+    Config("native", "native", note="ext4 on the loop device"),
+    Config("legacy", "bfuse", "preset=legacy", "4 KiB unit, 1 thread, pwrite per request"),
+    Config("nobuf", "bfuse", "preset=nobuf", "512 KiB unit, no buffer"),
+    Config("nobuf+splice", "bfuse", "preset=zerocopy", "512 KiB unit, splice, no buffer (seed 003)"),
+    Config("bfuse", "bfuse", "preset=bfuse", "512 KiB, 8 MiB of 2 MiB entries, 10 ms"),
+    Config("bfuse+splice", "bfuse", "preset=bfuse,splice=1", "bfuse with splice in"),
+    Config("bfuse+wbcache", "bfuse", "preset=bfuse,writeback_cache=1", "bfuse with kernel writeback cache"),
+    Config("ptll", "ptll", "", "passthrough_ll default (1 MiB, splice falls back)"),
+    Config("ptll_mw512k", "ptll", "max_write=524288", "512 KiB, splice"),
+    Config("ptll_mw512k_nosplice", "ptll", "max_write=524288,no_splice_read", "512 KiB, read+pwrite"),
+    Config("ptll_wb_mw512k", "ptll", "max_write=524288,writeback", "512 KiB, writeback cache"),
+]
+
+
+@dataclass
+class Result:
+    config: Config
+    seq_mbps: list[float] = field(default_factory=list)
+    rand_iops: list[float] = field(default_factory=list)
+    pwrite_calls: int | None = None
+    fuse_writes: int | None = None
+    error: str = ""
+
+
+def run(cmd: list[str], timeout: float = 60, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
+def is_mounted(path: Path) -> bool:
+    with open("/proc/self/mountinfo") as mountinfo:
+        return any(line.split()[4] == str(path) for line in mountinfo)
+
+
+@contextmanager
+def loop_ext4(workdir: Path, size_mib: int):
+    """A fresh ext4 on a loop device of our own; unmounted and detached whatever happens."""
+    image, mnt = workdir / "ext4.img", workdir / "ext4"
+    mnt.mkdir()
+    with open(image, "wb") as f:
+        f.truncate(size_mib * MIB)
+    device = None
+    try:
+        device = run(["losetup", "--find", "--show", str(image)]).stdout.strip()
+        run(["mkfs.ext4", "-q", "-F", "-L", "bfuse-bench", "-E", "lazy_itable_init=0,lazy_journal_init=0", device],
+            timeout=300)
+        run(["mount", "-t", "ext4", device, str(mnt)])
+        yield device, mnt
+    finally:
+        if is_mounted(mnt):
+            subprocess.run(["umount", str(mnt)], capture_output=True, timeout=60)
+            if is_mounted(mnt):
+                subprocess.run(["umount", "-l", str(mnt)], capture_output=True, timeout=60)
+        if device:
+            subprocess.run(["losetup", "-d", device], capture_output=True, timeout=60)
+        image.unlink(missing_ok=True)
+
+
+def build_passthrough_ll(workdir: Path) -> Path:
+    """Compile libfuse's passthrough_ll example, with -o max_write= & co via libfuse's conn-info option helpers."""
+    source = (EXAMPLES / "passthrough_ll.c").read_text()
+    source = source.replace(
+        "static void lo_init(void *userdata,",
+        "static struct fuse_conn_info_opts *bench_conn_opts;\n\nstatic void lo_init(void *userdata,", 1)
+    source = source.replace(
+        "\tstruct lo_data *lo = (struct lo_data*) userdata;\n\n\tif(conn->capable & FUSE_CAP_EXPORT_SUPPORT)",
+        "\tstruct lo_data *lo = (struct lo_data*) userdata;\n\n"
+        "\tif (bench_conn_opts)\n\t\tfuse_apply_conn_info_opts(bench_conn_opts, conn);\n"
+        "\tif(conn->capable & FUSE_CAP_EXPORT_SUPPORT)", 1)
+    source = source.replace(
+        "\tif (fuse_opt_parse(&args, &lo, lo_opts, NULL)== -1)",
+        "\tbench_conn_opts = fuse_parse_conn_info_opts(&args);\n"
+        "\tif (fuse_opt_parse(&args, &lo, lo_opts, NULL)== -1)", 1)
+    if source.count("bench_conn_opts") != 4:
+        raise RuntimeError("passthrough_ll.c did not take the max_write patch (different libfuse version?)")
+    build = workdir / "ptll"
+    build.mkdir()
+    (build / "passthrough_ll.c").write_text(source)
+    shutil.copy(EXAMPLES / "passthrough_helpers.h", build)
+    flags = run(["pkg-config", "--cflags", "--libs", "fuse3"]).stdout.split()
+    binary = build / "passthrough_ll"
+    run(["cc", "-O2", "-o", str(binary), str(build / "passthrough_ll.c"), *flags, "-lpthread"], timeout=120)
+    return binary
+
+
+@contextmanager
+def fuse_mount(config: Config, source: Path, mnt: Path, ptll: Path | None, counters: Path):
+    """Start the daemon of `config` in the foreground, wait for its mount, always unmount and reap it."""
+    if config.kind == "bfuse":
+        cmd = [str(BFUSE), "-f", "-o", f"{config.options},counters={counters}", str(source), str(mnt)]
+    else:
+        opts = f"source={source}" + (f",{config.options}" if config.options else "")
+        cmd = [str(ptll), "-f", "-o", opts, str(mnt)]
+    stderr = tempfile.TemporaryFile()
+    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+        deadline = time.monotonic() + 10
+        while not is_mounted(mnt):
+            if process.poll() is not None or time.monotonic() > deadline:
+                stderr.seek(0)
+                raise RuntimeError(f"{config.name} did not mount: {stderr.read().decode(errors='replace')}")
+            time.sleep(0.02)
+        yield process
+    finally:
+        if is_mounted(mnt):
+            subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True, timeout=30)
+        if is_mounted(mnt):
+            subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True, timeout=30)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+        stderr.close()
+
+
+def bfuse_counters(process: subprocess.Popen, path: Path) -> dict:
+    path.unlink(missing_ok=True)
+    process.send_signal(signal.SIGUSR1)
+    deadline = time.monotonic() + 10
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError("bfuse wrote no counters")
+        time.sleep(0.01)
+    return json.loads(path.read_text())
+
+
+def sequential_write(path: Path, total: int, record: int = 512 * KIB) -> float:
+    """MB/s of writing `total` bytes in `record` writes plus fsync (the file is removed afterwards)."""
+    block = os.urandom(record)
+    start = time.perf_counter()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for _ in range(total // record):
+            os.write(fd, block)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    elapsed = time.perf_counter() - start
+    path.unlink()
+    return total / MIB / elapsed
+
+
+def random_fsync_writes(path: Path, count: int, file_size: int = 64 * MIB, seed: int = 1) -> float:
+    """IOPS of `count` 4 KiB writes at random aligned offsets, each followed by fsync."""
+    rng = random.Random(seed)
+    block = os.urandom(4096)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        chunk = os.urandom(MIB)
+        for off in range(0, file_size, MIB):
+            os.pwrite(fd, chunk, off)
+        os.fsync(fd)
+        offsets = [rng.randrange(file_size // 4096) * 4096 for _ in range(count)]
+        start = time.perf_counter()
+        for off in offsets:
+            os.pwrite(fd, block, off)
+            os.fsync(fd)
+        elapsed = time.perf_counter() - start
+    finally:
+        os.close(fd)
+    path.unlink()
+    return count / elapsed
+
+
+def measure(config: Config, fs: Path, ptll: Path | None, args) -> Result:
+    result = Result(config)
+    source = fs / f"src-{config.name}"
+    source.mkdir()
+    mnt = fs.parent / f"mnt-{config.name}"
+    mnt.mkdir(exist_ok=True)
+    counters = fs.parent / f"counters-{config.name}.json"
+    try:
+        if config.kind == "native":
+            target = source
+            for rep in range(args.repeat):
+                subprocess.run(["sync"], timeout=120)
+                result.seq_mbps.append(sequential_write(target / "seq", args.seq_bytes))
+            for rep in range(args.repeat):
+                result.rand_iops.append(random_fsync_writes(target / "rand", args.rand_count, seed=rep))
+            return result
+        with fuse_mount(config, source, mnt, ptll, counters) as process:
+            for rep in range(args.repeat):
+                subprocess.run(["sync"], timeout=120)
+                before = bfuse_counters(process, counters) if config.kind == "bfuse" and rep == 0 else None
+                result.seq_mbps.append(sequential_write(mnt / "seq", args.seq_bytes))
+                if before is not None:
+                    after = bfuse_counters(process, counters)
+                    result.pwrite_calls = (after["counters"]["daemon_pwrite_calls"] +
+                                           after["counters"]["daemon_splice_write_calls"] -
+                                           before["counters"]["daemon_pwrite_calls"] -
+                                           before["counters"]["daemon_splice_write_calls"])
+                    result.fuse_writes = (after["ops"]["write"]["requests"] -
+                                          before["ops"].get("write", {"requests": 0})["requests"])
+            for rep in range(args.repeat):
+                result.rand_iops.append(random_fsync_writes(mnt / "rand", args.rand_count, seed=rep))
+    except Exception as err:   # one broken configuration must not lose the others' figures
+        result.error = str(err)[:300]
+    finally:
+        shutil.rmtree(source, ignore_errors=True)
+    return result
+
+
+def median_range(values: list[float]) -> tuple[float, float, float]:
+    return statistics.median(values), min(values), max(values)
+
+
+def print_table(results: list[Result], args) -> None:
+    by_name = {r.config.name: r for r in results if not r.error and r.seq_mbps}
+    native = by_name.get("native")
+    legacy = by_name.get("legacy")
+    ptlls = [r for r in by_name.values() if r.config.kind == "ptll"]
+    best_seq = max(ptlls, key=lambda r: statistics.median(r.seq_mbps), default=None)
+    best_rand = max(ptlls, key=lambda r: statistics.median(r.rand_iops), default=None)
+
+    def ratio(value: float, peer: Result | None, attr: str) -> str:
+        if not peer:
+            return "-"
+        return f"{value / statistics.median(getattr(peer, attr)):.2f}x"
+
+    size = f"{args.seq_bytes // MIB} MiB"
+    print(f"\nsequential 512 KiB writes of {size} + fsync; 4 KiB random writes + fsync x {args.rand_count}; "
+          f"median of {args.repeat} (range); machine shared with other jobs: figures are noisy")
+    head = (f"{'config':22} {'seq MB/s':>9} {'range':>13} {'/native':>8} {'/legacy':>8} {'/best ll':>8} "
+            f"{'rand IOPS':>9} {'range':>11} {'/native':>8} {'/best ll':>8} {'FUSE wr':>8} {'pwrites':>8}")
+    print(head)
+    print("-" * len(head))
+    for r in results:
+        if r.error:
+            print(f"{r.config.name:22} ERROR: {r.error}")
+            continue
+        seq, seq_lo, seq_hi = median_range(r.seq_mbps)
+        iops, iops_lo, iops_hi = median_range(r.rand_iops)
+        print(f"{r.config.name:22} {seq:9.0f} {f'{seq_lo:.0f}-{seq_hi:.0f}':>13} {ratio(seq, native, 'seq_mbps'):>8} "
+              f"{ratio(seq, legacy, 'seq_mbps'):>8} {ratio(seq, best_seq, 'seq_mbps'):>8} "
+              f"{iops:9.0f} {f'{iops_lo:.0f}-{iops_hi:.0f}':>11} {ratio(iops, native, 'rand_iops'):>8} "
+              f"{ratio(iops, best_rand, 'rand_iops'):>8} "
+              f"{r.fuse_writes if r.fuse_writes is not None else '-':>8} "
+              f"{r.pwrite_calls if r.pwrite_calls is not None else '-':>8}")
+    if best_seq:
+        print(f"\nbest passthrough_ll: seq {best_seq.config.name}, rand {best_rand.config.name}")
+    bfuse = by_name.get("bfuse")
+    if bfuse and best_seq and legacy:
+        seq = statistics.median(bfuse.seq_mbps)
+        print(f"targets: bfuse >= best passthrough_ll: {seq / statistics.median(best_seq.seq_mbps):.2f}x "
+              f"({'met' if seq >= statistics.median(best_seq.seq_mbps) else 'NOT met'}); "
+              f"bfuse >= 7x legacy: {seq / statistics.median(legacy.seq_mbps):.1f}x "
+              f"({'met' if seq >= 7 * statistics.median(legacy.seq_mbps) else 'NOT met'})")
+    scale = 512 * MIB / args.seq_bytes
+    counts = ", ".join(f"{name} {by_name[name].pwrite_calls * scale:,.0f}" for name in ("legacy", "nobuf", "bfuse")
+                       if name in by_name and by_name[name].pwrite_calls is not None)
+    if counts:
+        print(f"daemon pwrite calls per 512 MiB (targets 131,072 / 1,024 / <= 260): {counts}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     epilog="examples: python bench/bfuse_bench.py --quick; "
+                                            "python bench/bfuse_bench.py --json bfuse.json")
+    parser.add_argument("--quick", action="store_true", help="64 MiB, 2 repetitions, 300 random writes")
+    parser.add_argument("--repeat", type=int, default=None)
+    parser.add_argument("--size-mib", type=int, default=None, help="sequential file size (default 512)")
+    parser.add_argument("--rand-count", type=int, default=None, help="random 4 KiB writes per run (default 2000)")
+    parser.add_argument("--only", default="", help="comma-separated config names")
+    parser.add_argument("--json", type=Path, help="write all repetitions here")
+    args = parser.parse_args(argv)
+    args.repeat = args.repeat or (2 if args.quick else 3)
+    args.seq_bytes = (args.size_mib or (64 if args.quick else 512)) * MIB
+    args.rand_count = args.rand_count or (300 if args.quick else 2000)
+    if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
+        print("bfuse_bench: needs root (loop device, mounts) and /dev/fuse", file=sys.stderr)
+        return 2
+    if not BFUSE.exists():
+        run(["make", "-s", "-C", str(REPO / "reference-impl" / "bfuse")], timeout=300)
+    configs = [c for c in CONFIGS if not args.only or c.name in args.only.split(",")]
+
+    results: list[Result] = []
+    with tempfile.TemporaryDirectory(prefix="bfuse-bench-", dir="/var/tmp") as tmp:
+        workdir = Path(tmp)
+        ptll = build_passthrough_ll(workdir) if any(c.kind == "ptll" for c in configs) else None
+        image_mib = max(2048, 3 * args.seq_bytes // MIB + 512)
+        with loop_ext4(workdir, image_mib) as (device, fs):
+            print(f"ext4 on {device} ({image_mib} MiB image), kernel {os.uname().release}")
+            for config in configs:
+                result = measure(config, fs, ptll, args)
+                results.append(result)
+                status = result.error or (f"seq {statistics.median(result.seq_mbps):.0f} MB/s, "
+                                          f"rand {statistics.median(result.rand_iops):.0f} IOPS")
+                print(f"  {config.name}: {status}", flush=True)
+    print_table(results, args)
+    if args.json:
+        args.json.write_text(json.dumps([
+            {"config": r.config.name, "options": r.config.options, "note": r.config.note,
+             "seq_mbps": r.seq_mbps, "rand_iops": r.rand_iops, "pwrite_calls": r.pwrite_calls,
+             "fuse_writes": r.fuse_writes, "seq_bytes": args.seq_bytes, "error": r.error}
+            for r in results], indent=2))
+    return 1 if any(r.error for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
