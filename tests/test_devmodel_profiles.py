@@ -96,6 +96,7 @@ def test_bad_profiles_say_what_is_valid(spec, message, tmp_path):
         ("seq_window=99", "bad value for seq_window: 99 (expected 1..16)"),
         ("size=huge", "bad value for size: 'huge'"),
         ("sync_backing=2", "bad value for sync_backing: 2 (expected 0 or 1)"),
+        ("nice=-99", "bad value for nice: '-99' (expected -20..19)"),
     ],
 )
 def test_daemon_rejects_bad_options_before_mounting(option, message, reference_binary, tmp_path):

@@ -46,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -56,6 +57,7 @@
 #define DM_FILE_NAME "disk.img"
 #define DM_FILE_INO 2
 #define DM_ATTR_TIMEOUT 86400.0
+#define DM_DEFAULT_NICE -10
 
 /* Command-line options, as parsed by fuse_opt_parse(). */
 struct dm_options {
@@ -67,6 +69,7 @@ struct dm_options {
 	int direct_io;
 	int sync_backing;
 	int direct_backing;
+	char *nice;
 	int list_profiles;
 	int show_help;
 };
@@ -87,6 +90,7 @@ static const struct fuse_opt dm_opt_spec[] = {
 	DM_OPT("direct_io=%u", direct_io),
 	DM_OPT("sync_backing=%u", sync_backing),
 	DM_OPT("direct_backing=%u", direct_backing),
+	DM_OPT("nice=%s", nice),
 	DM_OPT("--list-profiles", list_profiles),
 	DM_OPT("-h", show_help),
 	DM_OPT("--help", show_help),
@@ -557,6 +561,7 @@ static void dm_usage(FILE *f)
 "  counters=PATH       counters JSON, written on SIGUSR1 and at unmount\n"
 "  direct_io=0|1       bypass the FUSE page cache (default 1)\n"
 "  sync_backing=0|1    also fsync the backing file on flush (host: 1, else 0)\n"
+"  nice=N              scheduling priority of the daemon (default -10)\n"
 "  direct_backing=0|1  aligned IO to the backing file with O_DIRECT\n"
 "                      (default: as sync_backing)\n"
 "example: devmodel -f -o profile=emmc-2012,counters=c.json disk.raw /mnt/dm\n",
@@ -701,6 +706,7 @@ int main(int argc, char *argv[])
 	struct dm_profile prof;
 	pthread_t sigthr;
 	int have_sigthr = 0;
+	int nice_value = DM_DEFAULT_NICE;
 	sigset_t set;
 	int ret = 1;
 
@@ -722,6 +728,18 @@ int main(int argc, char *argv[])
 	}
 	if (dm_build_profile(&o, &prof))
 		return 2;
+	if (o.nice) {
+		char *end;
+		long v = strtol(o.nice, &end, 10);
+
+		if (*o.nice == '\0' || *end || v < -20 || v > 19) {
+			fprintf(stderr,
+				"devmodel: bad value for nice: '%s' (expected -20..19)\n",
+				o.nice);
+			return 2;
+		}
+		nice_value = (int)v;
+	}
 	if (dm_open_backing(pos.backing, o.size))
 		return 2;
 	dm.direct_io = o.direct_io;
@@ -745,6 +763,15 @@ int main(int argc, char *argv[])
 	dm_model_init(&dm.model, &prof, dm_now_ns());
 	/* sleeps of a few hundred us must not overshoot by the 50 us slack */
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+	/*
+	 * A device does not wait for the host's CPU: on a loaded host the
+	 * daemon's wake-ups would otherwise add scheduling delay to every
+	 * request.  Raising the priority needs CAP_SYS_NICE; without it the
+	 * daemon runs at the caller's priority.
+	 */
+	if (setpriority(PRIO_PROCESS, 0, nice_value) && nice_value < 0 &&
+	    errno != EACCES && errno != EPERM)
+		fprintf(stderr, "devmodel: setpriority: %s\n", strerror(errno));
 
 	if (fuse_opt_add_arg(&args, pos.mountpoint) ||
 	    fuse_opt_add_arg(&args, "-ofsname=devmodel,subtype=devmodel") ||
