@@ -2,6 +2,11 @@
 
 Installed as mobiperf.analyzers. The registry below is what `mobiperf analyze` runs, in order; an analyzer's
 `needs` decide which events `collect` enables and which table is reported missing when a run lacks it.
+
+Optional inputs: the pipeline passes an analyzer exactly its `needs`. An analyzer that can use more when it is
+there (block_io uses the layout snapshot, the waterfall the sync_file and FUSE events) is registered once per
+set of inputs, fewest first, all producing the same result: a later entry whose tables exist overwrites the
+earlier result, and one whose tables are missing is skipped with the reason (which names what it would add).
 """
 
 from __future__ import annotations
@@ -10,6 +15,20 @@ from dataclasses import dataclass
 from typing import Callable
 
 import polars as pl
+
+BLOCK_EVENTS = ("block:block_bio_queue", "block:block_getrq", "block:block_bio_backmerge",
+                "block:block_rq_insert", "block:block_rq_issue", "block:block_rq_complete")
+SYSCALL_SOURCES = ("strace (-f -ttt -T -y)", "syscalls:sys_enter_*/sys_exit_* (read, write, pwrite64, fsync,"
+                   " fdatasync)")
+TABLE_SOURCES = {
+    "block_event": BLOCK_EVENTS, "block_rq": BLOCK_EVENTS,
+    "syscall_io": SYSCALL_SOURCES,
+    "file_extent": ("the layout snapshot (journal, metadata regions and FIEMAP extents of the workload's files)",),
+    "fsync_event": ("ext4:ext4_sync_file_enter", "ext4:ext4_sync_file_exit"),
+    "jbd2_run_stats": ("jbd2:jbd2_run_stats",),
+    "fuse_req": ("fuse:fuse_request_send", "fuse:fuse_request_end"),
+    "trace_marker": ("ftrace (the generator writes its timed-window markers to trace_marker)",),
+}
 
 
 @dataclass(frozen=True)
@@ -21,13 +40,85 @@ class Analyzer:
     events: tuple[str, ...] = ()    # trace events that produce the needed tables (for error messages)
 
 
+UPSTREAM = {"block_io": "block_rq", "syscall_class": "syscall_io", "waterfall": "syscall_io",
+            "sqlite_txn": "syscall_io"}
+
+
+def _sources(needs: tuple[str, ...]) -> tuple[str, ...]:
+    out: list[str] = []
+    for need in needs:
+        need = UPSTREAM.get(need, need)
+        for src in TABLE_SOURCES.get(need, ()):
+            if src not in out:
+                out.append(src)
+    return tuple(out)
+
+
+def _analyzer(name: str, needs: tuple[str, ...], produces: str, run: Callable) -> Analyzer:
+    """A registry entry; a variant (name with `+`) names only the sources of the inputs it adds."""
+    base = needs if "+" not in name else tuple(n for n in needs if UPSTREAM.get(n, n) not in _BASE_TABLES)
+    return Analyzer(name, needs, produces, run, events=_sources(base or needs))
+
+
+_BASE_TABLES = ("block_rq",)
+
+
+def registry() -> list[Analyzer]:
+    from mobiperf.analyzers import (amplification, block_io, io_class, latency, sqlite_txn, syscall,
+                                    waterfall)
+
+    return [
+        _analyzer("block_io", ("block_rq",), "block_io", block_io.classify_block_io),
+        _analyzer("block_io+layout", ("block_rq", "file_extent"), "block_io", block_io.classify_block_io),
+        _analyzer("syscall_class", ("syscall_io",), "syscall_class", syscall.classify_syscalls),
+        _analyzer("io_class", ("block_io",), "io_class", io_class.count_io_classes),
+        _analyzer("io_class+syscall", ("block_io", "syscall_class"), "io_class", io_class.count_io_classes),
+        _analyzer("io_share", ("block_io",), "io_share", io_class.share_block_io),
+        _analyzer("io_share+syscall", ("block_io", "syscall_class"), "io_share", io_class.share_all_layers),
+        _analyzer("latency_summary", ("block_io",), "latency_summary", latency.summarize_block_latency),
+        _analyzer("syscall_latency", ("syscall_class",), "syscall_latency", latency.summarize_syscall_latency),
+        _analyzer("fs_latency", ("fsync_event",), "fs_latency", latency.summarize_fsync_latency),
+        _analyzer("fs_latency+jbd2", ("jbd2_run_stats",), "fs_latency", latency.summarize_jbd2_latency),
+        _analyzer("fs_latency+sync_file+jbd2", ("fsync_event", "jbd2_run_stats"), "fs_latency",
+                  latency.summarize_fs_latency),
+        _analyzer("fuse_latency", ("fuse_req",), "fuse_latency", latency.summarize_fuse_latency),
+        _analyzer("waterfall", ("syscall_class", "block_io"), "waterfall", waterfall.build_waterfall),
+        _analyzer("waterfall+fuse", ("syscall_class", "block_io", "fuse_req"), "waterfall",
+                  lambda s, b, f: waterfall.build_waterfall(s, b, fuse_req=f)),
+        _analyzer("waterfall+sync_file", ("syscall_class", "block_io", "fsync_event"), "waterfall",
+                  lambda s, b, e: waterfall.build_waterfall(s, b, fsync_event=e)),
+        _analyzer("waterfall+sync_file+fuse", ("syscall_class", "block_io", "fsync_event", "fuse_req"), "waterfall",
+                  waterfall.build_waterfall),
+        _analyzer("layer_breakdown", ("waterfall",), "layer_breakdown", waterfall.break_down_layers),
+        _analyzer("amplification", ("syscall_class", "block_io"), "amplification",
+                  amplification.measure_amplification),
+        _analyzer("amplification+fuse", ("syscall_class", "fuse_req", "block_io"), "amplification",
+                  amplification.measure_amplification_fuse),
+        _analyzer("sqlite_txn", ("syscall_io", "block_io", "trace_marker"), "sqlite_txn",
+                  sqlite_txn.sqlite_transactions),
+        _analyzer("sqlite_summary", ("sqlite_txn", "syscall_io"), "sqlite_summary", sqlite_txn.sqlite_summary),
+    ]
+
+
+BREAKDOWNS = (
+    ("io_class", "IO classes (block and syscall layers)"),
+    ("io_share", "IO characterisation: share per dimension (seed 000 Fig. 4)"),
+    ("latency_summary", "Latency by phase (block layer, btt definitions)"),
+    ("syscall_latency", "Latency (syscall layer)"),
+    ("fs_latency", "Latency (file system: sync_file, jbd2 commit phases)"),
+    ("fuse_latency", "Latency (FUSE requests)"),
+    ("layer_breakdown", "Time of synchronous calls by layer (seed 000 Fig. 3 / seed 004 Fig. 3)"),
+    ("amplification", "Amplification: bytes per layer"),
+    ("sqlite_summary", "SQLite per transaction (seed 002)"),
+)
+
+
 def breakdown_tables(results: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
     """The tables `mobiperf analyze` prints, by title, from the results of one analysis."""
-    out = {}
-    if "io_class" in results:
-        out["IO classes (block layer)"] = results["io_class"]
-    if "latency_summary" in results:
-        out["Latency by phase (block layer)"] = results["latency_summary"]
+    out = {title: results[name] for name, title in BREAKDOWNS if name in results}
+    if "io_share" in results:  # the long table is for machines; print the main dimensions only
+        out[dict(BREAKDOWNS)["io_share"]] = results["io_share"].filter(
+            pl.col("dimension").is_in(["size_class", "locality", "sync_mode", "region", "file_type"]))
     return out
 
 
@@ -35,15 +126,4 @@ def headline_metrics(results: dict[str, pl.DataFrame], rep: int) -> list:
     """The metrics of one repetition, from every analyzer family that has results."""
     from mobiperf.analyzers import headline
 
-    return headline.block_metrics(results, rep)
-
-
-def registry() -> list[Analyzer]:
-    from mobiperf.analyzers import block_io, io_class, latency
-
-    return [
-        Analyzer("block_io", ("block_rq",), "block_io", block_io.classify_block_io,
-                 events=("block:block_bio_queue", "block:block_rq_issue", "block:block_rq_complete")),
-        Analyzer("io_class", ("block_io",), "io_class", io_class.count_io_classes),
-        Analyzer("latency_summary", ("block_io",), "latency_summary", latency.summarize_block_latency),
-    ]
+    return headline.block_metrics(results, rep) + headline.layer_metrics(results, rep)

@@ -1,29 +1,43 @@
-"""Every block request classified: size class, locality, sync mode, and its latency phases.
+"""Every block request classified, once in each dimension, with its btt latency phases.
 
-Latency phases follow btt's definitions: Q2G (queue -> get request), G2I (-> insert into the scheduler),
-I2D (-> issue to the driver), D2C (issue -> complete: driver and device), Q2C (the whole life). A phase is null
-when either of its events was not seen (e.g. blk-mq issues some requests directly without an insert).
+Dimensions (each module's docstring has the definition and its limits):
+  size_class / size_log2_bytes   size.py: the papers' buckets and the log2 histogram bucket
+  locality / locality_tolerant / locality_global   locality.py: strict and tolerant per (device, direction),
+                                 strict over the device; in issue order
+  sync_mode                      the request flags: `flush` (a flush request), else `fua` (REQ_FUA), `preflush`
+                                 (REQ_PREFLUSH), `sync` (REQ_SYNC), `async`. Which syscall caused it is the
+                                 waterfall's job (waterfall.py).
+  region                         region.py: data, metadata, journal, none
+  file_type / path               file_type.py (block layer: through the layout snapshot's extents)
 
-Sync mode at the block layer comes from the request flags: `fua` (REQ_FUA), `preflush` (REQ_PREFLUSH), `flush`
-(a flush request), `sync` (REQ_SYNC), else `async`. Which syscall caused a request is the syscall layer's job.
+Latency phases follow btt (trace-formats.md §1.5): Q2G (queue -> get request), G2I (-> insert), I2D (insert ->
+issue), D2C (issue -> complete: driver and device), Q2C (the whole life). A phase is null when either of its
+events was not seen (blk-mq issues many requests directly, with no insert). Unlike btt, a negative or zero delta
+is kept as measured (ftrace text has microsecond timestamps, so 0 is common), never turned into 1 ns.
+Q2C = Q2G + G2I + I2D + D2C holds whenever all five exist, by construction.
 """
 
 from __future__ import annotations
 
 import polars as pl
 
+from mobiperf.analyzers.file_type import attribute_files
 from mobiperf.analyzers.locality import classify_locality
-from mobiperf.analyzers.size import size_class
+from mobiperf.analyzers.region import classify_region
+from mobiperf.analyzers.size import size_class, size_log2_bucket
+
+BLOCK_ORDER = ["rep", "dev_major", "dev_minor", "issue_ts", "queue_ts", "getrq_ts", "sector", "size_bytes", "op"]
 
 
 def _phase(end: str, start: str) -> pl.Expr:
     return (pl.col(end) - pl.col(start)).cast(pl.Int64)
 
 
-def classify_block_io(block_rq: pl.DataFrame) -> pl.DataFrame:
+def classify_block_io(block_rq: pl.DataFrame, file_extent: pl.DataFrame | None = None) -> pl.DataFrame:
     df = block_rq.with_columns(
         ts=pl.coalesce("queue_ts", "getrq_ts", "insert_ts", "issue_ts", "complete_ts"),
         size_class=size_class(pl.col("size_bytes")),
+        size_log2_bytes=size_log2_bucket(pl.col("size_bytes")),
         sync_mode=(pl.when(pl.col("op") == "flush").then(pl.lit("flush"))
                    .when(pl.col("is_fua")).then(pl.lit("fua"))
                    .when(pl.col("is_preflush")).then(pl.lit("preflush"))
@@ -33,7 +47,13 @@ def classify_block_io(block_rq: pl.DataFrame) -> pl.DataFrame:
         i2d_ns=_phase("issue_ts", "insert_ts"), d2c_ns=_phase("complete_ts", "issue_ts"),
         q2c_ns=_phase("complete_ts", "queue_ts"),
     )
-    df = classify_locality(df)
+    df = df.sort(BLOCK_ORDER, nulls_last=True)
+    df = classify_locality(df, stream=["rep", "dev_major", "dev_minor", "op"],
+                           global_stream=["rep", "dev_major", "dev_minor"], order_by=BLOCK_ORDER,
+                           start=pl.col("sector") * 512, length=pl.col("size_bytes"))
+    df = classify_region(df, file_extent)
+    df = attribute_files(df, file_extent)
     return df.select("rep", "ts", "dev_major", "dev_minor", "sector", "size_bytes", "op", "rwbs", "size_class",
-                     "locality", "sync_mode", "is_meta", "q2g_ns", "g2i_ns", "i2d_ns", "d2c_ns", "q2c_ns",
-                     "pid", "comm").sort(["rep", "ts"])
+                     "size_log2_bytes", "locality", "locality_tolerant", "locality_global", "sync_mode", "region",
+                     "file_type", "path", "is_meta", "queue_ts", "issue_ts", "complete_ts", "q2g_ns", "g2i_ns",
+                     "i2d_ns", "d2c_ns", "q2c_ns", "nr_bios", "pid", "comm")

@@ -1,28 +1,61 @@
-"""Sequential or random, at the block layer.
+"""Sequential or random, at the block and the syscall layer.
 
-Definition (strict): a request is *sequential* when it starts exactly at the sector where the previous request of
-the same stream ended, in the order the device received them (issue order). A stream is one device and one
-direction (reads and writes interleave on a phone without breaking each other's runs). The first request of a
-stream has no predecessor and is counted as *random*; zero-length requests (flushes) are `none` and do not move
-the stream's position.
+Definitions, in the order the layer sees the IO (issue order at the block layer, call order at the syscall
+layer), within a *stream*:
+  strict     `sequential` when the IO starts exactly where the previous IO of its stream ended;
+  tolerant   `sequential` when it starts within `window` bytes (default 128 KiB) after or at the previous end,
+             or overlaps the previous IO (a rewrite of the block just written, as journals do); skips backwards
+             and forward jumps beyond the window are `random`;
+  `first`    the first IO of a stream has no predecessor: it is neither sequential nor random, and sequential
+             shares are taken over sequential + random only, so a contiguous stream is 100 % sequential;
+  `none`     zero-length IO (flushes, fsync) has no position and does not move its stream's position.
+Streams: at the block layer a stream is (device, direction) and the *global* view is the device (reads and
+writes interleaved); at the syscall layer a stream is (process, file) and the global view is the process.
 
-Limits: interleaved streams from several files on one device look random even if each file is written
-sequentially; the per-file view belongs to the syscall layer.
+Limits: several files written in turn on one device look random at the block layer even when each file is
+written sequentially (that is what the device sees); the per-file view is the syscall layer's.
 """
 
 from __future__ import annotations
 
 import polars as pl
 
-STREAM = ("rep", "dev_major", "dev_minor", "op")
+TOLERANT_WINDOW_BYTES = 128 << 10
+LOCALITIES = ("sequential", "random", "first", "none")
 
 
-def classify_locality(df: pl.DataFrame, order_by: str = "issue_ts") -> pl.DataFrame:
-    """df (rows with sector, size_bytes, op) with a `locality` column added."""
-    has_data = (pl.col("size_bytes") > 0) & (pl.col("sector") >= 0)
-    data = df.filter(has_data).sort([*STREAM, order_by], nulls_last=True)
-    prev_end = (pl.col("sector") + pl.col("size_bytes") // 512).shift(1).over(list(STREAM))
+def locality_expr(start: pl.Expr, length: pl.Expr, stream: list[str], strict: bool,
+                  window_bytes: int = TOLERANT_WINDOW_BYTES) -> pl.Expr:
+    """Locality of each row of a frame already sorted in the layer's order; start/length in bytes.
+    Zero-length rows must be filtered out beforehand (they are `none`)."""
+    prev_end = (start + length).shift(1).over(stream)
+    prev_start = start.shift(1).over(stream)
+    if strict:
+        seq = start == prev_end
+    else:
+        seq = ((start >= prev_end) & (start <= prev_end + window_bytes)) | ((start < prev_end) & (start >= prev_start))
+    return pl.when(prev_end.is_null()).then(pl.lit("first")).when(seq).then(pl.lit("sequential")) \
+        .otherwise(pl.lit("random"))
+
+
+def classify_locality(df: pl.DataFrame, stream: list[str], global_stream: list[str], order_by: list[str],
+                      start: pl.Expr, length: pl.Expr, window_bytes: int = TOLERANT_WINDOW_BYTES) -> pl.DataFrame:
+    """df with `locality` (strict, per stream), `locality_tolerant` (per stream) and `locality_global` (strict,
+    global view) added; rows keep their order."""
+    df = df.with_row_index("_loc_row")
+    has_data = length > 0
+    data = df.filter(has_data).sort(order_by, nulls_last=True, maintain_order=True)
     data = data.with_columns(
-        locality=pl.when(pl.col("sector") == prev_end).then(pl.lit("sequential")).otherwise(pl.lit("random")))
-    rest = df.filter(~has_data).with_columns(locality=pl.lit("none"))
-    return pl.concat([data, rest], how="vertical")
+        locality=locality_expr(start, length, stream, True),
+        locality_tolerant=locality_expr(start, length, stream, False, window_bytes),
+        locality_global=locality_expr(start, length, global_stream, True))
+    rest = df.filter(~has_data).with_columns(locality=pl.lit("none"), locality_tolerant=pl.lit("none"),
+                                             locality_global=pl.lit("none"))
+    return pl.concat([data, rest], how="vertical").sort("_loc_row").drop("_loc_row")
+
+
+def sequential_share(localities: pl.Series) -> float | None:
+    """Sequential / (sequential + random): `first` and `none` are left out; None when nothing is left."""
+    seq = int((localities == "sequential").sum())
+    rnd = int((localities == "random").sum())
+    return seq / (seq + rnd) if seq + rnd else None

@@ -1,0 +1,130 @@
+"""SQLite transactions: the "journaling of journal" table of seed 002 (fsync calls, block writes, volume and the
+file system journal's share per insert, for DELETE / TRUNCATE / PERSIST / WAL).
+
+Window: the generator's timed window, between its trace markers `mobibench: timed_start` and `timed_end`
+(trace_marker table), else the whole trace. Transactions are cut by the system calls: a transaction ends with
+the exit of a sync call (fsync or fdatasync) on the database file (rollback journal modes: SQLite syncs the
+journal, then the database) or on the WAL file (WAL mode: the commit syncs only the WAL), and starts where the
+previous one ended (the first at the window start). IO after the last commit in the window is left out.
+
+Per transaction: fsync and fdatasync calls (on any file), write calls and their bytes, and the block writes
+queued inside it (any process: the journal thread's commits belong to it) with their journal and metadata bytes
+and the flushes. sqlite_summary averages them per transaction and infers the journal mode from the files:
+a -wal file: wal; else a -journal file that is unlinked: delete; truncated (ftruncate/truncate): truncate;
+else persist.
+
+Limits: needs paths (strace -y); with several threads writing databases at once their transactions interleave
+and the block writes of one are counted in another's window; a checkpoint's sync of the database in WAL mode
+counts as a transaction end.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from mobiperf.analyzers.file_type import file_type_of_path
+from mobiperf.analyzers.syscall import classify_syscalls
+
+COMMIT_FILES = ("db", "db-wal")
+
+
+def _window(trace_marker: pl.DataFrame | None, reps: list[int]) -> pl.DataFrame:
+    rows = []
+    for rep in reps:
+        lo, hi = None, None
+        if trace_marker is not None:
+            m = trace_marker.filter(pl.col("rep") == rep)
+            starts = m.filter(pl.col("text").str.contains("timed_start"))["ts"]
+            ends = m.filter(pl.col("text").str.contains("timed_end"))["ts"]
+            lo = int(starts.min()) if len(starts) else None
+            hi = int(ends.max()) if len(ends) else None
+        rows.append({"rep": rep, "_lo": lo, "_hi": hi})
+    return pl.DataFrame(rows, schema={"rep": pl.Int32, "_lo": pl.Int64, "_hi": pl.Int64})
+
+
+def cut_transactions(syscall_io: pl.DataFrame, block_io: pl.DataFrame,
+                     trace_marker: pl.DataFrame | None = None) -> pl.DataFrame:
+    calls = classify_syscalls(syscall_io)
+    reps = sorted(set(calls["rep"].to_list()))
+    win = _window(trace_marker, reps)
+    inside = (pl.col("ts") >= pl.col("_lo").fill_null(-(1 << 62))) & (pl.col("ts") <= pl.col("_hi").fill_null(1 << 62))
+    calls = calls.join(win, on="rep").filter(inside).with_columns(end_ts=pl.col("ts") + pl.col("dur").fill_null(0))
+    commits = calls.filter(pl.col("syscall").is_in(["fsync", "fdatasync"]) & pl.col("file_type").is_in(COMMIT_FILES))
+    bounds = commits.sort("rep", "end_ts").with_columns(txn=pl.int_range(pl.len()).over("rep").cast(pl.Int64)) \
+        .select("rep", "txn", "end_ts", "_lo")
+    bounds = bounds.with_columns(
+        start_ts=pl.col("end_ts").shift(1).over("rep").fill_null(pl.col("_lo")).fill_null(
+            calls["ts"].min() if len(calls) else 0)).drop("_lo")
+    if not len(bounds):
+        return pl.DataFrame(schema={"rep": pl.Int32, "txn": pl.Int64, "start_ts": pl.Int64, "end_ts": pl.Int64})
+
+    def assign(df: pl.DataFrame, t: str) -> pl.DataFrame:
+        b = bounds.select("rep", "txn", pl.col("start_ts").alias("_b0"), pl.col("end_ts").alias("_b1")).sort("_b1")
+        return df.filter(pl.col(t).is_not_null()).sort(t).join_asof(
+            b, left_on=t, right_on="_b1", by="rep", strategy="forward").filter(
+            pl.col("txn").is_not_null() & (pl.col(t) >= pl.col("_b0")))
+
+    c = assign(calls, "end_ts").group_by("rep", "txn").agg(
+        fsync=(pl.col("syscall") == "fsync").sum().cast(pl.Int64),
+        fdatasync=(pl.col("syscall") == "fdatasync").sum().cast(pl.Int64),
+        write_calls=(pl.col("op") == "write").sum().cast(pl.Int64),
+        write_bytes=pl.col("size_bytes").filter(pl.col("op") == "write").sum().cast(pl.Int64))
+    b = assign(block_io.with_columns(_t=pl.coalesce("queue_ts", "issue_ts")), "_t")
+    b = b.group_by("rep", "txn").agg(
+        block_writes=(pl.col("op") == "write").sum().cast(pl.Int64),
+        block_write_bytes=pl.col("size_bytes").filter(pl.col("op") == "write").sum().cast(pl.Int64),
+        journal_bytes=pl.col("size_bytes").filter((pl.col("op") == "write") & (pl.col("region") == "journal"))
+        .sum().cast(pl.Int64),
+        metadata_bytes=pl.col("size_bytes").filter((pl.col("op") == "write") & (pl.col("region") == "metadata"))
+        .sum().cast(pl.Int64),
+        flushes=(pl.col("op") == "flush").sum().cast(pl.Int64))
+    out = bounds.join(c, on=["rep", "txn"], how="left").join(b, on=["rep", "txn"], how="left")
+    counts = ["fsync", "fdatasync", "write_calls", "write_bytes", "block_writes", "block_write_bytes",
+              "journal_bytes", "metadata_bytes", "flushes"]
+    out = out.with_columns([pl.col(k).fill_null(0) for k in counts]).with_columns(
+        dur_ns=pl.col("end_ts") - pl.col("start_ts"))
+    return out.select("rep", "txn", "start_ts", "end_ts", "dur_ns", *counts).sort("rep", "txn")
+
+
+def infer_journal_mode(syscall_io: pl.DataFrame) -> pl.DataFrame:
+    """Per rep: wal, delete, truncate or persist (see the module docstring); `none` without a database file."""
+    kinds = syscall_io.with_columns(ft=file_type_of_path(pl.col("path")))
+    out = []
+    for rep in sorted(set(syscall_io["rep"].to_list())):
+        k = kinds.filter(pl.col("rep") == rep)
+        j = k.filter(pl.col("ft") == "db-journal")
+        if (k["ft"] == "db-wal").any():
+            mode = "wal"
+        elif j.filter(pl.col("syscall").is_in(["unlink", "unlinkat"])).height:
+            mode = "delete"
+        elif j.filter(pl.col("syscall").is_in(["ftruncate", "truncate"])).height:
+            mode = "truncate"
+        elif len(j):
+            mode = "persist"
+        else:
+            mode = "none"
+        out.append({"rep": rep, "journal_mode": mode})
+    return pl.DataFrame(out, schema={"rep": pl.Int32, "journal_mode": pl.Utf8})
+
+
+def summarize_transactions(sqlite_txn: pl.DataFrame, syscall_io: pl.DataFrame) -> pl.DataFrame:
+    s = sqlite_txn.group_by("rep").agg(
+        transactions=pl.len().cast(pl.Int64),
+        fsync_per_txn=(pl.col("fsync") + pl.col("fdatasync")).mean(),
+        block_writes_per_txn=pl.col("block_writes").mean(),
+        block_kib_per_txn=pl.col("block_write_bytes").mean() / 1024,
+        fs_journal_kib_per_txn=pl.col("journal_bytes").mean() / 1024,
+        journal_meta_share=pl.when(pl.col("block_write_bytes").sum() > 0).then(
+            (pl.col("journal_bytes").sum() + pl.col("metadata_bytes").sum()) / pl.col("block_write_bytes").sum()))
+    return s.join(infer_journal_mode(syscall_io), on="rep", how="left").select(
+        "rep", "journal_mode", "transactions", "fsync_per_txn", "block_writes_per_txn", "block_kib_per_txn",
+        "fs_journal_kib_per_txn", "journal_meta_share").sort("rep")
+
+
+def sqlite_transactions(syscall_io: pl.DataFrame, block_io: pl.DataFrame, trace_marker: pl.DataFrame
+                        ) -> pl.DataFrame:
+    return cut_transactions(syscall_io, block_io, trace_marker)
+
+
+def sqlite_summary(sqlite_txn: pl.DataFrame, syscall_io: pl.DataFrame) -> pl.DataFrame:
+    return summarize_transactions(sqlite_txn, syscall_io)

@@ -1,0 +1,83 @@
+"""Every IO system call classified: op, size, locality, sync mode and file type.
+
+Input: syscall_io (strace -f -ttt -T -y, or the ftrace syscalls:sys_enter/exit events). IO calls are
+  read:  read, pread64, readv, preadv, preadv2          write: write, pwrite64, writev, pwritev, pwritev2
+  sync:  fsync, fdatasync, msync, sync_file_range, syncfs, sync
+Other calls (open, close, lseek...) are not IO; lseek only moves a file's position.
+
+size_bytes is what the call transferred (its return value; the requested size when it failed or never
+returned; 0 for syncs). The file offset is the call's own offset argument (p-variants), else the running
+position of (process, fd): the last lseek's result (0 at the start) plus the bytes transferred since.
+Locality (locality.py) runs per (process, file) and globally per process, in call order.
+
+Sync mode: a sync call's own name (fsync, fdatasync, msync, sync_file_range; syncfs/sync count as fsync);
+a read or write is o_direct / o_sync / o_dsync when the file was opened with that flag — known only when the
+table carries an `open_flags` column (strace's openat flags per fd) — and `buffered` otherwise.
+
+File type (file_type.py) comes from the path strace -y prints; ftrace syscalls carry no path (`unknown`).
+
+Limits: mmap writes make no write calls (only msync is seen); without open flags O_SYNC/O_DIRECT writes count
+as buffered (their block requests still show REQ_SYNC/FUA in block_io, and the waterfall stitches them).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from mobiperf.analyzers.file_type import file_type_of_path
+from mobiperf.analyzers.locality import classify_locality
+from mobiperf.analyzers.size import size_class, size_log2_bucket
+
+READS = ("read", "pread64", "readv", "preadv", "preadv2")
+WRITES = ("write", "pwrite64", "writev", "pwritev", "pwritev2")
+SYNCS = ("fsync", "fdatasync", "msync", "sync_file_range", "syncfs", "sync")
+SYNC_MODE_OF_CALL = {"fsync": "fsync", "fdatasync": "fdatasync", "msync": "msync",
+                     "sync_file_range": "sync_file_range", "syncfs": "fsync", "sync": "fsync"}
+
+
+def _open_flag_mode(flags: pl.Expr) -> pl.Expr:
+    f = flags.fill_null("").str.to_uppercase()
+    return (pl.when(f.str.contains("O_DIRECT")).then(pl.lit("o_direct"))
+            .when(f.str.contains(r"O_SYNC|__O_SYNC")).then(pl.lit("o_sync"))
+            .when(f.str.contains("O_DSYNC")).then(pl.lit("o_dsync"))
+            .otherwise(pl.lit("buffered")))
+
+
+def classify_syscalls(syscall_io: pl.DataFrame) -> pl.DataFrame:
+    calls = syscall_io.with_row_index("_row").sort(["rep", "ts", "_row"])
+    is_lseek = pl.col("syscall").is_in(["lseek", "_llseek"])
+    calls = calls.filter(pl.col("syscall").is_in([*READS, *WRITES, *SYNCS]) | is_lseek)
+    op = (pl.when(pl.col("syscall").is_in(READS)).then(pl.lit("read"))
+          .when(pl.col("syscall").is_in(WRITES)).then(pl.lit("write"))
+          .when(pl.col("syscall").is_in(SYNCS)).then(pl.lit("sync")).otherwise(pl.lit("seek")))
+    moved = pl.when(pl.col("ret") >= 0).then(pl.col("ret")).otherwise(0)
+    calls = calls.with_columns(
+        op=op,
+        size_bytes=pl.when(op == "sync").then(0)
+        .when(pl.col("ret").is_not_null() & (pl.col("ret") >= 0)).then(pl.col("ret"))
+        .otherwise(pl.col("request_bytes").clip(lower_bound=0)).cast(pl.Int64))
+    # the running position per (process, fd): segments start at each lseek
+    stream = ["rep", "pid", "fd"]
+    calls = calls.with_columns(_seg=is_lseek.cast(pl.Int64).cum_sum().over(stream))
+    calls = calls.with_columns(
+        _base=pl.when(is_lseek).then(moved).otherwise(None).first().over([*stream, "_seg"]).fill_null(0),
+        _moved=pl.when(is_lseek | (op == "sync")).then(0).otherwise(moved))
+    calls = calls.with_columns(
+        _pos=pl.col("_base") + pl.col("_moved").cum_sum().over([*stream, "_seg"]) - pl.col("_moved"))
+    calls = calls.filter(~is_lseek).with_columns(
+        offset=pl.when(pl.col("offset_bytes") >= 0).then(pl.col("offset_bytes")).otherwise(pl.col("_pos")))
+    has_flags = "open_flags" in calls.columns
+    sync_mode = pl.when(op == "sync").then(pl.col("syscall").replace_strict(SYNC_MODE_OF_CALL, default="fsync"))
+    sync_mode = sync_mode.otherwise(_open_flag_mode(pl.col("open_flags")) if has_flags else pl.lit("buffered"))
+    calls = calls.with_columns(
+        file_type=file_type_of_path(pl.col("path")), size_class=size_class(pl.col("size_bytes")),
+        size_log2_bytes=size_log2_bucket(pl.col("size_bytes")), sync_mode=sync_mode,
+        _file=pl.when(pl.col("path").fill_null("") != "").then(pl.col("path"))
+        .otherwise(pl.lit("fd:") + pl.col("fd").cast(pl.Utf8)))
+    calls = classify_locality(calls, stream=["rep", "pid", "_file", "op"], global_stream=["rep", "pid", "op"],
+                              order_by=["rep", "ts", "_row"], start=pl.col("offset"),
+                              length=pl.when(op == "sync").then(0).otherwise(pl.col("size_bytes")))
+    return calls.sort(["rep", "ts", "_row"]).select(
+        "rep", "ts", "dur", "pid", "comm", "syscall", "op", "fd", pl.col("path").fill_null(""), "file_type",
+        "size_bytes", pl.col("offset").alias("offset_bytes"), "size_class", "size_log2_bytes", "locality",
+        "locality_tolerant", "locality_global", "sync_mode")

@@ -1,0 +1,69 @@
+"""`mobiperf query RUNDIR "SQL"`: SQL over a run's tables, for any question the breakdowns do not answer.
+
+Every event table (tables/*.parquet) and result table (results/*.parquet) of the run is registered under its
+name (block_event, block_rq, block_io, syscall_class, waterfall, ...) in a Polars SQL context; the tables are
+scanned lazily, so a query that reads one column of one table does not load the others.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import polars as pl
+
+from mobiperf.errors import UsageError
+
+
+def run_query(rundir: Path, sql: str) -> pl.DataFrame:
+    """The result of `sql` over the run's tables; UsageError naming the tables when the query is wrong."""
+    from mobiperf.runstore import RunDir
+
+    run = RunDir.open(rundir)
+    frames = {p.stem: pl.scan_parquet(p) for sub in ("tables", "results")
+              for p in sorted((run.path / sub).glob("*.parquet"))}
+    if not frames:
+        raise UsageError(f"{rundir}: no tables yet (run `mobiperf analyze {rundir}` first)")
+    ctx = pl.SQLContext(frames=frames)
+    try:
+        return ctx.execute(sql, eager=True)
+    except (pl.exceptions.PolarsError, ValueError) as e:
+        raise UsageError(f"query failed: {str(e).splitlines()[0]}\n  tables: {', '.join(sorted(frames))}") from None
+
+
+@click.command("query", epilog="\n\n\b\nExamples:\n"
+               "  mobiperf query runs/x \"SELECT region, count(*) AS n, sum(size_bytes) AS bytes FROM block_io "
+               "GROUP BY region\"\n"
+               "  mobiperf query runs/x \"SELECT * FROM waterfall ORDER BY dur_ns DESC LIMIT 10\" --format csv\n"
+               "  mobiperf query runs/x --tables")
+@click.argument("rundir", type=click.Path(path_type=Path))
+@click.argument("sql", required=False)
+@click.option("--tables", "list_tables", is_flag=True, help="List the run's tables and their columns.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "csv"]), default="text", show_default=True,
+              help="Output format.")
+def cmd_query(rundir: Path, sql: str | None, list_tables: bool, fmt: str) -> None:
+    """Run SQL (Polars SQL) over a run directory's event and result tables."""
+    if list_tables:
+        from mobiperf.runstore import RunDir
+
+        run = RunDir.open(rundir)
+        for sub in ("tables", "results"):
+            for p in sorted((run.path / sub).glob("*.parquet")):
+                cols = ", ".join(pl.read_parquet_schema(p))
+                click.echo(f"{sub[:-1]:<6} {p.stem}: {cols}")
+        return
+    if not sql:
+        raise UsageError("give a SQL query (or --tables to see what there is to query)")
+    df = run_query(rundir, sql)
+    if fmt == "json":
+        click.echo(json.dumps(df.to_dicts(), indent=2, default=str))
+    elif fmt == "csv":
+        click.echo(df.write_csv(), nl=False)
+    else:
+        with pl.Config(tbl_rows=100, tbl_cols=30, tbl_hide_dataframe_shape=True, tbl_width_chars=200):
+            click.echo(df)
+
+
+def register(group: click.Group) -> None:
+    group.add_command(cmd_query)
