@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from adb_fixtures import adb_server, loopback_device, start_loopback  # noqa: F401  (pytest fixtures)
+pytest_plugins = ["adb_fixtures"]  # adb_server, loopback_device, start_loopback
 from mobiperf.errors import TargetError
 from mobiperf.target.adb import from_target_spec, list_adb_devices, parse_devices_l
 from mobiperf.target.android import (REFERENCE_BIN, android_facts, parse_android_facts, push_reference_binaries,

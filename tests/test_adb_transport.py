@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from adb_fixtures import adb_server, loopback_device, start_loopback  # noqa: F401  (pytest fixtures)
+pytest_plugins = ["adb_fixtures"]  # adb_server, loopback_device, start_loopback
 from mobiperf.errors import TargetError
 from mobiperf.target.adb import AdbTransport, _strip_marker
 
