@@ -44,9 +44,74 @@ class Collector:
         return {}
 
 
-def plan_collectors(transport, caps, stack, raw_dir: Path, *, extra_events=()) -> list[Collector]:
-    """The collectors of one repetition: ftrace (block events of the stack's device, plus extra events)."""
-    from mobiperf.collectors.ftrace import FtraceCollector, block_event_specs
+SOURCES = ("ftrace", "syscalls", "strace", "blktrace", "layout", "facts")
+DEFAULT_SOURCES = ("ftrace", "layout", "facts")
+EVENT_SET_NAMES = ("block", "ext4", "jbd2", "f2fs", "fuse", "writeback")
 
-    events = block_event_specs(stack.traced_devices) + list(extra_events)
-    return [FtraceCollector(transport, caps.tracefs_path, events, raw_dir)]
+
+def plan_collectors(transport, caps, stack, raw_dir: Path, *, extra_events=(), sources=None,
+                    event_sets=None, notes: list[str] | None = None) -> list[Collector]:
+    """The collectors of one repetition, from what was asked and what the target offers.
+
+    sources: any of SOURCES (default DEFAULT_SOURCES). ftrace always traces the block events of the stack's
+    devices; event_sets adds whole sets (ext4, jbd2, f2fs, fuse, writeback); without event_sets a run gets the
+    light events of its stack (fsync enter/exit and jbd2 commits of its filesystem, FUSE requests of a FUSE
+    layer), which cost one event per call, not per page. Events this kernel lacks are skipped and named in
+    `notes` (the pipeline can put them in run.json); asking for a source the target cannot provide is an error.
+    Order matters for wrap_command: the syscalls wrapper sits inside strace, so strace sees the workload exec.
+    """
+    from mobiperf.collectors.ftrace import LIGHT_EVENTS, FtraceCollector, block_event_specs, event_set_specs
+    from mobiperf.errors import TargetError, UsageError
+
+    notes = notes if notes is not None else []
+    wanted = tuple(DEFAULT_SOURCES if sources is None else sources)
+    unknown = [s for s in wanted if s not in SOURCES]
+    if unknown:
+        raise UsageError(f"unknown trace source(s) {', '.join(unknown)}; sources are {', '.join(SOURCES)}")
+    devices = getattr(stack, "traced_devices", None) or [(stack.dev_major, stack.dev_minor)]
+    available = getattr(caps, "events", {}) or {}
+    collectors: list[Collector] = []
+    if "facts" in wanted:
+        from mobiperf.collectors.facts import FactsCollector
+        collectors.append(FactsCollector(transport, stack.device, stack.workdir.rsplit("/", 1)[0]))
+    if "ftrace" in wanted:
+        events = block_event_specs(devices)
+        if event_sets is None:
+            sets = {"ext4": ("ext4", "jbd2"), "f2fs": ("f2fs",)}.get(stack.filesystem, ())
+            sets += ("fuse",) if getattr(stack, "layers", None) else ()
+            chosen = [(name, LIGHT_EVENTS.get(name)) for name in sets]
+        else:
+            bad = [s for s in event_sets if s not in EVENT_SET_NAMES]
+            if bad:
+                raise UsageError(f"unknown event set(s) {', '.join(bad)}; sets are {', '.join(EVENT_SET_NAMES)}")
+            chosen = [(name, None) for name in event_sets if name != "block"]
+        for name, only in chosen:
+            specs, missing = event_set_specs(name, available, devices, only=only)
+            events += specs
+            if missing:
+                notes.append(f"ftrace: this kernel lacks {', '.join(missing)}")
+        collectors.append(FtraceCollector(transport, caps.tracefs_path, events + list(extra_events), raw_dir))
+    if "syscalls" in wanted:
+        specs, missing = event_set_specs("syscalls", available, devices)
+        if not specs:
+            raise TargetError("this kernel has no syscalls:sys_enter_* events (CONFIG_FTRACE_SYSCALLS); "
+                              "use the strace source instead")
+        if missing:
+            notes.append(f"syscalls: this kernel lacks {', '.join(missing)}")
+        collectors.append(FtraceCollector(transport, caps.tracefs_path, specs, raw_dir, trace_name="syscalls.txt",
+                                          workload_pids_only=True, collector_name="syscalls"))
+    if "strace" in wanted:
+        from mobiperf.collectors.strace import StraceCollector
+        if not getattr(caps, "strace", None):
+            raise TargetError("strace is not installed on the target (Debian: apt-get install strace)")
+        collectors.append(StraceCollector(transport, caps.strace, raw_dir))
+    if "blktrace" in wanted:
+        from mobiperf.collectors.blktrace import BlktraceCollector
+        collectors.append(BlktraceCollector(transport, caps.tracefs_path, stack.device, raw_dir))
+    if "layout" in wanted:
+        from mobiperf.collectors.layout import LayoutCollector
+        layers = getattr(stack, "layers", None) or []
+        files_dir = layers[-1]["source"] if layers else stack.workdir  # FUSE has no FIEMAP: ask the fs below
+        collectors.append(LayoutCollector(transport, stack.device, stack.filesystem, files_dir, raw_dir,
+                                          dev_major=stack.dev_major, dev_minor=stack.dev_minor))
+    return collectors

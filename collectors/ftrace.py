@@ -6,6 +6,15 @@ way out saves the events' format files and the per-CPU overrun counts, then remo
 top level of tracefs changes, so other tracing users are undisturbed. Only where a kernel has no instances does
 it fall back to the top level, and then it restores every setting it touched.
 
+Event sets (EVENT_SETS): block (the request life cycle, filtered to the stack's devices), ext4, jbd2, f2fs
+(filtered to the devices), fuse, writeback (filtered to the devices' bdi), and syscalls. The syscalls set traces
+only the workload: it runs in a second instance whose set_event_pid holds the workload's pid, with event-fork on so
+its children are added as they are forked. The pid is known before the first system call because the workload is
+wrapped in `sh -c 'echo $$ > .../set_event_pid; exec "$@"'`: the shell writes its own pid and then becomes the
+workload. (A common_pid filter set after the start would miss the first calls and every child, and filters
+cannot follow forks.) Its own instance because set_event_pid filters every event of an instance, and block
+completions run in interrupt or kworker context, not in the workload's pids.
+
 Why trace_pipe and not the `trace` file: trace_pipe consumes the ring buffer as it is read, so a run longer than
 the buffer loses nothing as long as the reader keeps up; lost events show up as overruns in per_cpu stats.
 """
@@ -13,6 +22,7 @@ the buffer loses nothing as long as the reader keeps up; lost events show up as 
 from __future__ import annotations
 
 import json
+import shlex
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -65,13 +75,17 @@ class FtraceCollector(Collector):
     name = "ftrace"
 
     def __init__(self, transport: Transport, tracefs: str, events: list[EventSpec], out_dir: Path, *,
-                 buffer_size_kb: int = 32768, name: str | None = None):
+                 buffer_size_kb: int = 32768, name: str | None = None, trace_name: str = "ftrace.txt",
+                 workload_pids_only: bool = False, collector_name: str = "ftrace"):
         self.transport = transport
         self.tracefs = tracefs
         self.events = events
         self.out_dir = Path(out_dir)
         self.buffer_size_kb = buffer_size_kb
         self.instance_name = name or f"mobiperf-{uuid.uuid4().hex[:10]}"
+        self.trace_name = trace_name
+        self.workload_pids_only = workload_pids_only
+        self.name = collector_name  # the key of its summary in run.json
         self.root: str | None = None
         self._reader: BackgroundProcess | None = None
         self._restore: list[tuple[str, bytes]] = []
@@ -80,7 +94,7 @@ class FtraceCollector(Collector):
 
     @property
     def trace_file(self) -> Path:
-        return self.out_dir / "ftrace.txt"
+        return self.out_dir / self.trace_name
 
     @property
     def marker_path(self) -> str:
@@ -113,7 +127,14 @@ class FtraceCollector(Collector):
 
     def workload_env(self) -> dict[str, str]:
         # The Mobibench-compatible generator marks its timed window in this instance's trace.
-        return {"MOBIBENCH_TRACE_MARKER": self.marker_path}
+        return {} if self.workload_pids_only else {"MOBIBENCH_TRACE_MARKER": self.marker_path}
+
+    def wrap_command(self, argv):
+        if not self.workload_pids_only:
+            return list(argv)
+        # The shell writes its own pid, then exec makes it the workload: traced from its first system call.
+        script = f'echo $$ > {shlex.quote(self.root + "/set_event_pid")} && exec "$@"'
+        return ["sh", "-c", script, "mobiperf-workload", *argv]
 
     def start(self) -> None:
         self._reader = self.transport.start(["cat", f"{self.root}/trace_pipe"], stdout_path=self.trace_file)
@@ -134,8 +155,10 @@ class FtraceCollector(Collector):
         self.stats = CollectionStats(clock=self._active_clock(), buffer_size_kb=self.buffer_size_kb,
                                      per_cpu=self._per_cpu_stats(), duration_ns=duration,
                                      instance=self.instance_name if self.root != self.tracefs else None)
-        (self.out_dir / "ftrace_stats.json").write_text(json.dumps(self.stats.__dict__, indent=2) + "\n")
-        return {"clock": self.stats.clock, "lost_events": self.stats.lost_events, "per_cpu": self.stats.per_cpu}
+        stats_name = self.trace_name.rsplit(".", 1)[0] + "_stats.json"
+        (self.out_dir / stats_name).write_text(json.dumps(self.stats.__dict__, indent=2) + "\n")
+        return {"clock": self.stats.clock, "lost_events": self.stats.lost_events, "per_cpu": self.stats.per_cpu,
+                "trace": self.trace_name, "events": [f"{e.system}:{e.name}" for e in self.events]}
 
     # --- set-up and clean-up ---
 
@@ -150,6 +173,11 @@ class FtraceCollector(Collector):
 
     def _configure(self) -> None:
         self._write("tracing_on", "0")
+        if self.workload_pids_only:
+            if self.root == self.tracefs:
+                raise TargetError("tracing only the workload's pids needs tracefs instances (set_event_pid would "
+                                  "filter everyone's top-level tracing)")
+            self._write("options/event-fork", "1")
         self._write("buffer_size_kb", str(self.buffer_size_kb))
         clock = "mono" if "mono" in self._read("trace_clock").replace("[", " ").replace("]", " ").split() else None
         if clock:
@@ -239,3 +267,46 @@ def parse_event_names(names: list[str]) -> list[EventSpec]:
             raise UsageError(f"trace event {text!r} is not system:event (e.g. ext4:ext4_sync_file_enter)")
         specs.append(EventSpec(system, name))
     return specs
+
+
+# Events of each set, by tracefs system. Sets filtered to the stack's devices name the field that carries them.
+EVENT_SETS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
+    # set: (system, events, filter field: "dev" = kernel dev_t, "bdi" = the bdi name, None = unfiltered)
+    "ext4": ("ext4", ("ext4_sync_file_enter", "ext4_sync_file_exit", "ext4_writepages", "ext4_writepages_result",
+                      "ext4_ext_map_blocks_exit", "ext4_free_blocks", "ext4_discard_blocks"), "dev"),
+    "jbd2": ("jbd2", ("jbd2_start_commit", "jbd2_commit_locking", "jbd2_commit_flushing", "jbd2_commit_logging",
+                      "jbd2_end_commit", "jbd2_run_stats"), "dev"),
+    "f2fs": ("f2fs", ("f2fs_sync_file_enter", "f2fs_sync_file_exit", "f2fs_write_checkpoint",
+                      "f2fs_issue_flush"), "dev"),
+    "fuse": ("fuse", ("fuse_request_send", "fuse_request_end"), None),
+    "writeback": ("writeback", ("writeback_dirty_folio", "writeback_dirty_page", "writeback_start",
+                                "writeback_written", "writeback_single_inode"), "bdi"),
+    "syscalls": ("syscalls", tuple(f"sys_{edge}_{call}" for call in (
+        "read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "fsync", "fdatasync",
+        "sync_file_range", "fallocate", "openat", "close", "sync", "syncfs", "io_submit", "io_uring_enter")
+        for edge in ("enter", "exit")), None),
+}
+# The cheap sets a run gets without asking: one event per fsync, journal commit or FUSE request, not per page.
+LIGHT_EVENTS = {"ext4": ("ext4_sync_file_enter", "ext4_sync_file_exit"), "jbd2": EVENT_SETS["jbd2"][1],
+                "f2fs": ("f2fs_sync_file_enter", "f2fs_sync_file_exit"), "fuse": EVENT_SETS["fuse"][1]}
+
+
+def event_set_specs(set_name: str, available: dict[str, list[str]], devices: list[tuple[int, int]], *,
+                    only: tuple[str, ...] | None = None) -> tuple[list[EventSpec], list[str]]:
+    """The EventSpecs of a set that this kernel has, and the names of those it lacks."""
+    if set_name not in EVENT_SETS:
+        raise UsageError(f"unknown event set {set_name!r}; sets are block, {', '.join(EVENT_SETS)}")
+    system, names, field = EVENT_SETS[set_name]
+    have = set(available.get(system, []))
+    wanted = [n for n in names if only is None or n in only]
+    if field == "dev":
+        flt = " || ".join(f"dev == {kernel_dev_t(major, minor)}" for major, minor in devices)
+    elif field == "bdi":
+        flt = " || ".join(f'name == "{major}:{minor}"' for major, minor in devices)
+    else:
+        flt = None
+    specs = [EventSpec(system, n, flt or None) for n in wanted if n in have]
+    missing = [f"{system}:{n}" for n in wanted if n not in have]
+    if set_name == "writeback":  # dirty_folio replaced dirty_page: one of the two is expected to be missing
+        missing = [m for m in missing if not m.endswith(("dirty_page", "dirty_folio"))]
+    return specs, missing

@@ -20,17 +20,85 @@ class ParsedRaw:
 
 
 def parse_raw_dir(raw: Path, rep: int) -> ParsedRaw:
+    """Every trace one repetition's raw directory holds, each by the parser of its kind.
+
+      ftrace.txt        ftrace text of the main instance: block_event, trace_marker, and the other event tables
+      syscalls.txt      ftrace text of the workload-only instance: syscall_io (source ftrace)
+      strace.log        strace -f -ttt -T -y: syscall_io (source strace)
+      blktrace/         blk_io_trace records (per-CPU files or a blk-tracer stream): block_event when no ftrace
+                        block events exist, else blktrace_event (the same columns, kept apart)
+      layout/           the layout snapshot: file_extent
+    Lost events are reported per source in the summary (ring-buffer overruns, blktrace sequence gaps).
+    """
+    from mobiperf.collectors.parse.blktrace import blktrace_files, parse_blktrace
     from mobiperf.collectors.parse.ftrace_text import parse_ftrace_text
+    from mobiperf.collectors.parse.layout import parse_layout
+    from mobiperf.collectors.parse.strace import parse_strace
 
     out = ParsedRaw()
-    trace = raw / "ftrace.txt"
-    if trace.exists():
+    parts: dict[str, list[pl.DataFrame]] = {}
+
+    def add(name: str, df: pl.DataFrame) -> None:
+        parts.setdefault(name, []).append(df)
+
+    for trace_name, source in (("ftrace.txt", "ftrace"), ("syscalls.txt", "syscalls")):
+        trace = raw / trace_name
+        if not trace.exists():
+            continue
         parsed = parse_ftrace_text(trace, rep)
-        out.tables.update(block_event=parsed.block_event, trace_marker=parsed.trace_marker)
-        out.summary["ftrace"] = {"lines": parsed.lines, "unparsed": parsed.unparsed_by_event,
-                                 "other_events": parsed.other_events}
-        out.warnings += parsed.warnings
+        if len(parsed.block_event) or source == "ftrace":
+            add("block_event", parsed.block_event)
+        if len(parsed.trace_marker):
+            add("trace_marker", parsed.trace_marker)
+        for name, df in parsed.events.items():
+            add(name, df)
+        out.summary[source] = {"lines": parsed.lines, "unparsed": parsed.unparsed_by_event,
+                               "other_events": parsed.other_events,
+                               "lost_events": _ftrace_lost(raw / f"{trace.stem}_stats.json")}
+        out.warnings += [f"{trace_name}: {w}" for w in parsed.warnings]
+    strace_log = raw / "strace.log"
+    if strace_log.exists():
+        parsed_strace = parse_strace(strace_log, rep)
+        add("syscall_io", parsed_strace.syscall_io)
+        out.summary["strace"] = parsed_strace.summary
+        out.warnings += parsed_strace.warnings
+    if (raw / "blktrace").is_dir():
+        for group in blktrace_files(raw / "blktrace"):
+            blk = parse_blktrace(group, rep)
+            table = "blktrace_event" if "block_event" in parts else "block_event"
+            add(table, blk.block_event)
+            if len(blk.trace_marker):
+                add("trace_marker", blk.trace_marker)
+            out.summary.setdefault("blktrace", {})[group[0].name] = {**blk.summary, "table": table,
+                                                                    "lost_events": blk.lost_records}
+            out.warnings += blk.warnings
+    if (raw / "layout").is_dir():
+        extents, warnings = parse_layout(raw / "layout", rep)
+        add("file_extent", extents)
+        out.summary["layout"] = {"extents": len(extents)}
+        out.warnings += warnings
+    for name, frames in parts.items():
+        out.tables[name] = pl.concat(frames, how="vertical_relaxed") if len(frames) > 1 else frames[0]
+    lost = {src: s["lost_events"] for src, s in out.summary.items() if isinstance(s, dict) and s.get("lost_events")}
+    lost.update({f"blktrace {name}": s["lost_events"] for name, s in out.summary.get("blktrace", {}).items()
+                 if s.get("lost_events")})
+    out.summary["lost_events"] = lost
+    for src, n in lost.items():
+        out.warnings.append(f"{src}: {n} events were lost (ring buffer overrun or blktrace gaps); counts are low")
     return out
+
+
+def _ftrace_lost(stats_path: Path) -> int:
+    """Overruns plus dropped events over every CPU, from the stats the collector saved (0 if none saved)."""
+    import json
+
+    try:
+        stats = json.loads(stats_path.read_text())
+    except (OSError, ValueError):
+        return 0
+    per_cpu = stats.get("per_cpu", {}) if isinstance(stats, dict) else {}
+    return sum(int(c.get("overrun", 0)) + int(c.get("dropped events", 0)) for c in per_cpu.values()
+               if isinstance(c, dict))
 
 
 def derive_tables(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataFrame], dict]:
@@ -41,4 +109,8 @@ def derive_tables(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataFra
     if "block_event" in tables:
         derived["block_rq"], pairing = pair_block_requests(tables["block_event"])
         summary["block_pairing"] = pairing.as_dict()
+    if "fuse_event" in tables:
+        from mobiperf.collectors.parse.fuse_requests import pair_fuse_requests
+
+        derived["fuse_req"], summary["fuse_pairing"] = pair_fuse_requests(tables["fuse_event"])
     return derived, summary

@@ -116,11 +116,9 @@ def parse_other_events(head: pl.DataFrame, rep: int) -> tuple[dict[str, pl.DataF
         tables["fuse_event"] = FUSE_EVENT.validate(pl.concat(fuse, how="vertical_relaxed")
                                                    .sort("ts", maintain_order=True))
 
-    fs_rows = head.filter(pl.col("event").str.starts_with("ext4_") | pl.col("event").str.starts_with("f2fs_")
-                          | pl.col("event").str.starts_with("writeback_")
-                          | (pl.col("event").str.starts_with("jbd2_") & ~pl.col("event").is_in(
-                              ["jbd2_run_stats", *JBD2_PHASES]))
-                          & ~pl.col("event").is_in(list(FSYNC_BODIES)))
+    ev = pl.col("event")
+    fs_rows = head.filter((ev.str.starts_with("ext4_") | ev.str.starts_with("f2fs_") | ev.str.starts_with("writeback_")
+                           | ev.str.starts_with("jbd2_")) & ~ev.is_in(list(KNOWN_EVENTS)))
     if len(fs_rows):
         dev = fs_rows["body"].str.extract_groups(r"dev =? ?\(?(?P<major>\d+)[,:](?P<minor>\d+)").struct.unnest()
         ino = fs_rows["body"].str.extract(r"ino[ =:]+(?:0x)?(\d+)", 1)

@@ -1,0 +1,151 @@
+"""strace logs (`strace -f -ttt -T -y`, strace 4.x to 6.x) -> syscall_io rows (source "strace").
+
+Line forms (specs/trace-formats.md section 3), each optionally preceded by the pid column of -f:
+    1795333660.117527 pwrite64(3</data/f>, "..."..., 512, 4096) = 512 <0.000019>
+    1795333660.117527 fsync(3</data/f> <unfinished ...>
+    1795333660.238583 <... fsync resumed>) = 0 <0.000019>
+    1795333660.145715 exit_group(0)   = ?
+    1795333660.145860 +++ exited with 0 +++        /   --- SIGCHLD {...} ---      (not calls: skipped)
+An `<unfinished ...>` line and the next `<... name resumed>` of the same pid are one call: the start time and
+first arguments come from the former, the rest, the return value and the duration from the latter.
+Fields: fd is the first argument when -y annotated it (`3</path>`; AT_FDCWD is -100), path the annotation (or that
+the returned fd of open calls when there is one); request_bytes/offset_bytes from the trailing numeric arguments of the
+read/write family and fallocate; ret the return value (-1 with errno for failures, null for `?`).
+The whole file is parsed with vectorized Polars regex. Lines that are neither calls nor signal/exit notes are
+counted as unparsed; a cut last line is dropped with a warning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from mobiperf.errors import ParseError
+from mobiperf.schema import SYSCALL_IO
+
+LINE = r"^(?:(?P<pid>\d+)\s+)?(?P<secs>\d+)\.(?P<usecs>\d+) (?P<rest>.*)$"
+RESUMED = r"^<\.\.\. (?P<name>\w+) resumed>(?P<args>.*)$"
+UNFINISHED = r"^(?P<name>\w+)\((?P<args>.*?) ?<unfinished \.\.\.>\s*$"
+CALL = r"^(?P<name>\w+)\((?P<args>.*)$"
+TAIL = (r"\)\s+= (?P<ret>-?\d+|0x[0-9a-fA-F]+|\?)(?:<(?P<ret_path>[^>]*)>)?(?: (?P<errno>E[A-Z0-9_]+))?"
+        r"(?: \([^)]*\))?(?: \[[^\]]*\])?(?: <(?P<dur>\d+\.\d+)>)?\s*$")
+FIRST_FD = r"^(?P<fd>-?\d+|AT_FDCWD)<(?P<path>[^>]*)>"
+TRAILING = {  # syscall: (pattern over the arguments' end, what its groups are)
+    "read": (r", (?P<a>\d+)\)\s+=", ("request_bytes",)),
+    "write": (r", (?P<a>\d+)\)\s+=", ("request_bytes",)),
+    "pread64": (r", (?P<a>\d+), (?P<b>\d+)\)\s+=", ("request_bytes", "offset_bytes")),
+    "pwrite64": (r", (?P<a>\d+), (?P<b>\d+)\)\s+=", ("request_bytes", "offset_bytes")),
+    "fallocate": (r", (?P<a>\d+), (?P<b>\d+)\)\s+=", ("offset_bytes", "request_bytes")),
+}
+
+
+@dataclass
+class StraceTable:
+    syscall_io: pl.DataFrame
+    lines: int = 0
+    unparsed: int = 0
+    unpaired: int = 0
+    truncated_at: int | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def summary(self) -> dict:
+        return {"lines": self.lines, "calls": len(self.syscall_io), "unparsed": self.unparsed,
+                "unpaired": self.unpaired}
+
+
+def parse_strace(path: Path, rep: int = 0) -> StraceTable:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise ParseError(path, 0, f"cannot read: {e.strerror}") from None
+    text = data.decode("utf-8", errors="replace")
+    lines = pl.Series("line", text.split("\n"), dtype=pl.Utf8)
+    truncated_at = None
+    warnings = []
+    if not text.endswith("\n") and text:
+        # The last line has no newline: strace was cut. Keep it only if it is a complete call.
+        last = lines[-1]
+        if not pl.Series([last]).str.contains(TAIL + "|^\\S+ \\S+ (\\+\\+\\+|---)")[0]:
+            truncated_at = len(data) - len(data.rsplit(b"\n", 1)[-1])
+            lines = lines.head(len(lines) - 1)
+            warnings.append(f"{path}: cut last line at byte {truncated_at} (truncated file); every complete "
+                            "line before it was kept")
+    df = lines.to_frame().with_row_index("line_no").filter(pl.col("line").str.strip_chars() != "")
+    n_lines = len(df)
+    head = df.with_columns(pl.col("line").str.extract_groups(LINE).alias("h")).unnest("h")
+    no_head = head.filter(pl.col("rest").is_null())
+    if n_lines and len(no_head) == n_lines:
+        raise ParseError(path, int(no_head["line_no"][0]) + 1, f"not strace -ttt output: {no_head['line'][0][:80]!r}")
+    head = head.filter(pl.col("rest").is_not_null()).with_columns(
+        pid=pl.col("pid").cast(pl.Int32, strict=False).fill_null(0),
+        ts=pl.col("secs").cast(pl.Int64, strict=False) * 1_000_000_000
+        + pl.col("usecs").str.pad_end(9, "0").str.slice(0, 9).cast(pl.Int64, strict=False),
+    )
+    notes = pl.col("rest").str.starts_with("+++") | pl.col("rest").str.starts_with("---")
+    head = head.filter(~notes)
+    resumed = head.with_columns(pl.col("rest").str.extract_groups(RESUMED).alias("g")).unnest("g") \
+        .filter(pl.col("name").is_not_null())
+    rest = head.filter(~pl.col("rest").str.starts_with("<... "))
+    unfinished = rest.with_columns(pl.col("rest").str.extract_groups(UNFINISHED).alias("g")).unnest("g") \
+        .filter(pl.col("name").is_not_null())
+    calls = rest.filter(~pl.col("rest").str.contains(r"<unfinished \.\.\.>\s*$")) \
+        .with_columns(pl.col("rest").str.extract_groups(CALL).alias("g")).unnest("g")
+    unparsed = int(calls["name"].is_null().sum()) + len(no_head)
+    calls = calls.filter(pl.col("name").is_not_null()).select("line_no", "pid", "ts", "name", "args")
+
+    # One outstanding call per thread: a resumed line belongs to the latest unfinished line of its pid.
+    pieces = pl.concat([
+        unfinished.select("line_no", "pid", "ts", "name", "args", pl.lit(True).alias("is_start")),
+        resumed.select("line_no", "pid", "ts", "name", "args", pl.lit(False).alias("is_start")),
+    ]).sort(["pid", "line_no"])
+    pieces = pieces.with_columns(
+        prev_start=pl.col("is_start").shift(1).over("pid"), prev_name=pl.col("name").shift(1).over("pid"),
+        prev_ts=pl.col("ts").shift(1).over("pid"), prev_args=pl.col("args").shift(1).over("pid"),
+        prev_line=pl.col("line_no").shift(1).over("pid"))
+    joined = pieces.filter(~pl.col("is_start") & pl.col("prev_start").fill_null(False)
+                           & (pl.col("prev_name") == pl.col("name"))).select(
+        pl.col("prev_line").alias("line_no"), "pid", pl.col("prev_ts").alias("ts"), "name",
+        (pl.col("prev_args") + pl.lit(" ") + pl.col("args")).alias("args"))
+    unpaired = len(unfinished) + len(resumed) - 2 * len(joined)
+    calls = pl.concat([calls, joined]).sort("line_no")
+    table = _call_columns(calls, rep)
+    if unpaired:
+        warnings.append(f"{path}: {unpaired} unfinished/resumed halves without their partner (calls still "
+                        "running when strace stopped, or a cut log)")
+    return StraceTable(syscall_io=table, lines=n_lines, unparsed=unparsed, unpaired=unpaired,
+                       truncated_at=truncated_at, warnings=warnings)
+
+
+def _call_columns(calls: pl.DataFrame, rep: int) -> pl.DataFrame:
+    tail = calls["args"].str.extract_groups(TAIL).struct.unnest()
+    first = calls["args"].str.extract_groups(FIRST_FD).struct.unnest()
+    df = pl.concat([calls, tail, first.rename({"path": "fd_path"})], how="horizontal")
+    size = pl.lit(None, pl.Int64)
+    offset = pl.lit(None, pl.Int64)
+    for name, (pattern, roles) in TRAILING.items():
+        groups = pl.col("args").str.extract_groups(pattern)
+        for group, role in zip(("a", "b"), roles):
+            value = groups.struct.field(group).cast(pl.Int64, strict=False)
+            if role == "request_bytes":
+                size = pl.when(pl.col("name") == name).then(value).otherwise(size)
+            else:
+                offset = pl.when(pl.col("name") == name).then(value).otherwise(offset)
+    ret = pl.when(pl.col("ret").str.starts_with("0x")).then(
+        pl.col("ret").str.slice(2).str.to_integer(base=16, strict=False)).otherwise(
+        pl.col("ret").cast(pl.Int64, strict=False))
+    fd = pl.when(pl.col("fd") == "AT_FDCWD").then(-100).otherwise(pl.col("fd").cast(pl.Int64, strict=False))
+    out = df.select(
+        pl.lit(rep, pl.Int32).alias("rep"), "ts",
+        (pl.col("dur").str.split_exact(".", 1).struct.field("field_0").cast(pl.Int64, strict=False) * 1_000_000_000
+         + pl.col("dur").str.split_exact(".", 1).struct.field("field_1").str.pad_end(9, "0").str.slice(0, 9)
+         .cast(pl.Int64, strict=False)).alias("dur"),
+        "pid", pl.lit("").alias("comm"), pl.col("name").alias("syscall"),
+        pl.when(fd.is_between(-(1 << 31), (1 << 31) - 1)).then(fd).otherwise(-1).fill_null(-1).cast(pl.Int32)
+        .alias("fd"),
+        pl.coalesce(pl.col("ret_path"), pl.col("fd_path"), pl.lit("")).alias("path"),
+        size.fill_null(-1).alias("request_bytes"), offset.fill_null(-1).alias("offset_bytes"),
+        ret.alias("ret"), pl.col("errno").fill_null("").alias("errno"), pl.lit("strace").alias("source"))
+    return SYSCALL_IO.validate(out)
