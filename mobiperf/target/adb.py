@@ -46,6 +46,11 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 ROOT_MODES = ("auto", "require", "never")
 
 
+class DeviceLostError(TargetError):
+    """The device went away (unplugged, rebooted, adbd killed) in the middle of a call: what it was doing is
+    unknown, and a run that meets this is incomplete rather than failed."""
+
+
 def _status(code: int) -> int:
     """A device shell's status in subprocess terms: 128+N (ended by signal N) becomes -N."""
     return -(code - 128) if 128 < code < 160 else code
@@ -122,9 +127,9 @@ class AdbTransport(Transport):
             raise TargetError(f"{self.name}: cannot use the device: {_decode(done.stderr) or _decode(done.stdout)}")
         return set(done.stdout.decode(errors="replace").split())
 
-    def _lost(self, what: str) -> TargetError:
+    def _lost(self, what: str) -> DeviceLostError:
         state = self.device_state()
-        return TargetError(f"{self.name}: the device went away during {what[:200]!r} "
+        return DeviceLostError(f"{self.name}: the device went away during {what[:200]!r} "
                            f"(adb state now: {state or 'not connected'})")
 
     # -- commands -------------------------------------------------------------------------------------------------
@@ -224,8 +229,7 @@ class AdbTransport(Transport):
             sources = [str(local)]
         done = self._adb("push", *sources, remote, timeout=timeout)
         if done.returncode != 0:
-            raise TargetError(f"{self.name}: adb push {local} {remote} failed: "
-                              f"{_decode(done.stderr) or _decode(done.stdout)}")
+            raise self._sync_failure(f"adb push {local} {remote}", done)
 
     def pull(self, remote, local, *, timeout=None) -> None:
         """Copy a remote file or tree; a tree's content lands in local (created if missing), as LocalTransport does."""
@@ -235,18 +239,21 @@ class AdbTransport(Transport):
         if not is_dir:
             done = self._adb("pull", remote, str(local), timeout=timeout)
             if done.returncode != 0:
-                raise TargetError(f"{self.name}: adb pull {remote} failed: "
-                                  f"{_decode(done.stderr) or _decode(done.stdout)}")
+                raise self._sync_failure(f"adb pull {remote}", done)
             return
         # adb pull of a tree nests it under an existing destination; pull next to it, then merge.
         local.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=local.parent, prefix=".mobiperf-pull-") as staging:
             done = self._adb("pull", remote, staging, timeout=timeout)
             if done.returncode != 0:
-                raise TargetError(f"{self.name}: adb pull {remote} failed: "
-                                  f"{_decode(done.stderr) or _decode(done.stdout)}")
+                raise self._sync_failure(f"adb pull {remote}", done)
             pulled = Path(staging) / Path(remote.rstrip("/")).name
             shutil.copytree(pulled, local, symlinks=True, dirs_exist_ok=True)
+
+    def _sync_failure(self, what: str, done: subprocess.CompletedProcess) -> TargetError:
+        if self.device_state() != "device":
+            return self._lost(what)
+        return TargetError(f"{self.name}: {what} failed: {_decode(done.stderr) or _decode(done.stdout)}")
 
     # -- root -------------------------------------------------------------------------------------------------------
     @property
@@ -265,9 +272,9 @@ class AdbTransport(Transport):
     def _uid(self, script: str) -> str | None:
         try:
             done = self._run_script(script, timeout=ROOT_PROBE_TIMEOUT_S, input=None, what=script, as_root=False)
-        except TargetError as e:
-            if "went away" in str(e):
-                raise
+        except DeviceLostError:
+            raise
+        except TargetError:
             return None
         return done.text.strip() if done.returncode == 0 else None
 
