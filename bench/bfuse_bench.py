@@ -68,6 +68,8 @@ CONFIGS = [
 class Result:
     config: Config
     seq_mbps: list[float] = field(default_factory=list)
+    seq_write_phase_mbps: list[float] = field(default_factory=list)
+    daemon_cpu_s_per_gib: list[float] = field(default_factory=list)
     rand_iops: list[float] = field(default_factory=list)
     pwrite_calls: int | None = None
     fuse_writes: int | None = None
@@ -176,20 +178,27 @@ def bfuse_counters(process: subprocess.Popen, path: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def sequential_write(path: Path, total: int, record: int = 512 * KIB) -> float:
-    """MB/s of writing `total` bytes in `record` writes plus fsync (the file is removed afterwards)."""
+def sequential_write(path: Path, total: int, record: int = 512 * KIB) -> tuple[float, float]:
+    """MB/s of writing `total` bytes in `record` writes plus fsync, and MB/s of the write() phase alone."""
     block = os.urandom(record)
     start = time.perf_counter()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         for _ in range(total // record):
             os.write(fd, block)
+        written = time.perf_counter()
         os.fsync(fd)
     finally:
         os.close(fd)
     elapsed = time.perf_counter() - start
     path.unlink()
-    return total / MIB / elapsed
+    return total / MIB / elapsed, total / MIB / (written - start)
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (all its threads) from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def random_fsync_writes(path: Path, count: int, file_size: int = 64 * MIB, seed: int = 1) -> float:
@@ -214,42 +223,41 @@ def random_fsync_writes(path: Path, count: int, file_size: int = 64 * MIB, seed:
     return count / elapsed
 
 
-def measure(config: Config, fs: Path, ptll: Path | None, args) -> Result:
-    result = Result(config)
+def measure_once(config: Config, fs: Path, ptll: Path | None, args, rep: int, result: Result) -> None:
+    """One repetition of both workloads on `config`, with a fresh mount (and counters on the first one)."""
     source = fs / f"src-{config.name}"
-    source.mkdir()
+    source.mkdir(exist_ok=True)
     mnt = fs.parent / f"mnt-{config.name}"
     mnt.mkdir(exist_ok=True)
     counters = fs.parent / f"counters-{config.name}.json"
     try:
+        subprocess.run(["sync"], timeout=120)
         if config.kind == "native":
-            target = source
-            for rep in range(args.repeat):
-                subprocess.run(["sync"], timeout=120)
-                result.seq_mbps.append(sequential_write(target / "seq", args.seq_bytes))
-            for rep in range(args.repeat):
-                result.rand_iops.append(random_fsync_writes(target / "rand", args.rand_count, seed=rep))
-            return result
+            total, phase = sequential_write(source / "seq", args.seq_bytes)
+            result.seq_mbps.append(total)
+            result.seq_write_phase_mbps.append(phase)
+            result.rand_iops.append(random_fsync_writes(source / "rand", args.rand_count, seed=rep))
+            return
         with fuse_mount(config, source, mnt, ptll, counters) as process:
-            for rep in range(args.repeat):
-                subprocess.run(["sync"], timeout=120)
-                before = bfuse_counters(process, counters) if config.kind == "bfuse" and rep == 0 else None
-                result.seq_mbps.append(sequential_write(mnt / "seq", args.seq_bytes))
-                if before is not None:
-                    after = bfuse_counters(process, counters)
-                    result.pwrite_calls = (after["counters"]["daemon_pwrite_calls"] +
-                                           after["counters"]["daemon_splice_write_calls"] -
-                                           before["counters"]["daemon_pwrite_calls"] -
-                                           before["counters"]["daemon_splice_write_calls"])
-                    result.fuse_writes = (after["ops"]["write"]["requests"] -
-                                          before["ops"].get("write", {"requests": 0})["requests"])
-            for rep in range(args.repeat):
-                result.rand_iops.append(random_fsync_writes(mnt / "rand", args.rand_count, seed=rep))
+            before = bfuse_counters(process, counters) if config.kind == "bfuse" and rep == 0 else None
+            cpu_before = cpu_seconds(process.pid)
+            total, phase = sequential_write(mnt / "seq", args.seq_bytes)
+            result.daemon_cpu_s_per_gib.append((cpu_seconds(process.pid) - cpu_before) * (1 << 30) / args.seq_bytes)
+            result.seq_mbps.append(total)
+            result.seq_write_phase_mbps.append(phase)
+            if before is not None:
+                after = bfuse_counters(process, counters)
+                result.pwrite_calls = (after["counters"]["daemon_pwrite_calls"] +
+                                       after["counters"]["daemon_splice_write_calls"] -
+                                       before["counters"]["daemon_pwrite_calls"] -
+                                       before["counters"]["daemon_splice_write_calls"])
+                result.fuse_writes = (after["ops"]["write"]["requests"] -
+                                      before["ops"].get("write", {"requests": 0})["requests"])
+            result.rand_iops.append(random_fsync_writes(mnt / "rand", args.rand_count, seed=rep))
     except Exception as err:   # one broken configuration must not lose the others' figures
         result.error = str(err)[:300]
     finally:
         shutil.rmtree(source, ignore_errors=True)
-    return result
 
 
 def median_range(values: list[float]) -> tuple[float, float, float]:
@@ -272,8 +280,9 @@ def print_table(results: list[Result], args) -> None:
     size = f"{args.seq_bytes // MIB} MiB"
     print(f"\nsequential 512 KiB writes of {size} + fsync; 4 KiB random writes + fsync x {args.rand_count}; "
           f"median of {args.repeat} (range); machine shared with other jobs: figures are noisy")
-    head = (f"{'config':22} {'seq MB/s':>9} {'range':>13} {'/native':>8} {'/legacy':>8} {'/best ll':>8} "
-            f"{'rand IOPS':>9} {'range':>11} {'/native':>8} {'/best ll':>8} {'FUSE wr':>8} {'pwrites':>8}")
+    head = (f"{'config':22} {'seq MB/s':>8} {'range':>9} {'/native':>7} {'/legacy':>7} {'/best ll':>8} "
+            f"{'wr-phase':>8} {'cpu s/GiB':>9} {'rand IOPS':>9} {'range':>9} {'/native':>7} {'/best ll':>8} "
+            f"{'FUSE wr':>7} {'pwrites':>7}")
     print(head)
     print("-" * len(head))
     for r in results:
@@ -282,12 +291,16 @@ def print_table(results: list[Result], args) -> None:
             continue
         seq, seq_lo, seq_hi = median_range(r.seq_mbps)
         iops, iops_lo, iops_hi = median_range(r.rand_iops)
-        print(f"{r.config.name:22} {seq:9.0f} {f'{seq_lo:.0f}-{seq_hi:.0f}':>13} {ratio(seq, native, 'seq_mbps'):>8} "
-              f"{ratio(seq, legacy, 'seq_mbps'):>8} {ratio(seq, best_seq, 'seq_mbps'):>8} "
-              f"{iops:9.0f} {f'{iops_lo:.0f}-{iops_hi:.0f}':>11} {ratio(iops, native, 'rand_iops'):>8} "
+        phase = statistics.median(r.seq_write_phase_mbps)
+        cpu = f"{statistics.median(r.daemon_cpu_s_per_gib):.2f}" if r.daemon_cpu_s_per_gib else "-"
+        print(f"{r.config.name:22} {seq:8.0f} {f'{seq_lo:.0f}-{seq_hi:.0f}':>9} {ratio(seq, native, 'seq_mbps'):>7} "
+              f"{ratio(seq, legacy, 'seq_mbps'):>7} {ratio(seq, best_seq, 'seq_mbps'):>8} {phase:8.0f} {cpu:>9} "
+              f"{iops:9.0f} {f'{iops_lo:.0f}-{iops_hi:.0f}':>9} {ratio(iops, native, 'rand_iops'):>7} "
               f"{ratio(iops, best_rand, 'rand_iops'):>8} "
-              f"{r.fuse_writes if r.fuse_writes is not None else '-':>8} "
-              f"{r.pwrite_calls if r.pwrite_calls is not None else '-':>8}")
+              f"{r.fuse_writes if r.fuse_writes is not None else '-':>7} "
+              f"{r.pwrite_calls if r.pwrite_calls is not None else '-':>7}")
+    print("seq MB/s includes the final fsync; wr-phase = MB/s of the write() calls alone (before fsync); "
+          "cpu s/GiB = daemon user+sys CPU per GiB written (less sensitive to machine load than MB/s)")
     if best_seq:
         print(f"\nbest passthrough_ll: seq {best_seq.config.name}, rand {best_rand.config.name}")
     bfuse = by_name.get("bfuse")
@@ -309,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
                                      epilog="examples: python bench/bfuse_bench.py --quick; "
                                             "python bench/bfuse_bench.py --json bfuse.json")
     parser.add_argument("--quick", action="store_true", help="64 MiB, 2 repetitions, 300 random writes")
+    parser.add_argument("--list", action="store_true", help="list the configurations and exit")
     parser.add_argument("--repeat", type=int, default=None)
     parser.add_argument("--size-mib", type=int, default=None, help="sequential file size (default 512)")
     parser.add_argument("--rand-count", type=int, default=None, help="random 4 KiB writes per run (default 2000)")
@@ -318,6 +332,10 @@ def main(argv: list[str] | None = None) -> int:
     args.repeat = args.repeat or (2 if args.quick else 3)
     args.seq_bytes = (args.size_mib or (64 if args.quick else 512)) * MIB
     args.rand_count = args.rand_count or (300 if args.quick else 2000)
+    if args.list:
+        for config in CONFIGS:
+            print(f"{config.name:22} {config.kind:7} {config.options:40} {config.note}")
+        return 0
     if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
         print("bfuse_bench: needs root (loop device, mounts) and /dev/fuse", file=sys.stderr)
         return 2
@@ -325,24 +343,28 @@ def main(argv: list[str] | None = None) -> int:
         run(["make", "-s", "-C", str(REPO / "reference-impl" / "bfuse")], timeout=300)
     configs = [c for c in CONFIGS if not args.only or c.name in args.only.split(",")]
 
-    results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="bfuse-bench-", dir="/var/tmp") as tmp:
         workdir = Path(tmp)
         ptll = build_passthrough_ll(workdir) if any(c.kind == "ptll" for c in configs) else None
         image_mib = max(2048, 3 * args.seq_bytes // MIB + 512)
         with loop_ext4(workdir, image_mib) as (device, fs):
             print(f"ext4 on {device} ({image_mib} MiB image), kernel {os.uname().release}")
-            for config in configs:
-                result = measure(config, fs, ptll, args)
-                results.append(result)
-                status = result.error or (f"seq {statistics.median(result.seq_mbps):.0f} MB/s, "
-                                          f"rand {statistics.median(result.rand_iops):.0f} IOPS")
-                print(f"  {config.name}: {status}", flush=True)
+            # round robin: every repetition visits every configuration, so load swings spread evenly
+            results = [Result(config) for config in configs]
+            for rep in range(args.repeat):
+                for result in results:
+                    if result.error:
+                        continue
+                    measure_once(result.config, fs, ptll, args, rep, result)
+                    status = result.error or (f"seq {result.seq_mbps[-1]:.0f} MB/s, "
+                                              f"rand {result.rand_iops[-1]:.0f} IOPS")
+                    print(f"  rep {rep + 1} {result.config.name}: {status}", flush=True)
     print_table(results, args)
     if args.json:
         args.json.write_text(json.dumps([
             {"config": r.config.name, "options": r.config.options, "note": r.config.note,
-             "seq_mbps": r.seq_mbps, "rand_iops": r.rand_iops, "pwrite_calls": r.pwrite_calls,
+             "seq_mbps": r.seq_mbps, "seq_write_phase_mbps": r.seq_write_phase_mbps,
+             "daemon_cpu_s_per_gib": r.daemon_cpu_s_per_gib, "rand_iops": r.rand_iops, "pwrite_calls": r.pwrite_calls,
              "fuse_writes": r.fuse_writes, "seq_bytes": args.seq_bytes, "error": r.error}
             for r in results], indent=2))
     return 1 if any(r.error for r in results) else 0
