@@ -189,6 +189,19 @@ def test_unmount_flushes_everything(bfuse_mount):
     assert counters["flushed_entries_unmount"] == 1
 
 
+def test_open_with_o_nofollow_reopens_an_existing_file(bfuse_mount):
+    """SQLite opens its journal with O_NOFOLLOW; the daemon's reopen through /proc must not fail with ELOOP."""
+    mount = bfuse_mount(HELD)
+    (mount.mountpoint / "j").write_bytes(b"journal")
+    fd = os.open(mount.mountpoint / "j", os.O_RDWR | os.O_NOFOLLOW)
+    assert os.read(fd, 100) == b"journal"
+    os.close(fd)
+    os.symlink("j", mount.mountpoint / "link")
+    with pytest.raises(OSError) as refused:
+        os.open(mount.mountpoint / "link", os.O_RDONLY | os.O_NOFOLLOW)
+    assert refused.value.errno == errno.ELOOP
+
+
 def test_no_getxattr_per_write(bfuse_mount):
     mount = bfuse_mount("preset=bfuse")
     with open(mount.mountpoint / "f", "wb", buffering=0) as f:

@@ -695,12 +695,17 @@ static void fc_ll_open(fuse_req_t req, fuse_ino_t ino,
 			return;
 		}
 	}
+	/*
+	 * Reopen through the /proc magic link.  O_NOFOLLOW must go: it would
+	 * refuse the link itself (ELOOP); the kernel has already refused a
+	 * symlink before sending FUSE_OPEN.
+	 */
 	fc_proc_path(path, sizeof(path), i->fd);
-	fd = open(path, fc_native_flags(fi->flags));
+	fd = open(path, fc_native_flags(fi->flags) & ~O_NOFOLLOW);
 	if (fd < 0 && errno == EACCES && fc_cfg.writeback_cache &&
 	    (fi->flags & O_ACCMODE) == O_WRONLY)
-		fd = open(path, (fi->flags & ~(O_APPEND | O_CREAT | O_EXCL)) |
-			  O_CLOEXEC);
+		fd = open(path, (fi->flags & ~(O_APPEND | O_CREAT | O_EXCL |
+					      O_NOFOLLOW)) | O_CLOEXEC);
 	if (fd < 0) {
 		fuse_reply_err(req, errno);
 		return;
