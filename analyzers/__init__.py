@@ -41,7 +41,7 @@ class Analyzer:
 
 
 UPSTREAM = {"block_io": "block_rq", "syscall_class": "syscall_io", "waterfall": "syscall_io",
-            "sqlite_txn": "syscall_io"}
+            "sqlite_txn": "fsync_event"}
 
 
 def _sources(needs: tuple[str, ...]) -> tuple[str, ...]:
@@ -94,9 +94,13 @@ def registry() -> list[Analyzer]:
                   amplification.measure_amplification),
         _analyzer("amplification+fuse", ("syscall_class", "fuse_req", "block_io"), "amplification",
                   amplification.measure_amplification_fuse),
-        _analyzer("sqlite_txn", ("syscall_io", "block_io", "trace_marker"), "sqlite_txn",
+        _analyzer("sqlite_txn", ("fsync_event", "block_io", "trace_marker"), "sqlite_txn",
+                  sqlite_txn.transactions_from_syncs),
+        _analyzer("sqlite_txn+syscall", ("syscall_io", "block_io", "trace_marker"), "sqlite_txn",
                   sqlite_txn.sqlite_transactions),
-        _analyzer("sqlite_summary", ("sqlite_txn", "syscall_io"), "sqlite_summary", sqlite_txn.sqlite_summary),
+        _analyzer("sqlite_summary", ("sqlite_txn",), "sqlite_summary", sqlite_txn.sqlite_summary),
+        _analyzer("sqlite_summary+syscall", ("sqlite_txn", "syscall_io"), "sqlite_summary",
+                  sqlite_txn.sqlite_summary),
     ]
 
 

@@ -22,7 +22,7 @@ import polars as pl
 
 FILE_TYPES = ("db", "db-journal", "db-wal", "db-shm", "media", "other", "unknown")
 _MEDIA = r"\.(jpe?g|png|gif|webp|heic|mp4|3gp|mkv|webm|mov|mp3|m4a|aac|ogg|wav|flac)$"
-_DB = r"(\.(db|sqlite|sqlite3|db3)|/test\.db\d+(_\d+)?)$"
+_DB = r"(\.(db|sqlite|sqlite3|db3)|(^|/)test\.db\d+(_\d+)?)$"
 
 
 def file_type_of_path(path: pl.Expr) -> pl.Expr:

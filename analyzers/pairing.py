@@ -40,7 +40,7 @@ only by order.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import polars as pl
@@ -83,9 +83,18 @@ def _ordered_events(block_event: pl.DataFrame) -> pl.DataFrame:
     return block_event.with_row_index("_row").sort(["rep", "ts", "_row"]).drop("_row")
 
 
+def decode_request_rwbs(rwbs: str):
+    """decode_rwbs, except that blkparse's `FN` (blktrace cannot tell a flush op from a pre-flush: both set
+    BLK_TC_FLUSH, and a flush has no bytes, hence N) is a flush request, not a pre-flush of nothing."""
+    d = decode_rwbs(rwbs)
+    if d.is_preflush and d.op == "other":
+        return replace(d, op="flush", is_preflush=False)
+    return d
+
+
 def _rwbs_flush_op(rwbs: pl.Series) -> np.ndarray:
     uniq = rwbs.unique().to_list()
-    flush = {s for s in uniq if s is not None and decode_rwbs(s).op == "flush"}
+    flush = {s for s in uniq if s is not None and decode_request_rwbs(s).op == "flush"}
     return rwbs.is_in(list(flush)).fill_null(False).to_numpy() if flush else np.zeros(len(rwbs), bool)
 
 
@@ -345,7 +354,7 @@ def _fully_matched() -> pl.Expr:
 
 def _with_rwbs_flags(df: pl.DataFrame) -> pl.DataFrame:
     uniq = df["rwbs"].unique().to_list()
-    decoded = {s: decode_rwbs(s) for s in uniq}
+    decoded = {s: decode_request_rwbs(s) for s in uniq}
     flags = pl.DataFrame({
         "rwbs": uniq, "op": [decoded[s].op for s in uniq],
         "is_sync": [decoded[s].is_sync for s in uniq], "is_meta": [decoded[s].is_meta for s in uniq],

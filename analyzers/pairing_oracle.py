@@ -12,8 +12,8 @@ from collections import defaultdict, deque
 import polars as pl
 
 from mobiperf.analyzers.pairing import (C, D, F, FLUSH_SECTOR, G, I, KINDS, M, Q, R, RM, STALE_AFTER_NS, X,
-                                        PairingStats, _fully_matched, _with_rwbs_flags)
-from mobiperf.collectors.parse.rwbs import decode_rwbs
+                                        PairingStats, _fully_matched, _with_rwbs_flags,
+                                        decode_request_rwbs)
 from mobiperf.schema import BLOCK_RQ
 
 
@@ -151,7 +151,7 @@ def pair_block_requests_oracle(block_event: pl.DataFrame, *, stale_after_ns: int
                 r = hit[1]
             pending[dev, s].append((ts, r))
         elif kind == C:
-            if nr == 0 and sector >= 0 and decode_rwbs(rwbs).op != "flush":
+            if nr == 0 and sector >= 0 and decode_request_rwbs(rwbs).op != "flush":
                 stats.ignored["flush_sequence_end"] += 1
                 continue
             hit = pop(issued[dev, s], ts, "issued request")

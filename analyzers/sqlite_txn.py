@@ -13,7 +13,14 @@ and the flushes. sqlite_summary averages them per transaction and infers the jou
 a -wal file: wal; else a -journal file that is unlinked: delete; truncated (ftruncate/truncate): truncate;
 else persist.
 
-Limits: needs paths (strace -y); with several threads writing databases at once their transactions interleave
+Without paths (no strace, only the ext4_sync_file events of fsync_event), the cut uses the rhythm of the
+syncs instead: a SQLite transaction makes the same sequence of sync calls each time (e.g. journal, directory,
+journal, database in DELETE mode), so the smallest period p with which the sequence of synced inodes repeats
+(inodes synced at most twice in the window, such as a DELETE-mode journal created anew, match any inode) gives
+one transaction per p syncs, cut at every p-th sync's exit.
+
+Limits: needs paths (strace -y) or the sync_file events; the rhythm breaks when transactions differ (a WAL
+checkpoint adds a sync now and then, counted as a transaction of its own); with several threads writing databases at once their transactions interleave
 and the block writes of one are counted in another's window; a checkpoint's sync of the database in WAL mode
 counts as a transaction end.
 """
@@ -58,32 +65,90 @@ def cut_transactions(syscall_io: pl.DataFrame, block_io: pl.DataFrame,
     if not len(bounds):
         return pl.DataFrame(schema={"rep": pl.Int32, "txn": pl.Int64, "start_ts": pl.Int64, "end_ts": pl.Int64})
 
-    def assign(df: pl.DataFrame, t: str) -> pl.DataFrame:
-        b = bounds.select("rep", "txn", pl.col("start_ts").alias("_b0"), pl.col("end_ts").alias("_b1")).sort("_b1")
-        return df.filter(pl.col(t).is_not_null()).sort(t).join_asof(
-            b, left_on=t, right_on="_b1", by="rep", strategy="forward").filter(
-            pl.col("txn").is_not_null() & (pl.col(t) >= pl.col("_b0")))
-
-    c = assign(calls, "end_ts").group_by("rep", "txn").agg(
+    c = _assign(bounds, calls, "end_ts").group_by("rep", "txn").agg(
         fsync=(pl.col("syscall") == "fsync").sum().cast(pl.Int64),
         fdatasync=(pl.col("syscall") == "fdatasync").sum().cast(pl.Int64),
         write_calls=(pl.col("op") == "write").sum().cast(pl.Int64),
         write_bytes=pl.col("size_bytes").filter(pl.col("op") == "write").sum().cast(pl.Int64))
-    b = assign(block_io.with_columns(_t=pl.coalesce("queue_ts", "issue_ts")), "_t")
-    b = b.group_by("rep", "txn").agg(
-        block_writes=(pl.col("op") == "write").sum().cast(pl.Int64),
-        block_write_bytes=pl.col("size_bytes").filter(pl.col("op") == "write").sum().cast(pl.Int64),
-        journal_bytes=pl.col("size_bytes").filter((pl.col("op") == "write") & (pl.col("region") == "journal"))
-        .sum().cast(pl.Int64),
-        metadata_bytes=pl.col("size_bytes").filter((pl.col("op") == "write") & (pl.col("region") == "metadata"))
-        .sum().cast(pl.Int64),
-        flushes=(pl.col("op") == "flush").sum().cast(pl.Int64))
+    b = _block_counts(_assign(bounds, block_io.with_columns(_t=pl.coalesce("queue_ts", "issue_ts")), "_t"))
     out = bounds.join(c, on=["rep", "txn"], how="left").join(b, on=["rep", "txn"], how="left")
-    counts = ["fsync", "fdatasync", "write_calls", "write_bytes", "block_writes", "block_write_bytes",
-              "journal_bytes", "metadata_bytes", "flushes"]
-    out = out.with_columns([pl.col(k).fill_null(0) for k in counts]).with_columns(
+    return _finish(out)
+
+
+def _sync_period(inodes: list[int], max_period: int = 16) -> int:
+    """The smallest p such that inode[i] == inode[i + p] for at least 90 % of i (rare inodes match anything)."""
+    from collections import Counter
+
+    counts = Counter(inodes)
+    rare = {ino for ino, n in counts.items() if n <= 2}
+    n = len(inodes)
+    for p in range(1, min(max_period, max(n // 2, 1)) + 1):
+        pairs = n - p
+        if pairs <= 0:
+            break
+        same = sum(1 for i in range(pairs) if inodes[i] == inodes[i + p] or inodes[i] in rare or inodes[i + p] in rare)
+        if same >= 0.9 * pairs:
+            return p
+    return 1
+
+
+def transactions_from_syncs(fsync_event: pl.DataFrame, block_io: pl.DataFrame,
+                            trace_marker: pl.DataFrame | None = None) -> pl.DataFrame:
+    """sqlite_txn from the sync_file events alone (see the module docstring: the rhythm of the syncs)."""
+    from mobiperf.analyzers.latency import sync_file_calls
+
+    syncs = sync_file_calls(fsync_event)
+    win = _window(trace_marker, sorted(set(syncs["rep"].to_list())))
+    syncs = syncs.join(win, on="rep").filter(
+        (pl.col("ts") >= pl.col("_lo").fill_null(-(1 << 62))) & (pl.col("ts") <= pl.col("_hi").fill_null(1 << 62)))
+    frames = []
+    for rep in sorted(set(syncs["rep"].to_list())):
+        s = syncs.filter(pl.col("rep") == rep).sort("ts")
+        p = _sync_period(s["ino"].to_list())
+        s = s.with_row_index("_i").with_columns(txn=(pl.col("_i") // p).cast(pl.Int64),
+                                                end_ts=pl.col("ts") + pl.col("dur"))
+        t = s.group_by("txn").agg(end_ts=pl.col("end_ts").max(), n=pl.len(),
+                                  fsync=(pl.col("op") == "fsync").sum().cast(pl.Int64),
+                                  fdatasync=(pl.col("op") == "fdatasync").sum().cast(pl.Int64),
+                                  _lo=pl.col("_lo").first()).filter(pl.col("n") == p).sort("txn")
+        t = t.with_columns(rep=pl.lit(rep, pl.Int32), start_ts=pl.col("end_ts").shift(1).fill_null(
+            pl.col("_lo")).fill_null(s["ts"].min()))
+        frames.append(t.select("rep", "txn", "start_ts", "end_ts", "fsync", "fdatasync"))
+    if not frames:
+        return pl.DataFrame(schema={"rep": pl.Int32, "txn": pl.Int64})
+    bounds = pl.concat(frames)
+    b = _assign(bounds, block_io.with_columns(_t=pl.coalesce("queue_ts", "issue_ts")), "_t")
+    out = bounds.join(_block_counts(b), on=["rep", "txn"], how="left").with_columns(
+        write_calls=pl.lit(0, pl.Int64), write_bytes=pl.lit(0, pl.Int64))
+    return _finish(out)
+
+
+def _assign(bounds: pl.DataFrame, df: pl.DataFrame, t: str) -> pl.DataFrame:
+    """Rows of df with the transaction (rep, txn) whose (start_ts, end_ts] holds their time t."""
+    b = bounds.select("rep", "txn", pl.col("start_ts").alias("_b0"), pl.col("end_ts").alias("_b1")).sort("_b1")
+    return df.filter(pl.col(t).is_not_null()).sort(t).join_asof(
+        b, left_on=t, right_on="_b1", by="rep", strategy="forward").filter(
+        pl.col("txn").is_not_null() & (pl.col(t) >= pl.col("_b0")))
+
+
+def _block_counts(b: pl.DataFrame) -> pl.DataFrame:
+    w = pl.col("op") == "write"
+    return b.group_by("rep", "txn").agg(
+        block_writes=w.sum().cast(pl.Int64),
+        block_write_bytes=pl.col("size_bytes").filter(w).sum().cast(pl.Int64),
+        journal_bytes=pl.col("size_bytes").filter(w & (pl.col("region") == "journal")).sum().cast(pl.Int64),
+        metadata_bytes=pl.col("size_bytes").filter(w & (pl.col("region") == "metadata")).sum().cast(pl.Int64),
+        flushes=(pl.col("op") == "flush").sum().cast(pl.Int64))
+
+
+_COUNTS = ["fsync", "fdatasync", "write_calls", "write_bytes", "block_writes", "block_write_bytes",
+           "journal_bytes", "metadata_bytes", "flushes"]
+
+
+def _finish(out: pl.DataFrame) -> pl.DataFrame:
+    out = out.with_columns([pl.col(k).fill_null(0) for k in _COUNTS]).with_columns(
         dur_ns=pl.col("end_ts") - pl.col("start_ts"))
-    return out.select("rep", "txn", "start_ts", "end_ts", "dur_ns", *counts).sort("rep", "txn")
+    return out.select("rep", "txn", "start_ts", "end_ts", "dur_ns", *_COUNTS).sort("rep", "txn")
 
 
 def infer_journal_mode(syscall_io: pl.DataFrame) -> pl.DataFrame:
@@ -107,7 +172,7 @@ def infer_journal_mode(syscall_io: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(out, schema={"rep": pl.Int32, "journal_mode": pl.Utf8})
 
 
-def summarize_transactions(sqlite_txn: pl.DataFrame, syscall_io: pl.DataFrame) -> pl.DataFrame:
+def summarize_transactions(sqlite_txn: pl.DataFrame, syscall_io: pl.DataFrame | None = None) -> pl.DataFrame:
     s = sqlite_txn.group_by("rep").agg(
         transactions=pl.len().cast(pl.Int64),
         fsync_per_txn=(pl.col("fsync") + pl.col("fdatasync")).mean(),
@@ -116,7 +181,11 @@ def summarize_transactions(sqlite_txn: pl.DataFrame, syscall_io: pl.DataFrame) -
         fs_journal_kib_per_txn=pl.col("journal_bytes").mean() / 1024,
         journal_meta_share=pl.when(pl.col("block_write_bytes").sum() > 0).then(
             (pl.col("journal_bytes").sum() + pl.col("metadata_bytes").sum()) / pl.col("block_write_bytes").sum()))
-    return s.join(infer_journal_mode(syscall_io), on="rep", how="left").select(
+    if syscall_io is not None:
+        s = s.join(infer_journal_mode(syscall_io), on="rep", how="left")
+    else:
+        s = s.with_columns(journal_mode=pl.lit("unknown"))
+    return s.select(
         "rep", "journal_mode", "transactions", "fsync_per_txn", "block_writes_per_txn", "block_kib_per_txn",
         "fs_journal_kib_per_txn", "journal_meta_share").sort("rep")
 
@@ -126,5 +195,5 @@ def sqlite_transactions(syscall_io: pl.DataFrame, block_io: pl.DataFrame, trace_
     return cut_transactions(syscall_io, block_io, trace_marker)
 
 
-def sqlite_summary(sqlite_txn: pl.DataFrame, syscall_io: pl.DataFrame) -> pl.DataFrame:
+def sqlite_summary(sqlite_txn: pl.DataFrame, syscall_io: pl.DataFrame | None = None) -> pl.DataFrame:
     return summarize_transactions(sqlite_txn, syscall_io)
