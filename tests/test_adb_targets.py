@@ -4,6 +4,7 @@ reference binaries, against loopback devices (tests/adbd_loopback.py) and canned
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import stat
@@ -286,16 +287,27 @@ def test_push_reference_binaries_for_an_unbuilt_abi(loopback_device, fake_bin):
     assert reference_binary_path("mobibench", "arm64-v8a") == REFERENCE_BIN / "aarch64" / "mobibench"
 
 
-def test_push_the_real_generator(loopback_device, shared_tmp):
+def test_the_real_generator_runs_on_the_device_and_its_result_comes_back(start_loopback, shared_tmp):
     local = REFERENCE_BIN / "mobibench"
     if not local.is_file():
         pytest.skip("reference-impl/bin/mobibench is not built (make -C reference-impl)")
-    with push_reference_binaries(loopback_device.transport(), ["mobibench"], native_abi(),
-                                 str(shared_tmp / "w")) as remote:
+    t = start_loopback("--uid", str(SHELL_UID)).transport()
+    workdir = str(shared_tmp / "mobiperf work")
+    out = shared_tmp / "host" / "stdout"
+    out.parent.mkdir()
+    with push_reference_binaries(t, ["mobibench"], android_facts(t)["abi"], workdir) as remote:
         pushed = Path(remote["mobibench"])
         assert hashlib.sha256(pushed.read_bytes()).digest() == hashlib.sha256(local.read_bytes()).digest()
-        assert os.access(pushed, os.X_OK)
-    assert not pushed.exists()
+        run = t.start([remote["mobibench"], "-p", f"{workdir}/data", "-f", "256", "-r", "4", "-a", "0", "-y", "2",
+                       f"--json={workdir}/result.json"], stdout_path=out)
+        assert run.wait(60) == 0
+        t.pull(f"{workdir}/result.json", shared_tmp / "host" / "result.json")
+        t.run(["rm", "-rf", f"{workdir}/data", f"{workdir}/result.json"]).check()
+    result = json.loads((shared_tmp / "host" / "result.json").read_text())
+    assert (result["config"]["file_kb"], result["config"]["io_count"], result["config"]["sync_mode"]) == (256, 64, 2)
+    assert result["results"]["latency_ns"]["count"] == 64
+    assert "Messurement Result" in out.read_text()  # the original's spelling, streamed from the device
+    assert not pushed.exists() and not os.path.exists(workdir)
 
 
 # -- the lead's probe over adb, and target specs ---------------------------------------------------------------------
