@@ -1,0 +1,122 @@
+"""`mobiperf sweep`: one workload over a grid of stack and workload parameters, resumable, with a matrix report."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from mobiperf.errors import UsageError
+
+EPILOG = """
+
+\b
+Parameters (-p NAME=V1,V2,...; every combination is a cell):
+{params}
+
+\b
+A sweep directory holds sweep.json (the cells, the seeded order, each unit's status, run directory and metrics)
+and runs/ (one `mobiperf run` per cell and repetition). Re-running the same command, or `mobiperf sweep -o DIR`
+alone, continues where it stopped; a failed cell is recorded and the sweep goes on (--retry-failed runs failed
+units again). Cells that cannot run here (a filesystem the kernel lacks) are skipped with the reason.
+
+\b
+Examples:
+  mobiperf sweep -o sweeps/fs -p fs=ext4,xfs,btrfs -p scheduler=none,mq-deadline,bfq -n 3
+  mobiperf sweep -o sweeps/unit -p layer=bfuse -p io_unit=4k,64k,512k -p device=emmc-2012 -p file_size=128M
+  mobiperf sweep -o sweeps/sync -p sync=fsync,fdatasync -p access=rand-write -p record=4k -p file_size=4M
+  mobiperf sweep -o sweeps/fs                       # resume, then draw the matrix
+  mobiperf sweep -o sweeps/fs --status --metric workload.ctx_switches
+"""
+
+
+@click.command("sweep", epilog=EPILOG.format(params="PLACEHOLDER"))
+@click.option("-o", "--output", required=True, type=click.Path(path_type=Path),
+              help="Sweep directory (created, or resumed when it holds a sweep).")
+@click.option("-p", "--param", "params", multiple=True, metavar="NAME=V1,V2",
+              help="A swept parameter and its values (repeatable).")
+@click.option("-n", "--repeat", default=3, show_default=True, type=click.IntRange(1, 100),
+              help="Repetitions of every cell, each on a fresh stack.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the randomised run order.")
+@click.option("--metric", help="Metric of the matrix (default: e2e.throughput, or e2e.tps for SQLite).")
+@click.option("--timeout", default="30m", show_default=True, help="Kill a cell's workload after this long.")
+@click.option("--retry-failed", is_flag=True, help="Run failed units again.")
+@click.option("--status", "status_only", is_flag=True, help="Only print the matrix and status; run nothing.")
+@click.option("--dry-run", is_flag=True, help="Print the cells and their `mobiperf run` commands; run nothing.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "csv"]), default="text", show_default=True,
+              help="Output format of the matrix.")
+def cmd_sweep(output, params, repeat, seed, metric, timeout, retry_failed, status_only, dry_run, fmt) -> None:
+    """Run WORKLOAD cells over a grid of stack and workload parameters, in a seeded random order, resumable;
+    write SWEEP/matrix.html (heatmap + table with confidence intervals)."""
+    from mobiperf import sweep
+    from mobiperf.study_report import write_matrix_page
+    from mobiperf.units import parse_duration_ns
+
+    definition = None
+    if params:
+        grid = sweep.parse_grid(params)
+        cells = sweep.grid_cells(grid)
+        if metric is None:
+            metric = "e2e.tps" if grid.get("workload", ["file"])[0].startswith("sqlite") else sweep.DEFAULT_METRIC
+        definition = sweep.SweepDefinition(cells=cells, repeat=repeat, seed=seed, metric=metric,
+                                           name=output.name, timeout_s=parse_duration_ns(timeout) / 1e9)
+    sdir = sweep.SweepDir(output)
+    if dry_run:
+        for i, cell in enumerate(definition.cells if definition else [c["params"] for c in sdir.read()["cells"]]):
+            plan = sweep.plan_cell(cell)
+            what = f"skipped: {plan.skip}" if plan.skip else (
+                f"--stack {plan.stack}" + (f" --scheduler {plan.scheduler}" if plan.scheduler else "")
+                + (f" --device {plan.device}" if plan.device else "") + f" -- {' '.join(plan.command)}")
+            click.echo(f"c{i:03d}  {cell}  {what}")
+        return
+    if not status_only:
+        if definition is None and not sdir.exists():
+            raise UsageError(f"{output}: no sweep to resume; give its parameters (-p NAME=V1,V2); "
+                             f"valid parameters: {', '.join(sweep.PARAMETERS)}")
+        progress = sweep.Progress(
+            unit_started=lambda u, i, n: click.echo(f"[{i}/{n}] {u['cell']} rep {u['rep']}: "
+                                                    f"{_params_text(sdir, u['cell'])} ...", err=True),
+            unit_finished=lambda u, i, n: click.echo(
+                f"[{i}/{n}] {u['cell']} rep {u['rep']}: {u['status']}"
+                + (f" ({u['error'][:200]})" if u.get("error") else ""), err=True))
+        try:
+            data = sweep.run_sweep(output, definition, retry_failed=retry_failed, progress=progress)
+        except KeyboardInterrupt:
+            click.echo(f"\ninterrupted; `mobiperf sweep -o {output}` continues where it stopped", err=True)
+            sys.exit(130)
+    else:
+        data = sdir.read()
+    metric = metric or data.get("metric")
+    page = write_matrix_page(data, output / "matrix.html", metric=metric)
+    if fmt == "json":
+        import json
+
+        click.echo(json.dumps([{"cell": s.cell, "params": s.params, "status": s.status, "reason": s.reason,
+                                **s.stat(metric)} for s in sweep.summarize(data)], indent=2))
+    elif fmt == "csv":
+        click.echo("cell,params,status,n,median,ci_low,ci_high")
+        for s in sweep.summarize(data):
+            st = s.stat(metric)
+            p = ";".join(f"{k}={v}" for k, v in s.params.items())
+            click.echo(f"{s.cell},{p},{s.status},{st['n']},{st['median']},{st['ci_low']},{st['ci_high']}")
+    else:
+        click.echo(sweep.format_matrix_text(data, metric), nl=False)
+        counts = ", ".join(f"{v} {k}" for k, v in sweep.status_counts(data).items())
+        click.echo(f"units: {counts}")
+        click.echo(f"matrix: {page}")
+
+
+def _params_text(sdir, cell_id: str) -> str:
+    try:
+        cell = next(c for c in sdir.read()["cells"] if c["id"] == cell_id)
+    except StopIteration:
+        return ""
+    return " ".join(f"{k}={v}" for k, v in cell["params"].items())
+
+
+def register(group: click.Group) -> None:
+    from mobiperf.sweep import describe_parameters
+
+    cmd_sweep.epilog = EPILOG.format(params=describe_parameters())
+    group.add_command(cmd_sweep)
