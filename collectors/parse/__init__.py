@@ -54,7 +54,9 @@ def parse_raw_dir(raw: Path, rep: int) -> ParsedRaw:
             add(name, df)
         out.summary[source] = {"lines": parsed.lines, "unparsed": parsed.unparsed_by_event,
                                "other_events": parsed.other_events,
-                               "lost_events": _ftrace_lost(raw / f"{trace.stem}_stats.json")}
+                               # The saved per-CPU stats and the LOST notes in the text see the same loss.
+                               "lost_events": max(_ftrace_lost(raw / f"{trace.stem}_stats.json"),
+                                                  parsed.lost_events)}
         out.warnings += [f"{trace_name}: {w}" for w in parsed.warnings]
     strace_log = raw / "strace.log"
     if strace_log.exists():

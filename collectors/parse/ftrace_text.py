@@ -75,6 +75,7 @@ class FtraceTables:
     unparsed_by_event: dict[str, int] = field(default_factory=dict)
     other_events: dict[str, int] = field(default_factory=dict)
     truncated_at: int | None = None  # byte offset of a cut last line
+    lost_events: int = 0  # from `CPU:N [LOST n EVENTS]` lines (trace_pipe) / trace-cmd's `EVENTS DROPPED`
 
     @property
     def warnings(self) -> list[str]:
@@ -117,7 +118,9 @@ def parse_ftrace_text(path: Path, rep: int = 0) -> FtraceTables:
     if len(bad):
         lines = pl.Series("line", [data[s:e].decode("utf-8", errors="replace") for s, e in zip(bad_s, bad_e)],
                           dtype=pl.Utf8)
-        slow = _regex_head(lines).with_columns(line=pl.Series(bad, dtype=pl.Int64))
+        lines, lost = _drop_notes(lines)
+        slow = _regex_head(lines.drop_nulls()).with_columns(
+            line=pl.Series(bad, dtype=pl.Int64).filter(lines.is_not_null()))
         n_bad = int(slow["event"].is_null().sum())
         if n_bad:
             unparsed["(no header)"] = n_bad
@@ -139,7 +142,7 @@ def parse_ftrace_text(path: Path, rep: int = 0) -> FtraceTables:
     unparsed.update(event_unparsed)
     known = set(BLOCK_EVENT_BODY) | set(MARKER_EVENTS)
     return FtraceTables(block_event=block, trace_marker=TRACE_MARKER.validate(markers), events=events,
-                        lines=n_lines, unparsed_by_event=unparsed,
+                        lines=n_lines, lost_events=lost if len(bad) else 0, unparsed_by_event=unparsed,
                         other_events={e: n for e, n in counts.items() if e not in known and not is_known_event(e)},
                         truncated_at=truncated_at)
 
@@ -150,6 +153,8 @@ def parse_ftrace_text_regex(path: Path, rep: int = 0) -> FtraceTables:
     lines = pl.Series("line", data.decode("utf-8", errors="replace").splitlines(), dtype=pl.Utf8)
     truncated_at = None
     lines = lines.filter(~lines.str.strip_chars_start().str.starts_with("#") & (lines.str.strip_chars() != ""))
+    lines, lost = _drop_notes(lines)
+    lines = lines.drop_nulls()
     head = _regex_head(lines).with_row_index("line").with_columns(pl.col("line").cast(pl.Int64))
     if len(head) and head["event"][-1] is None and not data.endswith(b"\n"):
         truncated_at = len(data) - len(data.rsplit(b"\n", 1)[-1])
@@ -171,6 +176,7 @@ def parse_ftrace_text_regex(path: Path, rep: int = 0) -> FtraceTables:
     known = set(BLOCK_EVENT_BODY) | set(MARKER_EVENTS)
     return FtraceTables(block_event=BLOCK_EVENT.validate(block.sort("line")),
                         trace_marker=TRACE_MARKER.validate(markers), events=events, lines=len(lines),
+                        lost_events=lost,
                         unparsed_by_event=unparsed,
                         other_events={e: n for e, n in counts.items() if e not in known and not is_known_event(e)},
                         truncated_at=truncated_at)
@@ -220,6 +226,18 @@ def _head_frame(buf, cols, names: pl.Series) -> pl.DataFrame:
 
 
 # --- regex path ---
+
+LOST_LINE = r"^CPU:\s*\d+ \[(?:LOST (\d+) EVENTS|(\d+) EVENTS DROPPED)\]"
+PREAMBLE_LINE = r"^(?:cpus=\d+|version = \d+|CPU \d+ is empty)\s*$"
+
+
+def _drop_notes(lines: pl.Series) -> tuple[pl.Series, int]:
+    """Lines with the kernel's lost-event notes and trace-cmd's preamble replaced by null; the events lost."""
+    lost = lines.str.extract_groups(LOST_LINE).struct.unnest()
+    n_lost = int(sum(lost[c].cast(pl.Int64, strict=False).fill_null(0).sum() for c in lost.columns))
+    note = lines.str.contains(LOST_LINE) | lines.str.contains(PREAMBLE_LINE)
+    return pl.select(pl.when(~note).then(lines)).to_series().alias("line"), n_lost
+
 
 def _regex_head(lines: pl.Series) -> pl.DataFrame:
     head = lines.str.extract_groups(HEADER).struct.unnest()

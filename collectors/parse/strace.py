@@ -31,7 +31,11 @@ UNFINISHED = r"^(?P<name>\w+)\((?P<args>.*?) ?<unfinished \.\.\.>\s*$"
 CALL = r"^(?P<name>\w+)\((?P<args>.*)$"
 TAIL = (r"\)\s+= (?P<ret>-?\d+|0x[0-9a-fA-F]+|\?)(?:<(?P<ret_path>[^>]*)>)?(?: (?P<errno>E[A-Z0-9_]+))?"
         r"(?: \([^)]*\))?(?: \[[^\]]*\])?(?: <(?P<dur>\d+\.\d+)>)?\s*$")
-FIRST_FD = r"^(?P<fd>-?\d+|AT_FDCWD)<(?P<path>[^>]*)>"
+FIRST_FD = r"^(?P<fd>-?\d+|AT_FDCWD)(?:<(?P<path>[^>]*)>)?(?:,|\)| <unfinished|$)"
+# Calls whose first argument is a file descriptor even where -y could not name it (a closed or bad fd).
+FD_CALLS = {"read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "preadv2",
+            "pwritev2", "fsync", "fdatasync", "sync_file_range", "fallocate", "close", "lseek", "fstat",
+            "ftruncate", "syncfs", "fcntl", "ioctl", "getdents64", "mmap"}
 TRAILING = {  # syscall: (pattern over the arguments' end, what its groups are)
     "read": (r", (?P<a>\d+)\)\s+=", ("request_bytes",)),
     "write": (r", (?P<a>\d+)\)\s+=", ("request_bytes",)),
@@ -108,9 +112,13 @@ def parse_strace(path: Path, rep: int = 0) -> StraceTable:
     joined = pieces.filter(~pl.col("is_start") & pl.col("prev_start").fill_null(False)
                            & (pl.col("prev_name") == pl.col("name"))).select(
         pl.col("prev_line").alias("line_no"), "pid", pl.col("prev_ts").alias("ts"), "name",
-        (pl.col("prev_args") + pl.lit(" ") + pl.col("args")).alias("args"))
+        (pl.col("prev_args") + pl.when(pl.col("args").str.starts_with(")")).then(pl.lit("")).otherwise(pl.lit(" "))
+         + pl.col("args")).alias("args"))
     unpaired = len(unfinished) + len(resumed) - 2 * len(joined)
-    calls = pl.concat([calls, joined]).sort("line_no")
+    # A call still running when strace stopped: its start is known, its end is not (dur and ret stay null).
+    running = unfinished.join(joined.select("line_no"), on="line_no", how="anti").select(
+        "line_no", "pid", "ts", "name", "args")
+    calls = pl.concat([calls, joined, running]).sort("line_no")
     table = _call_columns(calls, rep)
     if unpaired:
         warnings.append(f"{path}: {unpaired} unfinished/resumed halves without their partner (calls still "
@@ -137,6 +145,7 @@ def _call_columns(calls: pl.DataFrame, rep: int) -> pl.DataFrame:
         pl.col("ret").str.slice(2).str.to_integer(base=16, strict=False)).otherwise(
         pl.col("ret").cast(pl.Int64, strict=False))
     fd = pl.when(pl.col("fd") == "AT_FDCWD").then(-100).otherwise(pl.col("fd").cast(pl.Int64, strict=False))
+    fd = pl.when(pl.col("fd_path").is_not_null() | pl.col("name").is_in(list(FD_CALLS))).then(fd)
     out = df.select(
         pl.lit(rep, pl.Int32).alias("rep"), "ts",
         (pl.col("dur").str.split_exact(".", 1).struct.field("field_0").cast(pl.Int64, strict=False) * 1_000_000_000
