@@ -716,7 +716,7 @@ async def receive_with_fds(sock: socket.socket) -> tuple[dict, list[int]]:
 # The su that --su puts on PATH. It accepts `su -c CMD`, `su 0 CMD...`, `su root -c CMD` and plain `su`,
 # passes its stdio to the daemon, and exits with the command's status.
 SU_CLIENT = r'''
-import array, json, os, socket, struct, sys
+import json, os, socket, struct, sys
 args = sys.argv[1:]
 if args and args[0] in ("0", "root"):
     args = args[1:]

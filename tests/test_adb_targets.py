@@ -165,8 +165,10 @@ def test_facts_of_a_fuse_era_phone():
     assert (f["sdcard_path"], f["sdcard_fstype"], f["sdcard_layer"], f["fuse_passthrough"]) == \
         ("/storage/emulated/0", "fuse", "fuse", True)
     assert (f["data_fstype"], f["data_source"]) == ("f2fs", "/dev/block/dm-48")
-    assert f["schedulers"] == {"sda": {"current": "mq-deadline", "available": ["mq-deadline", "kyber", "bfq", "none"]},
-                               "dm-48": {"current": None, "available": ["none"]}}
+    assert f["schedulers"] == {
+        "sda": {"current": "mq-deadline", "available": ["mq-deadline", "kyber", "bfq", "none"]},
+        "dm-48": {"current": None, "available": ["none"]},
+    }
     assert f["default_workdir"] == "/data/local/tmp/mobiperf" and f["root"] is True
     assert {m["fstype"] for m in f["mounts"]} == {"erofs", "f2fs", "fuse"}
 

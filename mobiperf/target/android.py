@@ -41,8 +41,11 @@ echo @@uid; id -u
 echo @@uname; uname -r; uname -m
 echo @@android; if [ -e /system/build.prop ] && [ -e /system/bin/sh ]; then echo yes; fi
 echo @@props; for p in {props}; do v=$(getprop "$p" 2>/dev/null); echo "$p=$v"; done
-echo @@tracefs; for d in {tracefs}; do [ -e "$d/trace" ] && echo "$d"; [ -d "$d/instances" ] && echo "$d instances"; done
-echo @@selinux; getenforce 2>/dev/null || {{ [ -r /sys/fs/selinux/enforce ] && echo "enforce=$(cat /sys/fs/selinux/enforce)"; }}
+echo @@tracefs; for d in {tracefs}; do
+  [ -e "$d/trace" ] && echo "$d"; [ -d "$d/instances" ] && echo "$d instances"
+done
+echo @@selinux; getenforce 2>/dev/null ||
+  {{ [ -r /sys/fs/selinux/enforce ] && echo "enforce=$(cat /sys/fs/selinux/enforce)"; }}
 echo @@sdcard; [ -e /sdcard ] && readlink -f /sdcard
 echo @@mounts; cat /proc/mounts
 echo @@schedulers; for f in /sys/block/*/queue/scheduler; do [ -r "$f" ] && echo "$f $(cat "$f")"; done
