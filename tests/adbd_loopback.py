@@ -18,7 +18,8 @@ Knobs the tests need that a phone has and this host does not:
   --su STYLE     put a `su` on PATH that really runs its command as root, the way Magisk does: it hands its
                  stdin/stdout/stderr to this daemon over a unix socket (SCM_RIGHTS) and the daemon runs the
                  command. Only the configured uid may use that socket. STYLE "magisk" takes `su -c CMD` (and
-                 `su 0 CMD...`); "aosp" takes only `su [0|root] [CMD...]`, like userdebug builds' su.
+                 `su 0 CMD...`); "aosp" takes only `su [0|root] [CMD...]`, like userdebug builds' su; "hang"
+                 never answers, like a Magisk prompt nobody taps.
   --prop K=V     properties for the `getprop` put on PATH.
   --pid-dir DIR  every command's process group is recorded as DIR/<pgid> while it runs, so that a test that
                  SIGKILLs this daemon ("the device vanished") can still end what it had started.
@@ -718,6 +719,9 @@ async def receive_with_fds(sock: socket.socket) -> tuple[dict, list[int]]:
 SU_CLIENT = r'''
 import json, os, socket, struct, sys
 args = sys.argv[1:]
+if STYLE == "hang":
+    import time
+    time.sleep(3600)
 if args and args[0] in ("0", "root"):
     args = args[1:]
 elif STYLE == "aosp" and args:
@@ -789,7 +793,8 @@ def main() -> None:
     ap.add_argument("--pid-dir", help="record the process group of every running command here")
     ap.add_argument("--shell", default="/bin/sh")
     ap.add_argument("--uid", type=int, help="run shell commands as this uid (and its gid)")
-    ap.add_argument("--su", choices=("magisk", "aosp"), help="provide a su that really runs commands as root")
+    ap.add_argument("--su", choices=("magisk", "aosp", "hang"),
+                    help="provide a su that really runs commands as root (hang: one that waits for a tap forever)")
     ap.add_argument("--root-restarts", action="store_true",
                     help="`adb root` restarts the device as root (userdebug phone) instead of refusing")
     ap.add_argument("--features", help="comma-separated features to announce instead of all (e.g. '' for a legacy "

@@ -9,6 +9,7 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -220,6 +221,14 @@ def test_root_through_su(start_loopback, shared_tmp):
     assert p.kill() == -15
     never = device.transport(root="never")
     assert never.root_method is None and never.run(["id", "-u"]).text.strip() == str(SHELL_UID)
+
+
+def test_a_su_waiting_for_a_tap_does_not_stall_the_probe(start_loopback):
+    t = start_loopback("--uid", str(SHELL_UID), "--su", "hang").transport(root_probe_timeout=0.5)
+    t0 = time.monotonic()
+    assert t.root_method is None
+    assert time.monotonic() - t0 < 3  # one timed-out su, not one per su syntax
+    assert t.run(["id", "-u"]).text.strip() == str(SHELL_UID)
 
 
 def test_require_root_uses_adb_root_and_close_undoes_it(start_loopback):

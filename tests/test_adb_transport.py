@@ -243,6 +243,17 @@ def test_run_timeout_is_a_target_error_and_the_remote_command_stops(adb):
     assert wait_until(lambda: not processes_with(token))
 
 
+def test_blocked_file_io_times_out(adb, workdir):
+    fifo = workdir / "fifo"
+    os.mkfifo(fifo)
+    t0 = time.monotonic()
+    with pytest.raises(TargetError, match="did not end within 0.5 s"):
+        adb.read_file(str(fifo), timeout=0.5)
+    with pytest.raises(TargetError, match="did not end within 0.5 s"):
+        adb.write_file(str(fifo), b"1", timeout=0.5)
+    assert time.monotonic() - t0 < 4
+
+
 def test_device_vanishing_mid_call_is_a_prompt_target_error(start_loopback):
     device = start_loopback()
     adb = device.transport()

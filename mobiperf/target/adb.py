@@ -65,17 +65,20 @@ class AdbTransport(Transport):
 
     adb: the client binary. server_port: the adb server's port (None: the default, or ANDROID_ADB_SERVER_PORT).
     root: "auto" uses root when the device grants it (adbd as root, or su), "require" also tries `adb root` and
-    fails if nothing gives root, "never" stays the shell user.
+    fails if nothing gives root, "never" stays the shell user. timeout: the default of every call;
+    root_probe_timeout: how long su may take to answer before the transport goes on without it.
     """
 
     def __init__(self, serial: str | None = None, *, adb: str = "adb", server_port: int | None = None,
-                 root: str = "auto", timeout: float = DEFAULT_TIMEOUT_S):
+                 root: str = "auto", timeout: float = DEFAULT_TIMEOUT_S,
+                 root_probe_timeout: float = ROOT_PROBE_TIMEOUT_S):
         if root not in ROOT_MODES:
             raise ValueError(f"root must be one of {ROOT_MODES}, not {root!r}")
         self.adb = _find_adb(adb)
         self.server_port = server_port
         self.root_mode = root
         self.default_timeout = timeout
+        self.root_probe_timeout = root_probe_timeout
         self._marker = f"\x1emobiperf-{secrets.token_hex(4)}:"
         self._root_method: str | None = None   # "adbd", "su -c", "su 0", "adb root"; None = not root
         self._root_probed = False
@@ -270,12 +273,13 @@ class AdbTransport(Transport):
         return self.root_method is not None
 
     def _uid(self, script: str) -> str | None:
+        """The uid script prints, None if it failed; "timeout" if it hung (a su waiting for a tap on the phone)."""
         try:
-            done = self._run_script(script, timeout=ROOT_PROBE_TIMEOUT_S, input=None, what=script, as_root=False)
+            done = self._run_script(script, timeout=self.root_probe_timeout, input=None, what=script, as_root=False)
         except DeviceLostError:
             raise
-        except TargetError:
-            return None
+        except TargetError as e:
+            return "timeout" if "did not end within" in str(e) else None
         return done.text.strip() if done.returncode == 0 else None
 
     def _probe_root(self) -> str | None:
@@ -283,9 +287,13 @@ class AdbTransport(Transport):
             return "adbd"
         if self.root_mode == "never":
             return None
-        if self._uid("su -c 'id -u'") == "0":
+        su = self._uid("su -c 'id -u'")
+        if su == "0":
             return "su -c"
-        if self._uid("su 0 id -u") == "0":
+        if su == "timeout":
+            log.warning("%s: su did not answer within %g s (a root prompt on the phone?); going on without root",
+                        self.name, self.root_probe_timeout)
+        elif self._uid("su 0 id -u") == "0":
             return "su 0"
         if self.root_mode == "require":
             self._adb_root()
@@ -613,7 +621,8 @@ def list_adb_devices(adb: str = "adb", server_port: int | None = None, *,
         if d["state"] != "device":
             continue
         try:
-            t = AdbTransport(d["serial"], adb=adb, server_port=server_port, root="auto", timeout=timeout)
+            t = AdbTransport(d["serial"], adb=adb, server_port=server_port, root="auto", timeout=timeout,
+                             root_probe_timeout=timeout)
             lines = t.run(["sh", "-c", DEVICE_SUMMARY], timeout=timeout).text.splitlines()
             d["android_version"] = (lines[0].strip() or None) if lines else None
             d["kernel"] = lines[1].strip() if len(lines) > 1 else None
