@@ -1,0 +1,53 @@
+"""`mobiperf ingest`: run directories from a phone's ftrace text, a blk tracer capture and a strace log."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+
+FIX = Path(__file__).parent / "fixtures"
+MOBIPERF = [sys.executable, "-m", "mobiperf"]
+
+
+def ingest(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*MOBIPERF, "ingest", *args], capture_output=True, text=True, timeout=180)
+
+
+def test_ingest_phone_ftrace_and_strace(tmp_path):
+    out = tmp_path / "phone"
+    done = ingest(str(FIX / "ftrace" / "k4.14-android-ufs.txt"), str(FIX / "strace" / "dd-fsync-threads.strace"),
+                  "-o", str(out), "--label", "Android 4.14 UFS")
+    assert done.returncode == 0, done.stderr
+    assert "ftrace     1 file(s)" in done.stdout and "strace     1 file(s)" in done.stdout
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["status"] == "complete" and meta["stack"] == "Android 4.14 UFS"
+    assert meta["repetitions"][0]["workload_ns"] == 1_520_101_030_000 - 1_520_100_001_000
+    events = pl.read_parquet(out / "tables" / "block_event.parquet")
+    assert len(events) == 12 and set(events["dev_major"]) - {-1} == {259}
+    calls = pl.read_parquet(out / "tables" / "syscall_io.parquet")
+    assert calls.filter(pl.col("syscall") == "pwrite64")["offset_bytes"].to_list() == [8192]
+    assert pl.read_parquet(out / "tables" / "jbd2_run_stats.parquet")["tid"].to_list() == [88213]
+    assert (out / "report.html").stat().st_size > 10000
+
+
+def test_ingest_blk_tracer_capture(tmp_path):
+    out = tmp_path / "blk"
+    done = ingest(str(FIX / "blktrace" / "loop-dd-4k-direct.blkbin"), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert (out / "raw" / "rep0" / "blktrace" / "loop-dd-4k-direct.blkbin").exists()
+    rq = pl.read_parquet(out / "tables" / "block_rq.parquet")
+    assert len(rq) == 50 and set(rq["size_bytes"]) == {4096} and set(rq["op"]) == {"write"}
+    show = subprocess.run([*MOBIPERF, "show", str(out)], capture_output=True, text=True, timeout=60)
+    assert "block.requests{op=write}" in show.stdout and "50" in show.stdout
+
+
+def test_ingest_refuses_existing_dir_and_missing_file(tmp_path):
+    done = ingest(str(tmp_path / "nope.txt"), "-o", str(tmp_path / "x"))
+    assert done.returncode == 2 and "no such file" in done.stderr
+    (tmp_path / "y").mkdir()
+    done = ingest(str(FIX / "ftrace" / "k3.4-mmc-fsync.txt"), "-o", str(tmp_path / "y"))
+    assert done.returncode == 2 and "never overwritten" in done.stderr
