@@ -357,11 +357,12 @@ def unit_metrics(run_path: Path, plan: CellPlan) -> tuple[dict[str, float], list
     if plan.transactions and elapsed_s > 0:
         out["e2e.tps"] = plan.transactions / elapsed_s
     stdout = raw / "stdout.txt"
-    if stdout.exists():
+    text = stdout.read_text(errors="replace") if stdout.exists() else ""
+    if "[Messurement Result]" in text or '"mobibench_version"' in text:  # Mobibench's own spelling
         from mobiperf.mobibench import parse_mobibench_result
 
         try:
-            for name, v in parse_mobibench_result(stdout.read_text(errors="replace")).items():
+            for name, v in parse_mobibench_result(text).items():
                 out[name] = float(v["value"])
         except ValueError as e:
             notes.append(f"workload output not parsed: {e}")

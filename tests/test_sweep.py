@@ -1,0 +1,172 @@
+"""Sweep planning without running anything: the parameter vocabulary, cells, skipped combinations, the seeded
+order, the manifest's resume rules, metric extraction from a run directory, and the matrix text/page."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from mobiperf import sweep
+from mobiperf.errors import UsageError
+
+
+def test_unknown_parameter_lists_the_valid_ones():
+    with pytest.raises(UsageError) as e:
+        sweep.parse_grid(["filesystem=ext4"])
+    message = str(e.value)
+    assert "unknown sweep parameter 'filesystem'" in message
+    for name in ("fs", "scheduler", "layer", "io_unit", "journal", "sync", "record"):
+        assert name in message
+
+
+def test_unknown_value_lists_the_valid_ones():
+    with pytest.raises(UsageError) as e:
+        sweep.parse_grid(["scheduler=cfq"])
+    assert "none, mq-deadline, bfq, kyber" in str(e.value)
+    with pytest.raises(UsageError) as e:
+        sweep.parse_grid(["journal=wal2"])
+    assert "delete, truncate, persist, wal, memory, off" in str(e.value)
+    with pytest.raises(UsageError, match="not a size"):
+        sweep.parse_grid(["record=big"])
+    with pytest.raises(UsageError, match="valid profiles: emmc-2012"):
+        sweep.parse_grid(["device=emmc-1999"])
+    with pytest.raises(UsageError, match="NAME=VALUE"):
+        sweep.parse_grid(["fs"])
+
+
+def test_grid_is_every_combination_in_order():
+    grid = sweep.parse_grid(["fs=ext4,XFS", "record=4k,512k"])
+    cells = sweep.grid_cells(grid)
+    assert cells == [{"fs": "ext4", "record": "4k"}, {"fs": "ext4", "record": "512k"},
+                     {"fs": "xfs", "record": "4k"}, {"fs": "xfs", "record": "512k"}]
+
+
+def test_plan_of_a_bfuse_cell_is_a_stack_and_a_timed_command():
+    plan = sweep.plan_cell({"layer": "bfuse", "io_unit": "4k", "buffer": "0", "flush_ms": "10ms",
+                            "device": "emmc-2012", "file_size": "32m", "scheduler": "mq-deadline"},
+                           available_fs={"ext4"})
+    assert plan.skip is None
+    assert plan.stack == "ext4+bfuse:io_unit=4k,buffer=0,flush_ms=10ms"
+    assert plan.device == "emmc-2012" and plan.scheduler == "mq-deadline"
+    assert plan.command[:2] == ["sh", "-c"]
+    assert "mobibench -p . -q --no-drop-caches -f 32768 -r 512 -a 4 -y 0 -t 1" in plan.command[2]
+    assert plan.command[2].endswith("&& sync ./test.dat0")
+    assert plan.bytes_moved == 32 << 20
+
+
+def test_plan_of_sqlite_and_fjord_cells():
+    plan = sweep.plan_cell({"workload": "sqlite-insert", "journal": "wal", "transactions": "50",
+                            "layer": "fjord", "preset": "fjord-ram", "whitelist": "cache", "syscalls": "on"},
+                           available_fs={"ext4"})
+    assert plan.stack == "ext4+fjord:preset=fjord-ram,whitelist=cache"
+    assert plan.command[2].startswith("strace -f -qq -c -U calls,name -- mobibench -p cache")
+    assert "-d 0 -n 50 -j 3 -s 2" in plan.command[2]
+    assert "sync" not in plan.command[2].split("mobibench")[1]
+    assert plan.transactions == 50
+
+
+def test_combinations_that_cannot_run_are_skipped_with_a_reason():
+    assert "this kernel has no f2fs" in sweep.plan_cell({"fs": "f2fs"}, available_fs={"ext4"}).skip
+    assert "io_unit applies to a FUSE layer" in sweep.plan_cell({"io_unit": "4k"}, available_fs={"ext4"}).skip
+    assert "ext4 feature" in sweep.plan_cell({"fs": "xfs", "fs_journal": "external"},
+                                             available_fs={"xfs"}).skip
+    assert "not a fjord preset" in sweep.plan_cell({"layer": "fjord", "preset": "legacy"},
+                                                   available_fs={"ext4"}).skip
+    assert "at most the file size" in sweep.plan_cell({"record": "8m", "file_size": "4m"},
+                                                      available_fs={"ext4"}).skip
+    plan = sweep.plan_cell({"fs_journal": "external"}, available_fs={"ext4"})
+    assert plan.skip is None and plan.stack == "ext4:journal_dev=64M"
+
+
+def test_manifest_order_is_seeded_and_resume_refuses_a_different_sweep(tmp_path):
+    cells = [{"record": r} for r in ("4k", "16k", "64k", "512k")]
+    one = sweep.SweepDir(tmp_path / "a").create_or_resume(sweep.SweepDefinition(cells, repeat=3, seed=7))
+    two = sweep.SweepDir(tmp_path / "b").create_or_resume(sweep.SweepDefinition(cells, repeat=3, seed=7))
+    other = sweep.SweepDir(tmp_path / "c").create_or_resume(sweep.SweepDefinition(cells, repeat=3, seed=8))
+    order = [(u["cell"], u["rep"]) for u in one["units"]]
+    assert len(order) == 12 and len(set(order)) == 12
+    assert order == [(u["cell"], u["rep"]) for u in two["units"]]
+    assert order != [(u["cell"], u["rep"]) for u in other["units"]]
+    assert order != sorted(order)
+    again = sweep.SweepDir(tmp_path / "a").create_or_resume(sweep.SweepDefinition(cells, repeat=3, seed=7))
+    assert again["units"] == one["units"]
+    with pytest.raises(UsageError, match="holds a different sweep"):
+        sweep.SweepDir(tmp_path / "a").create_or_resume(sweep.SweepDefinition(cells[:2], repeat=3, seed=7))
+    with pytest.raises(UsageError, match="no sweep to resume"):
+        sweep.SweepDir(tmp_path / "none").create_or_resume(None)
+
+
+STRACE_C = """\
+mobibench: something on stderr
+  calls    errors syscall
+--------- --------- ----------------
+      412           pwrite64
+      200           fdatasync
+       12         3 openat
+--------- --------- ----------------
+      624         3 total
+"""
+
+
+def test_strace_counts_are_parsed():
+    assert sweep.parse_strace_counts(STRACE_C) == {"pwrite64": 412, "fdatasync": 200, "openat": 12}
+    assert sweep.parse_strace_counts("no table here") == {}
+
+
+def _fake_run(path: Path, *, exit_code=0, stdout="", stderr="", counters=None, elapsed_ns=2_000_000_000):
+    raw = path / "raw" / "rep0"
+    raw.mkdir(parents=True)
+    (raw / "stdout.txt").write_text(stdout)
+    (raw / "stderr.txt").write_text(stderr)
+    meta = {"format": "mobiperf-run", "status": "complete", "repetitions": [
+        {"index": 0, "exit_code": exit_code, "workload_ns": elapsed_ns, "counters": counters or {},
+         "metrics": [{"name": "block.requests", "labels": {"op": "write"}, "value": 42.0, "unit": "count"}]}]}
+    (path / "run.json").write_text(json.dumps(meta))
+
+
+def test_unit_metrics_reads_workload_counters_and_syscalls(tmp_path):
+    counters = {"bfuse-counters": {"counters": {"daemon_pwrite_calls": 32}, "ops": {"write": {"requests": 128}}}}
+    _fake_run(tmp_path / "r", stderr=STRACE_C, counters=counters)
+    plan = sweep.CellPlan(bytes_moved=64 << 20)
+    metrics, notes = sweep.unit_metrics(tmp_path / "r", plan)
+    assert metrics["run.elapsed"] == 2.0
+    assert metrics["e2e.throughput"] == (64 << 20) / 2.0
+    assert metrics["bfuse.daemon_pwrite_calls"] == 32
+    assert metrics["bfuse.ops.write.requests"] == 128
+    assert metrics["syscall.fdatasync"] == 200
+    assert metrics["block.requests{op=write}"] == 42
+    assert notes == []
+
+
+def test_a_failed_workload_is_a_failed_unit_with_its_error(tmp_path):
+    _fake_run(tmp_path / "r", exit_code=1, stderr="mobibench: write: No space left on device")
+    with pytest.raises(sweep.UnitFailed, match="status 1: mobibench: write: No space left on device"):
+        sweep.unit_metrics(tmp_path / "r", sweep.CellPlan())
+
+
+def test_summaries_and_matrix_text_show_median_ci_and_failures(tmp_path):
+    data = sweep.SweepDir(tmp_path).create_or_resume(sweep.SweepDefinition(
+        [{"record": "4k"}, {"record": "512k"}, {"record": "1m", "file_size": "512k"}], repeat=3, seed=1))
+    for u in data["units"]:
+        if u["cell"] == "c000":
+            u.update(status="done", metrics={"e2e.throughput": [10e6, 11e6, 12e6][u["rep"]]})
+        else:
+            u.update(status="failed", error="mobibench: boom")
+    summaries = {s.cell: s for s in sweep.summarize(data)}
+    st = summaries["c000"].stat("e2e.throughput")
+    assert st["n"] == 3 and st["median"] == 11e6
+    assert 10e6 <= st["ci_low"] <= st["median"] <= st["ci_high"] <= 12e6
+    assert summaries["c001"].status == "failed" and summaries["c001"].reason == "mobibench: boom"
+    assert summaries["c002"].status == "skipped"
+    assert math.isnan(summaries["c001"].stat("e2e.throughput")["median"])
+    text = sweep.format_matrix_text(data)
+    assert "10.5 MiB/s" in text and "failed: mobibench: boom" in text and "skipped" in text
+
+    from mobiperf.study_report import write_matrix_page
+
+    page = write_matrix_page(data, tmp_path / "m.html").read_text()
+    assert "Plotly.newPlot" in page and "<script src=" not in page
+    assert "95% CI (bootstrap)" in page and "mobibench: boom" in page
