@@ -29,7 +29,7 @@ def measure_amplification(syscall_class: pl.DataFrame, block_io: pl.DataFrame,
               _rows(block_io.filter(rw), "block", pl.col("region")),
               _rows(block_io.filter(rw), "block", pl.lit("all"))]
     if fuse_req is not None:
-        name = pl.col("opcode_name").str.to_lowercase()
+        name = pl.col("opcode_name").str.to_lowercase().str.strip_prefix("fuse_")
         fr = fuse_req.filter(name.is_in(["read", "write"])).with_columns(
             op=name, size_bytes=pl.when(name == "write").then(pl.col("len_bytes"))
             .otherwise(pl.col("reply_len_bytes")).fill_null(0))

@@ -77,4 +77,5 @@ def summarize_jbd2_latency(jbd2_run_stats: pl.DataFrame) -> pl.DataFrame:
 
 
 def summarize_fuse_latency(fuse_req: pl.DataFrame) -> pl.DataFrame:
-    return _concat([_summary(fuse_req, "dur", "fuse", "request", pl.col("opcode_name").str.to_lowercase())])
+    opcode = pl.col("opcode_name").str.to_lowercase().str.strip_prefix("fuse_")
+    return _concat([_summary(fuse_req, "dur", "fuse", "request", opcode)])

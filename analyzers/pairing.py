@@ -341,6 +341,8 @@ def _request_rows(ev: pl.DataFrame, kind, ts, q_src, root, is_partial, completin
     out = out.sort(["rep", "issue_ts", "queue_ts", "getrq_ts", "sector"], nulls_last=True)
     stats.requests = len(out)
     stats.fully_matched = int(out["is_complete_match"].sum())
+    stats.unmatched = Counter({k: v for k, v in stats.unmatched.items() if v})
+    stats.ignored = Counter({k: v for k, v in stats.ignored.items() if v})
     return BLOCK_RQ.validate(out), stats
 
 

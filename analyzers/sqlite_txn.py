@@ -127,7 +127,7 @@ def _assign(bounds: pl.DataFrame, df: pl.DataFrame, t: str) -> pl.DataFrame:
     """Rows of df with the transaction (rep, txn) whose (start_ts, end_ts] holds their time t."""
     b = bounds.select("rep", "txn", pl.col("start_ts").alias("_b0"), pl.col("end_ts").alias("_b1")).sort("_b1")
     return df.filter(pl.col(t).is_not_null()).sort(t).join_asof(
-        b, left_on=t, right_on="_b1", by="rep", strategy="forward").filter(
+        b, left_on=t, right_on="_b1", by="rep", strategy="forward", check_sortedness=False).filter(
         pl.col("txn").is_not_null() & (pl.col(t) >= pl.col("_b0")))
 
 

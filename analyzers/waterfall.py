@@ -50,11 +50,11 @@ def _attribute(calls: pl.DataFrame, block_io: pl.DataFrame) -> pl.DataFrame:
     req = block_io.with_columns(_t=pl.coalesce("queue_ts", "issue_ts")).filter(pl.col("_t").is_not_null()) \
         .with_row_index("_req").sort("_t")
     c = calls.select("call", "rep", "pid", pl.col("ts").alias("_t"), "end_ts").sort("_t")
-    own = req.join_asof(c, on="_t", by=["rep", "pid"], strategy="backward") \
+    own = req.join_asof(c, on="_t", by=["rep", "pid"], strategy="backward", check_sortedness=False) \
         .filter(pl.col("call").is_not_null() & (pl.col("_t") <= pl.col("end_ts")))
     shared = req.filter(pl.col("comm").fill_null("").str.starts_with("jbd2/") | (pl.col("op") == "flush"))
     shared = shared.join(own.select("_req"), on="_req", how="anti")
-    shared = shared.join_asof(c.drop("pid"), on="_t", by="rep", strategy="backward") \
+    shared = shared.join_asof(c.drop("pid"), on="_t", by="rep", strategy="backward", check_sortedness=False) \
         .filter(pl.col("call").is_not_null() & (pl.col("_t") <= pl.col("end_ts")))
     return pl.concat([own.drop("end_ts"), shared.drop("end_ts")], how="diagonal_relaxed")
 
@@ -85,7 +85,7 @@ def build_waterfall(syscall_class: pl.DataFrame, block_io: pl.DataFrame, fsync_e
         from mobiperf.analyzers.latency import sync_file_calls
         sf = sync_file_calls(fsync_event).with_columns(_end=pl.col("ts") + pl.col("dur")).sort("ts")
         m = sf.join_asof(calls.select("call", "rep", "pid", pl.col("ts").alias("_c0"), "end_ts").sort("_c0"),
-                         left_on="ts", right_on="_c0", by=["rep", "pid"], strategy="backward")
+                         left_on="ts", right_on="_c0", by=["rep", "pid"], strategy="backward", check_sortedness=False)
         m = m.filter(pl.col("call").is_not_null() & (pl.col("ts") <= pl.col("end_ts")))
         fs_ns = m.group_by("call").agg(fs_ns=(pl.min_horizontal("_end", "end_ts") - pl.col("ts")).sum())
     out = out.join(fs_ns, on="call", how="left")
@@ -94,7 +94,7 @@ def build_waterfall(syscall_class: pl.DataFrame, block_io: pl.DataFrame, fsync_e
         fr = fuse_req.filter(pl.col("end_ts").is_not_null()).select("rep", "pid", pl.col("send_ts").alias("_t"),
                                                                     "end_ts").rename({"end_ts": "_fe"}).sort("_t")
         m = fr.join_asof(calls.select("call", "rep", "pid", pl.col("ts").alias("_t"), "end_ts").sort("_t"),
-                         on="_t", by=["rep", "pid"], strategy="backward")
+                         on="_t", by=["rep", "pid"], strategy="backward", check_sortedness=False)
         m = m.filter(pl.col("call").is_not_null() & (pl.col("_t") <= pl.col("end_ts")))
         m = _clip(m, calls, "_t", "_fe")
         fuse_ns = _union_ns(m, "_t", "_fe").rename({"_union": "fuse_ns"})

@@ -161,7 +161,7 @@ FS_LATENCY = Schema("fs_latency", _LATENCY_COLUMNS,
                     " fdatasync) and the jbd2 commit phases of jbd2_run_stats (wait, request_delay, running,"
                     " locked, flushing, logging; ms resolution), op commit.")
 FUSE_LATENCY = Schema("fuse_latency", _LATENCY_COLUMNS,
-                      "FUSE request latency (fuse_request_send -> end) percentiles, op the FUSE opcode name.")
+                      "FUSE request latency (fuse_request_send -> end) percentiles, op the FUSE opcode name in lower case without FUSE_ (write, read, fsync...).")
 
 WATERFALL = Schema("waterfall", {
     "rep": I32, "ts": I64, "pid": I32, "comm": STR, "syscall": STR, "path": STR, "file_type": STR,
