@@ -101,8 +101,9 @@ class _DevTools:
 
 
 def check_page(path: Path, screenshot: Path | None = None, *, timeout: float = 60.0,
-               viewport: tuple[int, int] = LAPTOP_VIEWPORT, full_page: bool = True) -> PageCheck:
-    """Load `path` from file:// in headless Chromium and report what a reader would see."""
+               viewport: tuple[int, int] = LAPTOP_VIEWPORT, full_page: bool = True, tiles: int = 0) -> PageCheck:
+    """Load `path` from file:// in headless Chromium and report what a reader would see. With `tiles`, also
+    write that many screen-sized screenshots from the top (`<screenshot stem>-<i>.png`), to read at full size."""
     ok, why = chromium_available()
     if not ok:
         raise RuntimeError(why)
@@ -118,7 +119,7 @@ def check_page(path: Path, screenshot: Path | None = None, *, timeout: float = 6
         page_target = next(t for t in targets if t.get("type") == "page")
         dt = _DevTools(page_target["webSocketDebuggerUrl"], timeout)
         try:
-            return _run_check(dt, Path(path), screenshot, timeout, viewport, full_page)
+            return _run_check(dt, Path(path), screenshot, timeout, viewport, full_page, tiles)
         finally:
             dt.close()
     finally:
@@ -145,7 +146,8 @@ def _devtools_port(profile: Path, proc: subprocess.Popen, timeout: float) -> int
     raise RuntimeError("chromium did not open its DevTools port in time")
 
 
-def _run_check(dt: _DevTools, path: Path, screenshot: Path | None, timeout: float, viewport, full_page) -> PageCheck:
+def _run_check(dt: _DevTools, path: Path, screenshot: Path | None, timeout: float, viewport, full_page,
+               tiles: int) -> PageCheck:
     url = path.resolve().as_uri()
     check = PageCheck(url)
     for domain in ("Page", "Runtime", "Log", "Performance"):
@@ -183,6 +185,10 @@ def _run_check(dt: _DevTools, path: Path, screenshot: Path | None, timeout: floa
         data = dt.call("Page.captureScreenshot", **params)["data"]
         screenshot.write_bytes(base64.b64decode(data))
         check.screenshot = screenshot
+        for i in range(tiles):
+            clip = {"x": 0, "y": i * viewport[1], "width": viewport[0], "height": viewport[1], "scale": 1}
+            data = dt.call("Page.captureScreenshot", format="png", captureBeyondViewport=True, clip=clip)["data"]
+            screenshot.with_name(f"{screenshot.stem}-{i}.png").write_bytes(base64.b64decode(data))
     return check
 
 

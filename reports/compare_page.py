@@ -74,16 +74,11 @@ def _verdict_table(pair, result: CompareResult) -> str:
 def _table3(groups: list[RunGroup], tables: list[dict[str, pl.DataFrame]]) -> str:
     per_group = []
     for g, t in zip(groups, tables):
-        extra = {}
-        for r in g.runs:
-            for name in ("syscall_count", "syscall_counts"):
-                if r.has_table(name):
-                    extra[name] = r.read_table(name)
-        rows = syscall_count_rows({**t, **extra})
+        rows = syscall_count_rows(t)
         per_group.append({label: sorted(v.values())[len(v) // 2] for label, v in rows.items() if v})
     labels = list(dict.fromkeys(label for rows in per_group for label in rows))
     if not labels:
-        return missing("Table 3", "none of the runs has block_io or syscall count tables")
+        return missing("Table 3", "none of the runs has block_io, syscall_class or fuse_latency tables")
     head = "<tr><th></th>" + "".join(f"<th>{esc(g.label)}</th>" for g in groups) + "</tr>"
     body = "".join(f"<tr><th>{esc(label)}</th>" + "".join(
         f"<td class='num'>{rows[label]:,.0f}</td>" if label in rows else "<td>-</td>" for rows in per_group)
@@ -95,7 +90,7 @@ def _table3(groups: list[RunGroup], tables: list[dict[str, pl.DataFrame]]) -> st
 def render_compare(result: CompareResult) -> str:
     groups = [result.base] + [p.new for p in result.pairs]
     labels = [f"BASE {result.base.label}"] + [f"NEW {p.new.label}" for p in result.pairs]
-    tables = [group_tables(g) for g in groups]
+    tables = [group_tables(g, ("io_class", "block_io", "syscall_class", "fuse_latency")) for g in groups]
     status = status_label(g.status for g in groups)
     parts = [f"<h1>Compare: {esc(result.base.label)} → {esc(', '.join(p.new.label for p in result.pairs))}</h1>",
              f"<p class='sub'>{esc(method_description(result.options))}</p>"]

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
 
-from mobiperf.analyzers.size import SIZE_CLASSES
+from mobiperf.analyzers.size import SIZE_CLASSES, size_class
 
 OP_COLORS = {"write": "#d62728", "read": "#1f77b4", "flush": "#7f7f7f", "discard": "#9467bd", "other": "#bcbd22"}
 LOCALITY_COLORS = {"sequential": "#2ca02c", "random": "#ff7f0e", "none": "#c7c7c7"}
@@ -66,55 +66,59 @@ def _shares(df: pl.DataFrame, dim: str) -> dict[str, dict[str, tuple[float, int]
     return out
 
 
+NOT_A_CLASS = ("none", "first", "-", "", None)
+
+
 def fig_io_characterisation(io_class: pl.DataFrame, block_io: pl.DataFrame | None = None,
                             layer: str = "block") -> go.Figure:
-    """Seed 000 Fig. 4: (a) IO size, (b) locality, (c) IO mode, (d) block type, per read and write, as shares of
-    the requests with their counts. Block type needs `region` (analyzers) or falls back to rwbs `M` (data vs
-    metadata; journal writes then count as data)."""
+    """Seed 000 Fig. 4: (a) IO size, (b) locality, (c) IO mode, (d) block type (region), (e) file type, per read
+    and write, as shares of the requests with their counts inside the bars. Locality leaves out a stream's
+    first request and zero-length requests; block type falls back to rwbs `M` when the analyzers gave no region
+    (journal writes then count as data). Panels without any classified request are left out."""
     rows = io_class.filter(pl.col("op").is_in(["read", "write"]))
     if "layer" in rows.columns:
         rows = rows.filter(pl.col("layer") == layer)
-    region_note = ""
-    if "region" in rows.columns:
-        regions = rows.select("op", pl.col("region").alias("cat"), "count")
-    elif block_io is not None and region_column(block_io) is not None:
+    note = ""
+    if "region" not in rows.columns and block_io is not None and region_column(block_io) is not None:
         regions = (block_io.filter(pl.col("op").is_in(["read", "write"]))
-                   .group_by("op", region_column(block_io).alias("cat")).agg(count=pl.len()))
-        if "region" not in block_io.columns:
-            region_note = " (rwbs M only: journal counted as data)"
+                   .group_by("op", region_column(block_io).alias("region")).agg(count=pl.len()))
+        note = " (rwbs M only)"
     else:
-        regions = None
-    panels = [("(a) IO size", "size_class", [c for c in SIZE_CLASSES], {}),
-              ("(b) locality", "locality", ["sequential", "random"], LOCALITY_COLORS),
-              ("(c) IO mode", "sync_mode", None, SYNC_COLORS),
-              (f"(d) block type{region_note}", "region", ["data", "metadata", "journal"], REGION_COLORS)]
-    fig = make_subplots(rows=1, cols=4, subplot_titles=[p[0] for p in panels], horizontal_spacing=0.06)
-    for col, (_, dim, order, colors) in enumerate(panels, start=1):
-        if dim == "region":
-            if regions is None:
-                continue
-            shares = _shares(regions.rename({"cat": "region"}), "region")
-        else:
-            shares = _shares(rows, dim)
-        cats = order or sorted({c for s in shares.values() for c in s})
-        cats = [c for c in cats if any(c in s for s in shares.values())] or cats
-        extra = sorted({c for s in shares.values() for c in s} - set(cats) - {"none"})
-        for i, cat in enumerate(cats + extra):
-            if dim == "size_class":
-                color = ("#fdd0a2", "#fd8d3c", "#d94801", "#7f2704")[i % 4]
-            else:
-                color = _color(colors, cat, i)
+        regions = rows if "region" in rows.columns else None
+    panels = [("(a) IO size", "size_class", list(SIZE_CLASSES), {}, rows),
+              ("(b) locality", "locality", ["sequential", "random"], LOCALITY_COLORS, rows),
+              ("(c) IO mode", "sync_mode", None, SYNC_COLORS, rows),
+              (f"(d) block type{note}", "region", ["data", "metadata", "journal"], REGION_COLORS, regions),
+              ("(e) file type", "file_type", None, {}, rows)]
+    usable = []
+    for title, dim, order, colors, data in panels:
+        if data is None or dim not in data.columns:
+            continue
+        shares = _shares(data.filter(~pl.col(dim).is_in([c for c in NOT_A_CLASS if c is not None])
+                                     & pl.col(dim).is_not_null()), dim)
+        if any(shares[op] for op in shares):
+            usable.append((title, dim, order, colors, shares))
+    fig = make_subplots(rows=1, cols=max(1, len(usable)), subplot_titles=[u[0] for u in usable],
+                        horizontal_spacing=0.05)
+    size_colors = ("#fdd0a2", "#fd8d3c", "#d94801", "#7f2704")
+    for col, (_, dim, order, colors, shares) in enumerate(usable, start=1):
+        seen = {c for s in shares.values() for c in s}
+        cats = [c for c in (order or []) if c in seen] + sorted(seen - set(order or []))
+        for i, cat in enumerate(cats):
+            color = size_colors[i % 4] if dim == "size_class" else _color(colors, cat, i + col)
             ops = ["read", "write"]
+            counts = [shares[op].get(cat, (0, 0))[1] for op in ops]
             fig.add_bar(x=ops, y=[shares[op].get(cat, (0, 0))[0] for op in ops], name=cat, legendgroup=dim,
                         legendgrouptitle_text=dim.replace("_", " ") if i == 0 else None,
-                        marker_color=color, row=1, col=col,
-                        text=[f"{shares[op].get(cat, (0, 0))[1]:,}" if shares[op].get(cat, (0, 0))[1] else ""
-                              for op in ops], textposition="inside", insidetextanchor="middle",
+                        marker_color=color, row=1, col=col, text=[f"{c:,}" if c else "" for c in counts],
+                        textposition="inside", insidetextanchor="middle",
                         hovertemplate=f"{cat}<br>%{{x}}: %{{y:.1f}}%<br>%{{text}} requests<extra></extra>")
     fig.update_yaxes(range=[0, 100], ticksuffix="%")
     fig.update_yaxes(title_text="% of requests (count inside)", row=1, col=1)
-    return _layout(fig, f"IO characterisation ({layer} layer)", height=430, barmode="stack",
-                   legend=dict(orientation="h", y=-0.12, groupclick="toggleitem", font_size=11))
+    return _layout(fig, f"IO characterisation ({layer} layer)", height=450, barmode="stack",
+                   margin=dict(l=60, r=20, t=80, b=40),
+                   legend=dict(orientation="h", y=-0.12, groupclick="toggleitem", font_size=11,
+                               traceorder="grouped"))
 
 
 # --- latency ---
@@ -130,38 +134,65 @@ def block_phase_means(block_io: pl.DataFrame, op: str = "write") -> pl.DataFrame
     return pl.concat(frames).select("size_class", "phase", "mean_ns", "count")
 
 
-def fig_layer_breakdown(block_io: pl.DataFrame, layer_latency: pl.DataFrame | None = None) -> go.Figure:
-    """Seed 004 Fig. 3: where an IO's time goes, stacked by layer (or block phase) for each size class.
+WATERFALL_LAYERS = (("fs+kernel", "#9467bd"), ("fuse", "#ff7f0e"), ("block", "#6baed6"), ("device", "#d62728"))
 
-    With a per-layer latency table (columns layer, size_class, mean_ns) the stack is by layer (syscall, file
-    system, FUSE, block...); otherwise it is the block layer's btt phases of writes (reads beside them)."""
+
+def waterfall_layers(waterfall: pl.DataFrame) -> pl.DataFrame:
+    """Per synchronous call, its time by layer: device (D2C union), block (queue and scheduler outside the
+    device), fuse, fs+kernel (the rest), as the analyzers' waterfall defines them."""
+    return waterfall.with_columns(
+        device=pl.col("device_ns").fill_null(0), fuse=pl.col("fuse_ns").fill_null(0),
+        block=(pl.col("block_ns").fill_null(0) - pl.col("device_ns").fill_null(0)).clip(0),
+        **{"fs+kernel": pl.col("other_ns").fill_null(0).clip(0)},
+        group=pl.when(pl.col("size_bytes") > 0).then(size_class(pl.col("size_bytes")))
+        .otherwise(pl.col("syscall")))
+
+
+def fig_layer_breakdown(block_io: pl.DataFrame, waterfall: pl.DataFrame | None = None) -> go.Figure:
+    """Seed 004 Fig. 3: where an IO's time goes, stacked by layer, per IO size class.
+
+    With the waterfall table (synchronous calls stitched to their block requests) the stack is the calls' mean
+    time per layer (fs+kernel, FUSE, block queue, device) per size class of the call (or the call's name for
+    fsync and friends); otherwise the block layer's btt phases of writes and reads."""
     fig = go.Figure()
-    if layer_latency is not None and {"layer", "size_class", "mean_ns"} <= set(layer_latency.columns):
-        data = layer_latency
-        if "op" in data.columns:
-            data = data.filter(pl.col("op") == "write") if (data["op"] == "write").any() else data
-        agg = data.group_by("size_class", "layer").agg(pl.col("mean_ns").mean())
-        present = [c for c in SIZE_CLASSES if c in set(agg["size_class"])]
-        for i, layer in enumerate(agg["layer"].unique().sort()):
-            vals = dict(agg.filter(pl.col("layer") == layer).select("size_class", "mean_ns").iter_rows())
-            fig.add_bar(name=layer, x=present, y=[vals.get(c, 0) / 1e3 for c in present],
-                        marker_color=PALETTE[i % len(PALETTE)])
-        return _layout(fig, "Mean latency by layer and IO size (writes)", barmode="stack",
-                       xaxis_title="IO size class", yaxis_title="mean latency (µs)")
-    for op, offset in (("write", 0), ("read", 1)):
-        means = block_phase_means(block_io, op)
-        present = [c for c in SIZE_CLASSES if c in set(means["size_class"])]
-        if not present:
-            continue
-        for phase in ("q2g", "g2i", "i2d", "d2c"):
-            vals = dict(means.filter(pl.col("phase") == phase).select("size_class", "mean_ns").iter_rows())
-            counts = dict(means.filter(pl.col("phase") == phase).select("size_class", "count").iter_rows())
-            fig.add_bar(name=PHASE_NAMES[phase], legendgroup=phase, showlegend=offset == 0,
-                        x=[[op] * len(present), present], y=[vals.get(c, 0) / 1e3 for c in present],
-                        marker_color=PHASE_COLORS[phase], customdata=[counts.get(c, 0) for c in present],
-                        hovertemplate=f"{phase.upper()} %{{y:.1f}} µs<br>n=%{{customdata}}<extra></extra>")
-    return _layout(fig, "Block latency by phase and IO size (mean per request)", barmode="stack",
+    if waterfall is not None and len(waterfall):
+        per = waterfall_layers(waterfall)
+        agg = per.group_by("group").agg(pl.len().alias("n"), *[pl.col(name).mean() for name, _ in WATERFALL_LAYERS])
+        groups = [c for c in SIZE_CLASSES if c in set(agg["group"])] + sorted(set(agg["group"]) - set(SIZE_CLASSES))
+        rows = {r["group"]: r for r in agg.iter_rows(named=True)}
+        for name, color in WATERFALL_LAYERS:
+            fig.add_bar(name=name, x=[f"{g} (n={rows[g]['n']:,})" for g in groups],
+                        y=[rows[g][name] / 1e3 for g in groups], marker_color=color)
+        return _layout(fig, "Time of synchronous calls by layer and IO size (mean per call)", barmode="stack",
+                       yaxis_title="mean time per call (µs)")
+    # Writes are the papers' subject (and reads, often a few cache misses, would dwarf them): writes when any.
+    op = "write" if (block_io["op"] == "write").any() else "read"
+    means = block_phase_means(block_io, op)
+    present = [c for c in SIZE_CLASSES if c in set(means["size_class"])]
+    counts = dict(means.filter(pl.col("phase") == "d2c").select("size_class", "count").iter_rows())
+    for phase in ("q2g", "g2i", "i2d", "d2c"):
+        vals = dict(means.filter(pl.col("phase") == phase).select("size_class", "mean_ns").iter_rows())
+        fig.add_bar(name=PHASE_NAMES[phase], x=[f"{c} (n={counts.get(c, 0):,})" for c in present],
+                    y=[vals.get(c, 0) / 1e3 for c in present], marker_color=PHASE_COLORS[phase],
+                    hovertemplate=f"{phase.upper()} %{{y:.1f}} µs<extra></extra>")
+    return _layout(fig, f"Block latency of {op}s by phase and size (mean)", barmode="stack",
                    yaxis_title="mean latency (µs)")
+
+
+def fig_layer_shares(layer_breakdown: pl.DataFrame) -> go.Figure:
+    """Seed 000 Fig. 3: the share of each layer in the time of synchronous calls, per call type."""
+    agg = (layer_breakdown.group_by("syscall", "sync_mode", "layer").agg(pl.col("time_ns").sum())
+           .with_columns(key=pl.col("syscall") + " (" + pl.col("sync_mode") + ")"))
+    totals = dict(agg.group_by("key").agg(pl.col("time_ns").sum()).iter_rows())
+    keys = sorted(totals)
+    fig = go.Figure()
+    for name, color in WATERFALL_LAYERS:
+        vals = dict(agg.filter(pl.col("layer") == name).select("key", "time_ns").iter_rows())
+        share = [100 * vals.get(k, 0) / totals[k] if totals[k] else 0 for k in keys]
+        fig.add_bar(name=name, x=keys, y=share, marker_color=color, text=[f"{v:.0f}%" for v in share],
+                    textposition="inside")
+    return _layout(fig, "Share of each layer in the time of synchronous calls", barmode="stack",
+                   yaxis=dict(range=[0, 100], ticksuffix="%"))
 
 
 def _cdf_points(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -190,20 +221,79 @@ def fig_latency_cdf(block_io: pl.DataFrame, phases: tuple[str, ...] = ("d2c", "q
                    yaxis_title="fraction of requests", yaxis_range=[0, 1.01])
 
 
+def fig_syscall_cdf(syscall_class: pl.DataFrame) -> go.Figure:
+    """CDFs of system call latency (enter -> exit) per call and sync mode, log time: the platform layer's view
+    of the same IO (seed 004's application layer)."""
+    fig = go.Figure()
+    rows = syscall_class.filter(pl.col("dur").is_not_null() & (pl.col("dur") > 0))
+    groups = (rows.group_by("syscall", "sync_mode").agg(pl.len().alias("n")).sort("n", descending=True).head(8))
+    for i, (call, mode, n) in enumerate(groups.iter_rows()):
+        values = rows.filter((pl.col("syscall") == call) & (pl.col("sync_mode") == mode))["dur"].to_numpy()
+        xs, ys = _cdf_points(values)
+        fig.add_scatter(name=f"{call} {mode} (n={n:,})", x=xs / 1e3, y=ys, mode="lines",
+                        line=dict(color=PALETTE[i % len(PALETTE)]))
+    return _layout(fig, "System call latency CDF", xaxis_title="latency (µs, log)", xaxis_type="log",
+                   yaxis_title="fraction of calls", yaxis_range=[0, 1.01])
+
+
+def fig_amplification(amplification: pl.DataFrame) -> go.Figure:
+    """Seed 004 Fig. 4's "additional write" overhead: bytes at each layer for the application's bytes, writes
+    and reads, the block layer split by region (median over repetitions)."""
+    rows = amplification.filter(pl.col("op").is_in(["write", "read"]))
+    rows = rows.filter((pl.col("layer") != "block") | (pl.col("region") != "all"))
+    agg = rows.group_by("op", "layer", "region", "rep").agg(pl.col("bytes").sum()).group_by(
+        "op", "layer", "region").agg(pl.col("bytes").median())
+    fig = go.Figure()
+    xs = [(op, layer) for op in ("write", "read") for layer in ("app", "fuse", "block")
+          if len(agg.filter((pl.col("op") == op) & (pl.col("layer") == layer)))]
+    regions = sorted(set(agg["region"].to_list()), key=lambda r: ("all", "data", "metadata", "journal").index(r)
+                     if r in ("all", "data", "metadata", "journal") else 9)
+    for i, region in enumerate(regions):
+        vals = {(r["op"], r["layer"]): r["bytes"] for r in agg.filter(pl.col("region") == region).iter_rows(named=True)}
+        fig.add_bar(name=region if region != "all" else "all (app, FUSE)",
+                    x=[[x[0] for x in xs], [x[1] for x in xs]], y=[vals.get(x, 0) / (1 << 20) for x in xs],
+                    marker_color=REGION_COLORS.get(region, "#7f7f7f" if region == "all" else PALETTE[i]))
+    return _layout(fig, "Bytes per layer (application, FUSE, block by region)", barmode="stack",
+                   yaxis_title="MiB")
+
+
+def fig_fuse_counts(fuse_latency: pl.DataFrame) -> go.Figure:
+    """FUSE requests per opcode with their median latency, from the FUSE latency summary."""
+    agg = (fuse_latency.with_columns(pl.col("op").str.replace("^fuse_", "").str.to_uppercase())
+           .group_by("op").agg(pl.col("count").sum(), pl.col("p50_ns").median()).sort("count", descending=True))
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("requests per opcode", "median latency per opcode"))
+    fig.add_bar(x=agg["op"].to_list(), y=agg["count"].to_list(), marker_color="#6baed6", name="requests",
+                text=agg["count"].to_list(), textposition="outside", row=1, col=1)
+    fig.add_bar(x=agg["op"].to_list(), y=(agg["p50_ns"] / 1e3).to_list(), marker_color="#ff7f0e",
+                name="p50 (µs)", row=1, col=2)
+    fig.update_yaxes(type="log", row=1, col=1)
+    fig.update_yaxes(title_text="µs", row=1, col=2)
+    return _layout(fig, "FUSE requests", height=400, showlegend=False)
+
+
 def fig_io_waterfall(block_io: pl.DataFrame, waterfall: pl.DataFrame | None = None) -> go.Figure:
     """The life of selected IOs, phase by phase from the moment they were queued: the median, p90, p99 and
-    slowest write (or read) by Q2C; a menu selects the IO. With the analyzers' waterfall table (columns io,
-    layer, start_ns, dur_ns) the bars span syscall, file system, FUSE and block layers instead."""
+    slowest write (or read) by Q2C; a menu selects the IO. With the analyzers' waterfall table the IOs are
+    synchronous system calls, and the bars their time in each layer (fs+kernel, FUSE, block queue, device)
+    laid end to end under the call's own duration (the layers' times are unions of intervals, so the order
+    is the stack's, not the clock's)."""
     fig = go.Figure()
     candidates: list[tuple[str, list[tuple[str, float, float, str]]]] = []
-    if waterfall is not None and {"io", "layer", "start_ns", "dur_ns"} <= set(waterfall.columns):
-        for io_id in waterfall["io"].unique(maintain_order=True)[:8]:
-            rows = waterfall.filter(pl.col("io") == io_id).sort("start_ns")
-            t0 = rows["start_ns"].min()
-            bars = [(r["layer"] if "phase" not in r else f"{r['layer']} {r['phase'] or ''}".strip(),
-                     (r["start_ns"] - t0) / 1e3, r["dur_ns"] / 1e3, PALETTE[i % len(PALETTE)])
-                    for i, r in enumerate(rows.iter_rows(named=True))]
-            candidates.append((f"IO {io_id}", bars))
+    if waterfall is not None and len(waterfall):
+        calls = waterfall_layers(waterfall.filter(pl.col("dur_ns").is_not_null())).sort("dur_ns")
+        n = len(calls)
+        for label, q in (("median", 0.5), ("p90", 0.9), ("p99", 0.99), ("slowest", 1.0)):
+            if not n:
+                break
+            r = calls.row(min(n - 1, int(q * (n - 1))), named=True)
+            bars = [(f"{r['syscall']} ({r['sync_mode']})", 0.0, r["dur_ns"] / 1e3, "#444444")]
+            t = 0.0
+            for name, color in WATERFALL_LAYERS:
+                if r[name]:
+                    bars.append((name, t / 1e3, r[name] / 1e3, color))
+                    t += r[name]
+            candidates.append((f"{label} {r['syscall']}: {r['size_bytes'] or 0} B {r['file_type'] or ''}, "
+                               f"{r['block_requests'] or 0} block requests, {(r['dur_ns']) / 1e3:.0f} µs", bars))
     else:
         rows = block_io.filter(pl.col("q2c_ns").is_not_null() & (pl.col("size_bytes") > 0))
         op = "write" if (rows["op"] == "write").any() else "read"
@@ -229,8 +319,9 @@ def fig_io_waterfall(block_io: pl.DataFrame, waterfall: pl.DataFrame | None = No
                     hovertemplate="%{y}: starts %{base:.1f} µs, lasts %{x:.1f} µs<extra></extra>")
     buttons = [dict(label=label, method="update", args=[{"visible": [j == i for j in range(len(candidates))]}])
                for i, (label, _) in enumerate(candidates)]
-    title = "Waterfall of a selected IO" if candidates else "Waterfall (no IO with all phases)"
-    _layout(fig, title, height=400, yaxis=dict(autorange="reversed"), xaxis_title="time since queued (µs)",
+    what = "synchronous call" if waterfall is not None and len(waterfall) else "block request"
+    title = f"Waterfall of a selected {what}" if candidates else "Waterfall (no IO with all phases)"
+    _layout(fig, title, height=400, yaxis=dict(autorange="reversed"), xaxis_title="time (µs)",
             margin=dict(l=60, r=20, t=90, b=40))
     if len(buttons) > 1:
         fig.update_layout(updatemenus=[dict(buttons=buttons, x=0, xanchor="left", y=1.04, yanchor="bottom",
@@ -242,17 +333,21 @@ def fig_io_waterfall(block_io: pl.DataFrame, waterfall: pl.DataFrame | None = No
 
 def thin_scatter(df: pl.DataFrame, x: str, y: str, category: str,
                  grid: tuple[int, int] = SCATTER_GRID, limit: int = MAX_SCATTER_POINTS) -> pl.DataFrame:
-    """One row per occupied (x, y, category) cell of a screen-sized grid, so a million requests draw as the
-    same picture with a fraction of the points and rare requests (a metadata write) are never dropped; then,
-    if still above `limit`, every k-th row."""
+    """At most `limit` rows: one per occupied (x, y, category) cell of a screen-sized grid, the grid coarsened
+    by halves until the rows fit. A million requests draw as the same picture with a fraction of the points,
+    and a rare request (a metadata or journal write) is never dropped, since each category keeps its cells."""
     if len(df) <= limit:
         return df
-    def bins(col: str, n: int) -> pl.Expr:
-        lo, hi = df[col].min(), df[col].max()
-        span = (hi - lo) or 1
-        return ((pl.col(col) - lo) * (n - 1) // span).cast(pl.Int64)
-    thinned = (df.with_columns(_bx=bins(x, grid[0]), _by=bins(y, grid[1]))
-               .unique(subset=["_bx", "_by", category], keep="first", maintain_order=True).drop("_bx", "_by"))
+    lo_x, hi_x, lo_y, hi_y = df[x].min(), df[x].max(), df[y].min(), df[y].max()
+    gx, gy = grid
+    while True:
+        thinned = (df.with_columns(_bx=((pl.col(x) - lo_x) * (gx - 1) // ((hi_x - lo_x) or 1)).cast(pl.Int64),
+                                   _by=((pl.col(y) - lo_y) * (gy - 1) // ((hi_y - lo_y) or 1)).cast(pl.Int64))
+                   .unique(subset=["_bx", "_by", category], keep="first", maintain_order=True)
+                   .drop("_bx", "_by"))
+        if len(thinned) <= limit or gx <= 8:
+            break
+        gx, gy = max(8, gx // 2), max(8, gy // 2)
     if len(thinned) > limit:
         thinned = thinned.gather_every(math.ceil(len(thinned) / limit))
     return thinned
@@ -263,7 +358,7 @@ def fig_lba_scatter(block_io: pl.DataFrame, color_by: str | None = None) -> go.F
     region where the analyzers classified them (else by direction); thinned beyond 150k points."""
     rows = block_io.filter((pl.col("size_bytes") > 0) & (pl.col("sector") >= 0))
     if color_by is None:
-        color_by = next((c for c in ("file_type", "region") if c in rows.columns), None)
+        color_by = next((c for c in ("region", "file_type") if c in rows.columns), None)
     if color_by is None or color_by not in rows.columns:
         color_by = "op"
     if color_by == "region" and "region" not in rows.columns:
@@ -326,8 +421,8 @@ def fig_fuse_requests(fuse_req: pl.DataFrame) -> go.Figure:
     counts = fuse_req.group_by(op_col).agg(pl.len().alias("n")).sort("n", descending=True).head(15)
     fig.add_bar(x=counts[op_col].cast(pl.Utf8).to_list(), y=counts["n"].to_list(), name="requests",
                 marker_color="#6baed6", text=counts["n"].to_list(), textposition="outside", row=1, col=1)
-    data = fuse_req.filter(pl.col(op_col).cast(pl.Utf8).str.to_lowercase().is_in(["read", "write"])
-                           & (pl.col(size_col) > 0))
+    fuse_req = fuse_req.with_columns(pl.col(op_col).cast(pl.Utf8).str.replace("^FUSE_", "").alias(op_col))
+    data = fuse_req.filter(pl.col(op_col).str.to_lowercase().is_in(["read", "write"]) & (pl.col(size_col) > 0))
     for i, op in enumerate(sorted(data[op_col].cast(pl.Utf8).unique().to_list())):
         s = data.filter(pl.col(op_col).cast(pl.Utf8) == op)
         sizes = (s.group_by(size_col).agg(pl.len().alias("n")).sort(size_col))

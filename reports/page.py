@@ -18,13 +18,9 @@ from mobiperf.reports import figures
 from mobiperf.reports.html import esc, figure_div, missing, page, status_label, table_html
 from mobiperf.units import format_duration_ns
 
-# Result tables the analyzers produce under these names (first present wins).
-LAYER_LATENCY = ("latency_by_layer", "layer_latency")
-WATERFALL = ("waterfall", "io_waterfall")
-SQLITE_TXN = ("sqlite_txn", "sqlite_transaction", "txn_io")
-FUSE_REQUESTS = ("fuse_request", "fuse_io", "fuse_req")
-SYSCALL_COUNTS = ("syscall_count", "syscall_counts")
-AMPLIFICATION = ("amplification",)
+# Per-request FUSE table: an event table, shown when the caller passes it along with the results.
+FUSE_REQUESTS = ("fuse_req",)
+LATENCY_TABLES = ("latency_summary", "syscall_latency", "fs_latency", "fuse_latency")
 
 KEY_METRICS = (("workload.throughput", {}), ("workload.elapsed", {}), ("workload.tps", {}), ("workload.iops", {}),
                ("block.requests", {"op": "write"}), ("block.bytes", {"op": "write"}),
@@ -51,8 +47,10 @@ def absence_reason(meta: dict[str, Any], table: str) -> str:
     """Why a result table is not in this run, in the words of the analysis that skipped it."""
     analysis = meta.get("analysis", {})
     skipped = analysis.get("skipped", {})
+    if table in skipped:
+        return f"no {table} table: {skipped[table]}"
     for name, why in skipped.items():
-        if name == table or table in name or name in table:
+        if name.split("+")[0] == table:
             return f"no {table} table: {why}"
     try:
         from mobiperf.analyzers import registry
@@ -135,22 +133,28 @@ def _latency(meta, tables) -> str:
     if why:
         return missing("The per-layer latency breakdown", why)
     block_io = tables["block_io"]
-    _, layer_lat = first_table(tables, LAYER_LATENCY)
-    _, waterfall = first_table(tables, WATERFALL)
-    figs = [figure_div(figures.fig_layer_breakdown(block_io, layer_lat), "fig-layer-breakdown"),
-            figure_div(figures.fig_latency_cdf(block_io), "fig-latency-cdf"),
-            figure_div(figures.fig_io_waterfall(block_io, waterfall), "fig-waterfall")]
+    waterfall = tables.get("waterfall")
+    figs = [figure_div(figures.fig_layer_breakdown(block_io, waterfall), "fig-layer-breakdown")]
+    if waterfall is not None:  # the block phases stay visible next to the cross-layer view
+        figs.append(figure_div(figures.fig_layer_breakdown(block_io), "fig-block-phases"))
+    if "layer_breakdown" in tables and len(tables["layer_breakdown"]):
+        figs.append(figure_div(figures.fig_layer_shares(tables["layer_breakdown"]), "fig-layer-shares"))
+    figs.append(figure_div(figures.fig_latency_cdf(block_io), "fig-latency-cdf"))
+    if "syscall_class" in tables and len(tables["syscall_class"]):
+        figs.append(figure_div(figures.fig_syscall_cdf(tables["syscall_class"]), "fig-syscall-cdf"))
+    figs.append(figure_div(figures.fig_io_waterfall(block_io, waterfall), "fig-waterfall"))
     out = ["<div class='grid'>" + "".join(figs) + "</div>"]
-    if layer_lat is None:
-        out.append(missing("The cross-layer breakdown (syscall, file system, FUSE, block)",
-                           absence_reason(meta, LAYER_LATENCY[0]) + "; the block layer's phases are shown"))
-    if "latency_summary" in tables:
-        lat = tables["latency_summary"]
-        agg = (lat.group_by("layer", "phase", "op").agg(pl.col("count").sum(), pl.col("p50_ns").median(),
-                                                         pl.col("p90_ns").median(), pl.col("p99_ns").median(),
-                                                         pl.col("max_ns").max())
+    if waterfall is None:
+        out.append(missing("The cross-layer breakdown and waterfall (syscall, file system, FUSE, block)",
+                           absence_reason(meta, "waterfall") + "; the block layer's phases are shown"))
+    lat = [tables[n] for n in LATENCY_TABLES if n in tables]
+    if lat:
+        agg = (pl.concat(lat, how="vertical_relaxed")
+               .group_by("layer", "phase", "op").agg(pl.col("count").sum(), pl.col("p50_ns").median(),
+                                                     pl.col("p90_ns").median(), pl.col("p99_ns").median(),
+                                                     pl.col("max_ns").max())
                .sort("layer", "phase", "op"))
-        out.append("<h3>Latency percentiles (median over repetitions)</h3>" + table_html(agg))
+        out.append("<h3>Latency percentiles per layer (median over repetitions)</h3>" + table_html(agg))
     return "".join(out)
 
 
@@ -163,7 +167,14 @@ def _access_pattern(meta, tables) -> str:
     if not ({"file_type", "region"} & set(block_io.columns)):
         note = ("<p class='sub'>coloured by direction: the block_io table has no region or file type column "
                 "(the region/file-type analyzer did not run).</p>")
-    return figure_div(figures.fig_lba_scatter(block_io), "fig-lba") + note
+    out = figure_div(figures.fig_lba_scatter(block_io), "fig-lba") + note
+    if "file_type" in block_io.columns:
+        known = block_io.filter(~pl.col("file_type").is_in(["unknown", "none", ""]) & (pl.col("size_bytes") > 0))
+        if len(known):
+            share = len(known) / max(1, block_io.filter(pl.col("size_bytes") > 0).height)
+            out += figure_div(figures.fig_lba_scatter(block_io, "file_type"), "fig-lba-file-type")
+            out += f"<p class='sub'>{100 * share:.0f}% of the data requests are attributed to a file.</p>"
+    return out
 
 
 def _throughput(meta, tables) -> str:
@@ -171,45 +182,62 @@ def _throughput(meta, tables) -> str:
     if why:
         return missing("Throughput over time", why)
     out = figure_div(figures.fig_throughput(tables["block_io"]), "fig-throughput")
-    _, amp = first_table(tables, AMPLIFICATION)
-    if amp is not None:
-        out += "<h3>Amplification (application vs FUSE vs block bytes)</h3>" + table_html(amp)
-    return out
+    amp = tables.get("amplification")
+    if amp is None:
+        return out + missing("Amplification (application vs FUSE vs block bytes)",
+                             absence_reason(meta, "amplification"))
+    ratios = (amp.filter(pl.col("region") == "all").group_by("layer", "op")
+              .agg(pl.col("count").median(), pl.col("bytes").median(), pl.col("ratio_to_app").median())
+              .sort("op", "layer"))
+    return (out + "<div class='grid'>" + figure_div(figures.fig_amplification(amp), "fig-amplification")
+            + "<div><h3>Amplification (median over repetitions)</h3>" + table_html(ratios) + "</div></div>")
 
 
 def _sqlite(meta, tables) -> str:
-    name, txn = first_table(tables, SQLITE_TXN)
-    if txn is None:
-        return missing("The SQLite per-transaction table (seed 002)", absence_reason(meta, SQLITE_TXN[0]))
-    numeric = [c for c, t in txn.schema.items() if t.is_numeric() and c not in ("rep", "txn", "txn_id", "index")]
-    keys = [c for c in ("journal_mode", "mode", "label") if c in txn.columns]
+    txn, summary = tables.get("sqlite_txn"), tables.get("sqlite_summary")
+    if txn is None and summary is None:
+        return missing("The SQLite per-transaction table (seed 002)", absence_reason(meta, "sqlite_txn"))
     out = []
-    if numeric:
-        summary = (txn.group_by(keys or pl.lit("all").alias("transactions"))
-                   .agg(pl.len().alias("transactions"), *[pl.col(c).mean().alias(f"{c}") for c in numeric]))
-        out.append("<h3>Mean per transaction</h3>" + table_html(summary))
-    out.append("<h3>Every transaction</h3>" + table_html(txn, max_rows=300))
+    if summary is not None:
+        per_mode = (summary.group_by("journal_mode").agg(pl.col("transactions").sum(),
+                    *[pl.col(c).median() for c in ("fsync_per_txn", "block_writes_per_txn", "block_kib_per_txn",
+                                                   "fs_journal_kib_per_txn", "journal_meta_share")])
+                    .sort("journal_mode"))
+        out.append("<h3>Per transaction (seed 002's per-insert table; medians over repetitions)</h3>"
+                   + table_html(per_mode))
+    if txn is not None:
+        out.append("<h3>Every transaction</h3>" + table_html(txn.drop("start_ts", "end_ts"), max_rows=300))
     return "".join(out)
 
 
 def _fuse(meta, tables) -> str:
     name, fuse = first_table(tables, FUSE_REQUESTS)
-    if fuse is None:
-        return missing("FUSE request sizes and counts", absence_reason(meta, FUSE_REQUESTS[0])
-                       + " (runs on a stack without FUSE have none)")
-    return figure_div(figures.fig_fuse_requests(fuse), "fig-fuse")
+    if fuse is not None:
+        return figure_div(figures.fig_fuse_requests(fuse), "fig-fuse")
+    if "fuse_latency" in tables and len(tables["fuse_latency"]):
+        return (figure_div(figures.fig_fuse_counts(tables["fuse_latency"]), "fig-fuse")
+                + "<p class='sub'>request sizes need the per-request fuse_req table, which this report was not "
+                  "given.</p>")
+    return missing("FUSE request sizes and counts", absence_reason(meta, "fuse_latency")
+                   + " (a stack without FUSE has none)")
 
 
 def syscall_count_rows(tables: dict[str, pl.DataFrame]) -> dict[str, dict[Any, float]]:
-    """Seed 000 Table 3's rows for one run: {row label: {column: value}}, columns being repetitions: calls per
-    syscall, block IO requests (writes) and metadata/journal updates (block writes to those regions)."""
+    """Seed 000 Table 3's rows for one run: {row label: {repetition: value}}: calls per IO system call (by
+    process when several were traced), FUSE WRITE requests, block write requests and metadata/journal updates
+    (block writes to those regions)."""
     rows: dict[str, dict[Any, float]] = {}
-    _, counts = first_table(tables, SYSCALL_COUNTS)
-    if counts is not None and {"syscall", "count"} <= set(counts.columns):
-        by = ["syscall"] + (["rep"] if "rep" in counts.columns else [])
-        agg = counts.group_by(by).agg(pl.col("count").sum()).sort(by)
-        for r in agg.iter_rows(named=True):
-            rows.setdefault(f"# of {r['syscall']}()", {})[r.get("rep", 0)] = r["count"]
+    calls = tables.get("syscall_class")
+    if calls is not None and len(calls):
+        by_comm = calls["comm"].n_unique() > 1
+        keys = ["syscall", "comm", "rep"] if by_comm else ["syscall", "rep"]
+        for r in calls.group_by(keys).agg(pl.len().alias("n")).sort(keys).iter_rows(named=True):
+            label = f"# of {r['syscall']}()" + (f" by {r['comm']}" if by_comm else "")
+            rows.setdefault(label, {})[r["rep"]] = r["n"]
+    fuse = tables.get("fuse_latency")
+    if fuse is not None:
+        for r in fuse.filter(pl.col("op").str.to_lowercase().is_in(["fuse_write", "write"])).iter_rows(named=True):
+            rows.setdefault("# of FUSE WRITE requests", {})[r["rep"]] = r["count"]
     if "block_io" in tables:
         bio = tables["block_io"].filter(pl.col("op") == "write")
         region = figures.region_column(bio)
@@ -225,13 +253,12 @@ def syscall_count_rows(tables: dict[str, pl.DataFrame]) -> dict[str, dict[Any, f
 
 def _syscalls(meta, tables) -> str:
     rows = syscall_count_rows(tables)
-    name, _ = first_table(tables, SYSCALL_COUNTS)
     out = []
-    if name is None:
-        out.append(missing("System call counts", absence_reason(meta, SYSCALL_COUNTS[0])
-                           + "; the block rows of Table 3 are shown"))
+    if "syscall_class" not in tables:
+        out.append(missing("System call counts", absence_reason(meta, "syscall_class")
+                           + "; the FUSE and block rows of Table 3 are shown"))
     if not rows:
-        return "".join(out) or missing("Table 3", "no syscall or block table")
+        return "".join(out) or missing("Table 3", "no syscall, FUSE or block table")
     cols = sorted({c for v in rows.values() for c in v})
     head = "<tr><th></th>" + "".join(f"<th>rep {c}</th>" for c in cols) + "</tr>"
     body = "".join(f"<tr><th>{esc(label)}</th>" + "".join(

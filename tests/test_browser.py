@@ -1,0 +1,104 @@
+"""The report and the compare page in a real headless Chromium (Debian's chromium, driven over the DevTools
+protocol): they load from file:// with no console error, every figure is a plotly graph with data that plotly
+drew, and a full-page screenshot at a laptop's 1366x768 is written (its path is printed; set
+MOBIPERF_SCREENSHOT_DIR to keep them somewhere of your choosing).
+
+Skips, with the reason, when /usr/bin/chromium or the websocket-client package is absent.
+"""
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from mobiperf import compare
+from mobiperf.reports.browser_check import check_page, chromium_available
+from mobiperf.reports.compare_page import write_compare_page
+from mobiperf.reports.synthetic import make_synthetic_run
+
+OK, WHY = chromium_available()
+pytestmark = pytest.mark.skipif(not OK, reason=f"browser tests need Chromium: {WHY}")
+
+
+@pytest.fixture(scope="module")
+def screenshots(tmp_path_factory):
+    d = Path(os.environ.get("MOBIPERF_SCREENSHOT_DIR") or tmp_path_factory.mktemp("screenshots"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("browser")
+    before = make_synthetic_run(base / "fuse", n_requests=4000, repetitions=5, seed=1, stack="ext4+fuse")
+    after = make_synthetic_run(base / "bfuse", n_requests=4000, repetitions=5, seed=2, latency_scale=0.7,
+                               stack="ext4+bfuse")
+    return before, after
+
+
+def _assert_clean(check, expected_ids):
+    assert check.console_errors == [], check.console_errors
+    ids = [f["id"] for f in check.figures]
+    assert sorted(ids) == sorted(expected_ids)
+    for f in check.figures:
+        assert f["drawn"], f"{f['id']} was not drawn"
+        assert f["traces"] > 0 and f["points"] > 0, f"{f['id']} has no data: {f}"
+    assert check.screenshot is not None and check.screenshot.stat().st_size > 20_000
+    print(f"\nscreenshot: {check.screenshot} (page drawn in {check.load_s:.2f} s, "
+          f"JS heap {check.js_heap_bytes / 2**20:.0f} MiB)")
+
+
+def test_report_loads_without_console_errors_and_draws_every_figure(runs, screenshots):
+    from mobiperf import pipeline
+
+    report = pipeline.report(runs[0])
+    check = check_page(report, screenshots / "report.png")
+    _assert_clean(check, ["fig-characterisation-block", "fig-layer-breakdown", "fig-latency-cdf", "fig-waterfall",
+                          "fig-lba", "fig-throughput"])
+    assert "IO characterisation" in check.text and "Run metadata" in check.text
+    assert "SQLite per-transaction table (seed 002) is not shown" in check.text
+
+
+def test_compare_page_loads_and_overlays_both_runs(runs, screenshots, tmp_path):
+    before, after = runs
+    result = compare.compare_groups(compare.load_group(before.path, "fuse"), [compare.load_group(after.path,
+                                                                                                 "bfuse")])
+    page = write_compare_page(result, tmp_path / "compare.html")
+    check = check_page(page, screenshots / "compare.png")
+    _assert_clean(check, ["fig-changes", "fig-size-overlay", "fig-cdf-d2c", "fig-cdf-q2c", "fig-breakdown-overlay"])
+    assert "improvement" in check.text  # latency_scale 0.7: D2C is significantly faster
+
+
+def test_incomplete_run_is_labelled_on_screen(runs, screenshots, tmp_path):
+    from mobiperf import pipeline
+    from mobiperf.runstore import RunDir
+
+    dest = tmp_path / "partial"
+    shutil.copytree(runs[0].path, dest)
+    run = RunDir(dest)
+    run.update_meta(status="incomplete")
+    check = check_page(pipeline.report(run), screenshots / "incomplete.png", full_page=False)
+    assert check.console_errors == []
+    assert check.text.splitlines()[1].strip() == "INCOMPLETE"  # the badge right after the brand in the nav bar
+    assert "This run is INCOMPLETE" in check.text
+
+
+@pytest.mark.slow
+def test_million_request_report_opens_in_under_5_s_and_stays_under_50_mb(tmp_path, screenshots):
+    from mobiperf import pipeline
+
+    t0 = time.monotonic()
+    run = make_synthetic_run(tmp_path / "million", n_requests=1_000_000, repetitions=1)
+    t1 = time.monotonic()
+    report = pipeline.report(run)
+    t2 = time.monotonic()
+    size = report.stat().st_size
+    check = check_page(report, screenshots / "million.png", full_page=False, timeout=120)
+    print(f"\n1M requests: synthesise+analyse {t1 - t0:.1f} s, report {t2 - t1:.1f} s, "
+          f"{size / 2**20:.1f} MiB, opened in {check.load_s:.2f} s, JS heap {check.js_heap_bytes / 2**20:.0f} MiB")
+    assert check.console_errors == []
+    assert all(f["drawn"] for f in check.figures)
+    assert size < 50 * 2**20
+    assert check.load_s < 5.0

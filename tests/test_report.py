@@ -1,0 +1,169 @@
+"""The report page and its figures, without a browser: sections appear when their tables exist and say why when
+they do not, incomplete and failed runs are labelled, figures carry the right numbers, big runs are thinned."""
+
+import json
+import shutil
+
+import numpy as np
+import polars as pl
+import pytest
+
+from mobiperf import pipeline
+from mobiperf.reports import figures
+from mobiperf.reports.page import render_report, syscall_count_rows
+from mobiperf.reports.synthetic import make_synthetic_run
+from mobiperf.runstore import RunDir
+
+FIGURE_IDS = ("fig-characterisation-block", "fig-layer-breakdown", "fig-latency-cdf", "fig-waterfall", "fig-lba",
+              "fig-throughput")
+
+
+@pytest.fixture(scope="module")
+def synthetic_run(tmp_path_factory):
+    return make_synthetic_run(tmp_path_factory.mktemp("reports") / "syn", n_requests=3000, repetitions=3)
+
+
+def _copy(run: RunDir, tmp_path) -> RunDir:
+    dest = tmp_path / run.path.name
+    shutil.copytree(run.path, dest)
+    return RunDir(dest)
+
+
+def _tables(run: RunDir) -> dict[str, pl.DataFrame]:
+    from mobiperf.schema import RESULTS
+
+    return {n: run.read_table(n) for n in RESULTS if run.has_table(n)}
+
+
+def test_complete_report_has_every_block_figure_and_says_why_others_are_absent(synthetic_run):
+    html = pipeline.report(synthetic_run).read_text()
+    for fig_id in FIGURE_IDS:
+        assert f'id="{fig_id}"' in html
+    assert "[INCOMPLETE]" not in html and "run-status" not in html and "This run" not in html
+    assert "<script src=" not in html and "<link " not in html  # offline: plotly.js is inlined
+    assert "SQLite per-transaction table (seed 002) is not shown: no sqlite_txn table" in html
+    assert "FUSE request sizes and counts is not shown" in html
+    # Table 3's block rows, one column per repetition, equal to the block_io counts.
+    bio = synthetic_run.read_table("block_io")
+    writes = bio.filter(pl.col("op") == "write").group_by("rep").len().sort("rep")["len"].to_list()
+    assert f"<th># of IO requests (block writes)</th>" in html
+    for n in writes:
+        assert f"<td class='num'>{n:,}</td>" in html
+
+
+def test_missing_table_omits_its_section_and_names_the_reason(synthetic_run, tmp_path):
+    run = _copy(synthetic_run, tmp_path)
+    (run.path / "results" / "block_io.parquet").unlink()
+    meta = run.read_meta()
+    meta["analysis"]["skipped"] = {"block_io": "needs the block_rq table; enable block:block_rq_issue when collecting"}
+    run.write_meta(meta)
+    html = pipeline.report(run).read_text()
+    assert 'id="fig-lba"' not in html and 'id="fig-waterfall"' not in html
+    assert ("The block access pattern (seed 000 Fig. 12/15) is not shown: no block_io table: needs the block_rq "
+            "table; enable block:block_rq_issue when collecting") in html
+    assert 'id="fig-characterisation-block"' in html  # io_class is still there
+
+
+def test_incomplete_run_is_labelled_in_title_banner_and_navigation(synthetic_run, tmp_path):
+    run = _copy(synthetic_run, tmp_path)
+    run.update_meta(status="incomplete")
+    html = pipeline.report(run).read_text()
+    assert "<title>[INCOMPLETE] mobiperf:" in html
+    assert 'id="run-status">INCOMPLETE</span>' in html
+    assert "This run is INCOMPLETE" in html
+
+
+def test_failed_run_is_labelled(synthetic_run, tmp_path):
+    run = _copy(synthetic_run, tmp_path)
+    meta = run.read_meta()
+    meta["status"] = "failed"
+    meta["repetitions"][1]["exit_code"] = 1
+    run.write_meta(meta)
+    html = pipeline.report(run).read_text()
+    assert "<title>[FAILED]" in html and "This run FAILED" in html and "exited with status [0, 1, 0]" in html
+
+
+def test_report_of_a_run_without_any_result_table_still_renders():
+    meta = {"id": "empty", "status": "incomplete", "stack": "ext4", "command": ["dd"], "repetitions": []}
+    html = render_report(meta, {})
+    assert "IO characterisation (seed 000 Fig. 4) is not shown: no io_class table" in html
+    assert "[INCOMPLETE]" in html
+
+
+def test_characterisation_bars_carry_the_counts_of_io_class(synthetic_run):
+    io_class = synthetic_run.read_table("io_class")
+    fig = figures.fig_io_characterisation(io_class, synthetic_run.read_table("block_io"))
+    size_traces = [t for t in fig.data if t.legendgroup == "size_class"]
+    writes = {t.name: int(t.text[1].replace(",", "") or 0) for t in size_traces}
+    expected = dict(io_class.filter(pl.col("op") == "write").group_by("size_class").agg(pl.col("count").sum())
+                    .iter_rows())
+    assert writes == {k: v for k, v in expected.items() if k in writes}
+    shares = [t.y[1] for t in size_traces]
+    assert sum(shares) == pytest.approx(100)
+
+
+def test_layer_breakdown_stacks_the_btt_phases_to_the_mean_q2c(synthetic_run):
+    bio = synthetic_run.read_table("block_io")
+    fig = figures.fig_layer_breakdown(bio)
+    idx = next(i for i, x in enumerate(fig.data[0].x) if x.startswith(">256k (n="))
+    stacked = sum(t.y[idx] for t in fig.data)
+    mean_q2c = bio.filter((pl.col("op") == "write") & (pl.col("size_class") == ">256k"))["q2c_ns"].mean() / 1e3
+    assert stacked == pytest.approx(mean_q2c, rel=1e-6)
+
+
+def test_waterfall_offers_the_median_to_slowest_io(synthetic_run):
+    fig = figures.fig_io_waterfall(synthetic_run.read_table("block_io"))
+    labels = [b.label for b in fig.layout.updatemenus[0].buttons]
+    assert [label.split()[0] for label in labels] == ["median", "p90", "p99", "slowest"]
+    slowest = fig.data[3]
+    assert sum(slowest.x) == pytest.approx(synthetic_run.read_table("block_io").filter(
+        pl.col("op") == "write")["q2c_ns"].max() / 1e3)
+
+
+def test_thinning_keeps_rare_requests_and_bounds_points():
+    rng = np.random.default_rng(0)
+    n = 1_000_000
+    df = pl.DataFrame({"ts": np.sort(rng.integers(0, 10**10, n)), "sector": rng.integers(0, 2**21, n),
+                       "region": ["data"] * n})
+    df = df.with_columns(pl.when(pl.int_range(pl.len()) % 200_000 == 7).then(pl.lit("journal"))
+                         .otherwise(pl.col("region")).alias("region"))
+    thin = figures.thin_scatter(df, "ts", "sector", "region")
+    assert len(thin) <= figures.MAX_SCATTER_POINTS
+    assert thin.filter(pl.col("region") == "journal").height == 5
+
+
+def test_cdf_keeps_the_exact_tail():
+    values = np.arange(1, 100_001)
+    xs, ys = figures._cdf_points(values)
+    assert len(xs) <= figures.MAX_CDF_POINTS + 50
+    assert xs[-1] == 100_000 and ys[-1] == 1.0
+    assert xs[-2] == 99_999
+
+
+def test_syscall_count_rows_use_the_syscall_table_when_present(synthetic_run):
+    tables = _tables(synthetic_run)
+    calls = ["pwrite64"] * 5 + ["fsync"] * 2 + ["pwrite64"] * 3
+    tables["syscall_class"] = pl.DataFrame({"rep": [0] * 7 + [1] * 3, "syscall": calls, "comm": ["mobibench"] * 10})
+    tables["fuse_latency"] = pl.DataFrame({"rep": [0, 1], "op": ["fuse_write", "fuse_write"], "count": [128, 9]})
+    rows = syscall_count_rows(tables)
+    assert rows["# of pwrite64()"] == {0: 5, 1: 3}
+    assert rows["# of fsync()"] == {0: 2}
+    assert rows["# of FUSE WRITE requests"] == {0: 128, 1: 9}
+    assert set(rows["Metadata/journal updates"]) == {0, 1, 2}
+
+
+def test_fuse_figure_counts_requests_and_sizes():
+    fuse = pl.DataFrame({"opcode_name": ["WRITE"] * 6 + ["READ", "GETATTR"],
+                         "len_bytes": [4096] * 4 + [524288] * 2 + [4096, 0]})
+    fig = figures.fig_fuse_requests(fuse)
+    counts = dict(zip(fig.data[0].x, fig.data[0].y))
+    assert counts == {"WRITE": 6, "READ": 1, "GETATTR": 1}
+    write = next(t for t in fig.data[1:] if t.name == "write")
+    assert dict(zip(write.x, write.y)) == {"4k": 4, "512k": 2}
+
+
+def test_report_is_json_free_of_nan(synthetic_run):
+    # NaN in figure JSON is a console error in some browsers; figures must not emit it.
+    html = pipeline.report(synthetic_run).read_text()
+    assert "NaN" not in html.split("</script>", 1)[1]
+    assert json.dumps  # keeps the import honest for readers
