@@ -38,7 +38,10 @@
  * native fd opened with the caller's flags minus O_APPEND (the kernel
  * computes append offsets itself; with O_APPEND pwrite would ignore them)
  * and, with writeback_cache, O_WRONLY widened to O_RDWR (the kernel then
- * reads partial pages through write-only files).  A policy that keeps data for
+ * reads partial pages through write-only files).  open() reopens the
+ * inode's O_PATH fd through /proc/self/fd/N without O_NOFOLLOW.
+ * FUSE_CAP_ATOMIC_O_TRUNC is off, so truncation at open arrives as
+ * SETATTR(size) and meets the setattr hook.  A policy that keeps data for
  * a file after the request returns takes a reference with fc_file_get() and
  * drops it with fc_file_put(); the fd stays valid until the last put.  A
  * file reference also keeps its inode alive.
@@ -66,8 +69,10 @@
  *                       answer success without a native sync (relaxed).
  *   sync_inode(i, cause)  make the native file of inode i current (write out
  *                       everything held for it).  The core calls it before
- *                       fallocate, copy_file_range, lseek(SEEK_DATA/HOLE)
- *                       and open(O_TRUNC); cause is an FC_CAUSE_*.
+ *                       fallocate and open(O_TRUNC); cause is an FC_CAUSE_*.
+ *                       (copy_file_range and lseek(SEEK_DATA/HOLE) are not
+ *                       implemented: the kernel falls back to READ/WRITE
+ *                       and its own i_size, which the policy already sees.)
  *
  * Metadata hooks.
  *   getattr(i, st)      fix up a struct stat the core read from the native
