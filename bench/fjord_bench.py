@@ -1,7 +1,7 @@
 """Fjord's six configurations on one loop-device ext4: SQLite (Mobibench) and 4 KiB random writes with fsync.
 
     python bench/fjord_bench.py [--repeat 3] [--transactions 1000] [--fio-ios 4096] [--json out.json]
-    python bench/fjord_bench.py --soak [--soak-ops 100000]     # fsx soak, every preset
+    python bench/fjord_bench.py --soak [--soak-ops 100000] [--soak-options flush_ms=20,checkpoint_ms=100]
 
 For each preset (native, logging, rambuf, both, fjord-ram, fjord-both) a fresh Fjord mount over a directory of the
 same loop-device ext4 (whitelist=cache) runs: Mobibench insert and update (journal_mode=TRUNCATE, synchronous=FULL,
@@ -90,11 +90,11 @@ def is_mounted(path: Path) -> bool:
 
 
 @contextmanager
-def fjord(preset: str, source: Path, mountpoint: Path, counters: Path):
+def fjord(preset: str, source: Path, mountpoint: Path, counters: Path, extra: str = ""):
     """A Fjord daemon for the duration of the block; yields nothing, unmounts cleanly (flushing) at the end."""
     source.mkdir(parents=True, exist_ok=True)
     mountpoint.mkdir(parents=True, exist_ok=True)
-    opts = f"preset={preset},whitelist=cache,counters={counters}"
+    opts = f"preset={preset},whitelist=cache,counters={counters}" + (f",{extra}" if extra else "")
     proc = subprocess.Popen([str(BIN / "fjord"), "-f", "-o", opts, str(source), str(mountpoint)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
@@ -248,7 +248,7 @@ def targets(cells: list[Cell]) -> str:
     return "\n".join(out)
 
 
-def soak(ops: int) -> int:
+def soak(ops: int, extra: str) -> int:
     sys.path.insert(0, str(REPO / "tests"))
     from fsx_model import run_fsx
 
@@ -257,7 +257,7 @@ def soak(ops: int) -> int:
         for preset in PRESETS:
             source, mnt = Path(tmp) / f"{preset}-src", Path(tmp) / f"{preset}-mnt"
             (source / "cache").mkdir(parents=True)
-            with fjord(preset, source, mnt, Path(tmp) / f"{preset}.json"):
+            with fjord(preset, source, mnt, Path(tmp) / f"{preset}.json", extra):
                 runs = [("critical", mnt, source, 1)]
                 if preset.startswith("fjord-"):
                     runs.append(("whitelisted", mnt / "cache", None, 2))
@@ -281,6 +281,8 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="write every repetition's cell here")
     parser.add_argument("--soak", action="store_true", help="fsx soak through every preset instead")
     parser.add_argument("--soak-ops", type=int, default=100_000)
+    parser.add_argument("--soak-options", default="",
+                        help="extra fjord options for the soak, e.g. flush_ms=20,checkpoint_ms=100,log_size=4M")
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("needs root (loop device, mounts)", file=sys.stderr)
@@ -288,7 +290,8 @@ def main() -> int:
     if not (BIN / "fjord").exists() or not (BIN / "mobibench").exists():
         subprocess.run(["make", "-s", "-C", str(REPO / "reference-impl")], check=True, timeout=600)
     if args.soak:
-        failures = soak(args.soak_ops)
+        print(f"fsx soak, {args.soak_ops} ops per run, extra options '{args.soak_options}'", flush=True)
+        failures = soak(args.soak_ops, args.soak_options)
         print(f"soak: {failures} miscompares in total")
         return 1 if failures else 0
     cells = bench(args)
