@@ -132,13 +132,16 @@ class FtraceCollector(Collector):
     def wrap_command(self, argv):
         if not self.workload_pids_only:
             return list(argv)
-        # The shell writes its own pid, then exec makes it the workload: traced from its first system call.
-        script = f'echo $$ > {shlex.quote(self.root + "/set_event_pid")} && exec "$@"'
+        # The shell writes its own pid, turns this instance on, then exec makes it the workload: traced from its
+        # first system call, and nothing before (tracing_on stays 0 until the pid filter is in place).
+        script = (f'echo $$ > {shlex.quote(self.root + "/set_event_pid")} && '
+                  f'echo 1 > {shlex.quote(self.root + "/tracing_on")} && exec "$@"')
         return ["sh", "-c", script, "mobiperf-workload", *argv]
 
     def start(self) -> None:
         self._reader = self.transport.start(["cat", f"{self.root}/trace_pipe"], stdout_path=self.trace_file)
-        self._write("tracing_on", "1")
+        if not self.workload_pids_only:  # else the workload's wrapper turns it on once its pid is set
+            self._write("tracing_on", "1")
         self._started_ns = time.monotonic_ns()
 
     def stop(self) -> dict:

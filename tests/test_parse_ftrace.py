@@ -70,9 +70,15 @@ def test_kernel_5_10_tgid_syscalls_and_fuse():
     t = parse_ftrace_text(FIXTURES / "k5.10-tgid-syscalls.txt")
     assert _row(t.block_event, event="block_rq_insert")["pid"] == 5121
     sc = t.events["syscall_io"]
-    pw = _row(sc, syscall="pwrite64")
+    pw = _row(sc, syscall="pwrite64", ts=3003_000200000)  # format-file style: `fd: 0x00000003, ...`
     assert (pw["fd"], pw["request_bytes"], pw["offset_bytes"], pw["ret"], pw["dur"]) == (3, 4096, 8192, 4096, 60_000)
-    assert _row(sc, syscall="fsync")["dur"] == 2_000_000
+    assert _row(sc, syscall="fsync", ts=3003_000300000)["dur"] == 2_000_000
+    # The kernel's own text: `sys_pwrite64(fd: 3, ..., count: 2000, pos: 10000)` and `sys_pwrite64 -> 0x2000`.
+    kpw = _row(sc, syscall="pwrite64", ts=3003_004000000)
+    assert (kpw["fd"], kpw["request_bytes"], kpw["offset_bytes"], kpw["ret"], kpw["dur"]) == (
+        3, 0x2000, 0x10000, 0x2000, 50_000)
+    kfs = _row(sc, syscall="fsync", ts=3003_004100000)
+    assert (kfs["ret"], kfs["errno"], kfs["dur"]) == (-5, "EIO", 1_000_000)
     bad = _row(sc, syscall="write")
     assert (bad["ret"], bad["errno"]) == (-9, "EBADF")
     unfinished = _row(sc, syscall="read")

@@ -12,7 +12,8 @@ event family, written from the kernels' TP_printk formats (see specs/trace-forma
   jbd2_start_commit ...  dev %d,%d transaction %u sync %d [head %u]
   fuse_request_send      connection %u req %llu opcode %u (%s) len %u
   fuse_request_end       connection %u req %llu len %u error %d
-  syscalls:sys_enter_*   name: 0x%08lx, ... (hex!)      sys_exit_*  0x%lx
+  syscalls:sys_enter_*   name: 0x%08lx, ... (hex!)      sys_exit_*  0x%lx          (trace-cmd, format files)
+  the kernel's own text  sys_write(fd: 1, buf: 7ffd, count: 5)   sys_write -> 0x5  (hex without 0x)
   raw_syscalls           NR %ld (%lx, %lx, ...) / NR %ld = %ld  (names are ABI-specific: kept as nr_<N>)
 
 Lines that match no pattern are counted per event, never dropped silently.
@@ -60,8 +61,7 @@ KNOWN_EVENTS = {*FSYNC_BODIES, "jbd2_run_stats", *JBD2_PHASES, *FUSE_BODIES}
 
 
 def is_known_event(name: str) -> bool:
-    return (name in KNOWN_EVENTS or name.startswith(FS_EVENT_PREFIXES) or name.startswith("sys_enter")
-            or name.startswith("sys_exit"))
+    return name in KNOWN_EVENTS or name.startswith(FS_EVENT_PREFIXES) or name.startswith("sys_")
 
 
 def parse_other_events(head: pl.DataFrame, rep: int) -> tuple[dict[str, pl.DataFrame], dict[str, int]]:
@@ -127,7 +127,7 @@ def parse_other_events(head: pl.DataFrame, rep: int) -> tuple[dict[str, pl.DataF
             *_ev_cols(rep), "event", *[pl.col(c).cast(pl.Int32, strict=False).fill_null(-1).alias(f"dev_{c}")
                                        for c in ("major", "minor")], "ino", "body"))
 
-    sys_rows = head.filter(pl.col("event").str.starts_with("sys_enter") | pl.col("event").str.starts_with("sys_exit"))
+    sys_rows = head.filter(pl.col("event").str.starts_with("sys_"))
     if len(sys_rows):
         tables["syscall_io"], bad = _syscalls(sys_rows, rep)
         unparsed.update(bad)
@@ -169,21 +169,23 @@ def known_event_expr() -> pl.Expr:
     """True for the events parse_other_events reads."""
     ev = pl.col("event")
     return (ev.is_in(list(KNOWN_EVENTS)) | ev.str.starts_with("ext4_") | ev.str.starts_with("f2fs_")
-            | ev.str.starts_with("writeback_") | ev.str.starts_with("jbd2_") | ev.str.starts_with("sys_enter")
-            | ev.str.starts_with("sys_exit"))
+            | ev.str.starts_with("writeback_") | ev.str.starts_with("jbd2_") | ev.str.starts_with("sys_"))
 
 
 def _hex_arg(name: str) -> pl.Expr:
-    return (pl.col("body").str.extract(rf"(?:^|, ){name}: (?:0x)?([0-9a-fA-F]+)", 1)
+    return (pl.col("body").str.extract(rf"(?:^|\(|, ){name}: (?:0x)?([0-9a-fA-F]+)", 1)
             .str.to_integer(base=16, strict=False))
 
 
 def _syscalls(rows: pl.DataFrame, rep: int) -> tuple[pl.DataFrame, dict[str, int]]:
     """sys_enter_X / sys_exit_X pairs (per thread, in time order) -> syscall_io rows; raw_syscalls as nr_<N>."""
+    kernel_style = ~pl.col("event").str.contains(r"^sys_(?:enter|exit)(?:_|$)")
     rows = rows.with_columns(
-        is_enter=pl.col("event").str.starts_with("sys_enter"),
+        is_enter=pl.when(kernel_style).then(pl.col("body").str.starts_with("("))
+        .otherwise(pl.col("event").str.starts_with("sys_enter")),
         syscall=pl.when(pl.col("event").is_in(["sys_enter", "sys_exit"]))
         .then(pl.lit("nr_") + pl.col("body").str.extract(r"^NR (-?\d+)", 1))
+        .when(kernel_style).then(pl.col("event").str.slice(4))
         .otherwise(pl.col("event").str.replace(r"^sys_(enter|exit)_", "")),
     )
     fd_expr = pl.when(pl.col("event") == "sys_enter").then(
@@ -197,7 +199,7 @@ def _syscalls(rows: pl.DataFrame, rep: int) -> tuple[pl.DataFrame, dict[str, int
             off_expr = pl.when(pl.col("syscall") == name).then(_hex_arg(off_arg)).otherwise(off_expr)
     ret_expr = pl.when(pl.col("event") == "sys_exit").then(
         pl.col("body").str.extract(r"= (-?\d+)$", 1).cast(pl.Int64, strict=False)
-    ).otherwise(_signed_hex(pl.col("body").str.extract(r"^(?:0x)?([0-9a-fA-F]{1,16})$", 1)))
+    ).otherwise(_signed_hex(pl.col("body").str.extract(r"^(?:-> )?(?:0x)?([0-9a-fA-F]{1,16})$", 1)))
     rows = rows.with_columns(fd=fd_expr.cast(pl.Int64, strict=False), size=size_expr, off=off_expr, ret=ret_expr)
     bad = int(rows.filter(pl.col("syscall").is_null()).height)
     rows = rows.filter(pl.col("syscall").is_not_null()).sort(["pid", "ts"], maintain_order=True)

@@ -2,8 +2,8 @@
 
 Two numba-compiled passes over the file's bytes (a numpy uint8 array):
 
-  scan_headers    one pass over every line: comm span, pid, cpu, timestamp (ns), event name (span and hash) and
-                  the start of the body. The header is found structurally: the first `-digits` followed by
+  scan_trace      one pass over every line: comm span, pid, cpu, timestamp (ns), event name (span and hash) and
+                  the start of the body (after `event:`, or the `(args)` / `-> ret` of the kernel's syscall lines). The header is found structurally: the first `-digits` followed by
                   spaces, an optional `(tgid)` and `[cpu]`; then an optional flags column (irq-info, 4 or 5
                   characters, or trace-cmd's latency flags), `secs.frac:` (6 digits from the kernel, 9 from
                   trace-cmd -t or converters), `event:`.
@@ -110,13 +110,21 @@ def _match_header_tail(buf, q, e, out):
     ev = r
     while r < e and (_is_digit(buf[r]) or 65 <= buf[r] <= 90 or 97 <= buf[r] <= 122 or buf[r] == 95):
         r += 1
-    if r == ev or r >= e or buf[r] != 58:
+    if r == ev or r >= e:
+        return False
+    if buf[r] == 58:  # `event: body`
+        body = _skip_spaces(buf, r + 1, e)
+    elif buf[r] == 40:  # the kernel's own syscall output: `sys_write(fd: 1, ...)`
+        body = r
+    elif r + 2 < e and buf[r] == 32 and buf[r + 1] == 45 and buf[r + 2] == 62:  # `sys_write -> 0x5`
+        body = r + 1
+    else:
         return False
     out[0] = np.int64(pid)
     out[1] = np.int64(cpu)
     out[3] = ev
     out[4] = r
-    out[5] = _skip_spaces(buf, r + 1, e)
+    out[5] = body
     return True
 
 

@@ -31,7 +31,7 @@ from mobiperf.errors import ParseError
 from mobiperf.schema import BLOCK_EVENT, TRACE_MARKER
 
 HEADER = (r"^\s*(?P<comm>.*)-(?P<pid>\d+)\s+(?:\(\s*[-\d]+\)\s+)?\[(?P<cpu>\d+)\]\s+(?:\S{1,8}\s+)?"
-          r"(?P<secs>\d+)\.(?P<usecs>\d+):\s+(?P<event>\w+):\s*(?P<body>.*?)\r?$")
+          r"(?P<secs>\d+)\.(?P<usecs>\d+):\s+(?P<event>\w+)(?P<sep>:\s*| |)(?P<body>.*?)\r?$")
 _DEV = r"^(?P<major>\d+),(?P<minor>\d+) (?P<rwbs>\S+) "
 _IOPRIO = r"(?: \S+,\S*,\S+)?"
 BLOCK_BODIES = {
@@ -62,7 +62,7 @@ _KNOWN_HASH = np.array([scan.fnv1a(e) for e in BLOCK_EVENT_BODY], np.uint64)
 _KNOWN_KIND = np.array([scan.BODY_KINDS.index(k) for k in BLOCK_EVENT_BODY.values()], np.int64)
 # sector_t is unsigned; flush requests may carry (sector_t)-1. Above this it is "no sector".
 _MAX_SECTOR = (1 << 63) - 1
-_EVENT_IN_LINE = re.compile(r"\]\s+(?:\S{1,8}\s+)?\d+\.\d+:\s+(\w+):")
+_EVENT_IN_LINE = re.compile(r"\]\s+(?:\S{1,8}\s+)?\d+\.\d+:\s+(\w+)(?::| ->|\()")
 _HEAD_COLUMNS = ("line", "ts", "cpu", "pid", "comm", "event", "body")
 
 
@@ -245,8 +245,12 @@ def _regex_head(lines: pl.Series) -> pl.DataFrame:
         ts=pl.col("secs").cast(pl.Int64, strict=False) * 1_000_000_000 + _fraction_ns(pl.col("usecs")),
         pid=pl.col("pid").cast(pl.Int32, strict=False), cpu=pl.col("cpu").cast(pl.Int32, strict=False),
         comm=pl.col("comm").str.strip_chars(),
+        # `event: body`, or the kernel's syscall lines `sys_write(args)` and `sys_write -> ret`.
         event=pl.when(pl.col("secs").cast(pl.Int64, strict=False).is_not_null()
-                      & (pl.col("usecs").str.len_chars() <= 9)).then(pl.col("event")),
+                      & (pl.col("usecs").str.len_chars() <= 9)
+                      & (pl.col("sep").str.starts_with(":")
+                         | ((pl.col("sep") == " ") & pl.col("body").str.starts_with("->"))
+                         | ((pl.col("sep") == "") & pl.col("body").str.starts_with("(")))).then(pl.col("event")),
     )
 
 
