@@ -194,3 +194,33 @@ def test_damaged_log_is_replayed_up_to_the_last_good_record(fjord_mount, tmp_pat
     m3 = fjord_mount("logging", log=str(log), log_size="4M")
     assert m3.counters()["policy"]["replay"]["records_applied"] == 0
     assert (m3.mountpoint / "crit.dat").read_bytes() == b"".join(blocks[:applied])
+
+
+def test_replay_follows_a_renamed_file_and_skips_a_deleted_one(fjord_mount):
+    # records name files by handle, not path: the atomic-save pattern (write, fsync, rename) replays correctly
+    m = fjord_mount("logging", checkpoint_ms=0, log_size="4M")
+    kept = os.open(m.mountpoint / "save.tmp", os.O_RDWR | os.O_CREAT, 0o644)
+    os.pwrite(kept, b"K" * 4096, 0)
+    os.fdatasync(kept)
+    os.pwrite(kept, b"L" * 4096, 4096)
+    os.fdatasync(kept)
+    os.rename(m.mountpoint / "save.tmp", m.mountpoint / "save.db")
+    gone = os.open(m.mountpoint / "scratch", os.O_RDWR | os.O_CREAT, 0o644)
+    os.pwrite(gone, b"G" * 4096, 0)
+    os.fdatasync(gone)
+    os.close(gone)
+    os.unlink(m.mountpoint / "scratch")
+    m.kill9()
+    try:
+        os.close(kept)
+    except OSError:
+        pass
+    os.truncate(m.source / "save.db", 0)
+
+    m2 = fjord_mount("logging", checkpoint_ms=0, log_size="4M")
+    replay = m2.counters()["policy"]["replay"]
+    assert (m2.mountpoint / "save.db").read_bytes() == b"K" * 4096 + b"L" * 4096
+    assert not (m2.mountpoint / "scratch").exists()  # a deleted file is not resurrected
+    assert not (m2.mountpoint / "save.tmp").exists()
+    assert replay["records_applied"] == 2 and replay["records_skipped"] == 1
+    assert replay["files"] == 2

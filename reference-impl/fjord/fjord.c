@@ -62,7 +62,7 @@ static dev_t fj_log_dev;
 static ino_t fj_log_ino;
 
 /* Counters, atomic. */
-static uint64_t fj_c_bypassed, fj_c_logged_writes, fj_c_direct;
+static uint64_t fj_c_bypassed, fj_c_direct;
 static uint64_t fj_c_fsync_honoured, fj_c_fsync_relaxed, fj_c_fsync_failed;
 static uint64_t fj_c_bytes_native, fj_c_native_writes, fj_c_datasyncs;
 static uint64_t fj_c_log_fallback;
@@ -120,10 +120,8 @@ static int fj_store(void *ctx, struct fj_file *fj, uint64_t off,
 	 */
 	if (len < fj_cfg.bypass || fj_log_is_live(fj_log, fj)) {
 		r = fj_log_append_data(fj_log, fj, off, data, len);
-		if (!r) {
-			FJ_ADD(fj_c_logged_writes, 1);
+		if (!r)
 			return 0;
-		}
 		if (r != -EFBIG && r != -ENOSPC) {
 			/* log broken: the next critical fsync reports it */
 			fj->log_failed = -r;
