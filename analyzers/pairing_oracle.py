@@ -94,8 +94,10 @@ def pair_block_requests_oracle(block_event: pl.DataFrame, *, stale_after_ns: int
         elif kind == M:
             pop(queued[dev, s], ts, "queue")
             hit = pop(ends[dev, s], ts, "open end") if sized else None
-            if hit is None:
+            if hit is None:  # merged into a request never seen; later bios may still merge behind it
                 stats.unmatched["backmerge"] += 1
+                if sized:
+                    ends[dev, e].append((ts, new(rep, dev, None, None)))
                 continue
             r = hit[1].find()
             r.nr_bios += 1
@@ -104,9 +106,9 @@ def pair_block_requests_oracle(block_event: pl.DataFrame, *, stale_after_ns: int
         elif kind == F:
             q = pop(queued[dev, s], ts, "queue")
             hit = pop(pending[dev, e if sized else FLUSH_SECTOR], ts, "pending request")
-            if hit is None:
+            if hit is None:  # the request it joined was never seen: a request starts here
                 stats.unmatched["frontmerge"] += 1
-                continue
+                hit = (ts, new(rep, dev, None, None))
             r = hit[1].find()
             r.nr_bios += 1
             r.bio_sectors += max(nr, 0)
@@ -129,6 +131,8 @@ def pair_block_requests_oracle(block_event: pl.DataFrame, *, stale_after_ns: int
             r = hit[1] if hit else new(rep, dev, pid, comm)
             root = r.find()
             root.has_req = True
+            if root.pid is None:
+                root.pid, root.comm = pid, comm
             root.insert_ts = ts
             root.inserted = (sector, size, rwbs)
             pending[dev, s].append((ts, r))
@@ -139,6 +143,8 @@ def pair_block_requests_oracle(block_event: pl.DataFrame, *, stale_after_ns: int
                 pop(ends[dev, e], ts, "open end")
             root = r.find()
             root.has_req = True
+            if root.pid is None:
+                root.pid, root.comm = pid, comm
             root.issue_ts = ts
             root.sector, root.size, root.issued_rwbs = sector, size, rwbs
             issued[dev, s].append((ts, r, e))
@@ -146,7 +152,7 @@ def pair_block_requests_oracle(block_event: pl.DataFrame, *, stale_after_ns: int
             hit = pop(issued[dev, s], ts, "issued request")
             if hit is None:
                 stats.unmatched["requeue"] += 1
-                r = new(rep, dev, pid, comm)
+                r = new(rep, dev, None, None)
             else:
                 r = hit[1]
             pending[dev, s].append((ts, r))

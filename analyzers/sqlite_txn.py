@@ -16,7 +16,7 @@ else persist.
 Without paths (no strace, only the ext4_sync_file events of fsync_event), the cut uses the rhythm of the
 syncs instead: a SQLite transaction makes the same sequence of sync calls each time (e.g. journal, directory,
 journal, database in DELETE mode), so the smallest period p with which the sequence of synced inodes repeats
-(inodes synced at most twice in the window, such as a DELETE-mode journal created anew, match any inode) gives
+(inodes synced at most twice in the window, such as a DELETE-mode journal created anew, match each other) gives
 one transaction per p syncs, cut at every p-th sync's exit.
 
 Limits: needs paths (strace -y) or the sync_file events; the rhythm breaks when transactions differ (a WAL
@@ -76,7 +76,7 @@ def cut_transactions(syscall_io: pl.DataFrame, block_io: pl.DataFrame,
 
 
 def _sync_period(inodes: list[int], max_period: int = 16) -> int:
-    """The smallest p such that inode[i] == inode[i + p] for at least 90 % of i (rare inodes match anything)."""
+    """The smallest p such that inode[i] == inode[i + p] for at least 90 % of i (rare inodes match each other)."""
     from collections import Counter
 
     counts = Counter(inodes)
@@ -86,7 +86,7 @@ def _sync_period(inodes: list[int], max_period: int = 16) -> int:
         pairs = n - p
         if pairs <= 0:
             break
-        same = sum(1 for i in range(pairs) if inodes[i] == inodes[i + p] or inodes[i] in rare or inodes[i + p] in rare)
+        same = sum(1 for i in range(pairs) if inodes[i] == inodes[i + p] or (inodes[i] in rare and inodes[i + p] in rare))
         if same >= 0.9 * pairs:
             return p
     return 1
