@@ -169,9 +169,10 @@ def tracefs_instance():
             time.sleep(0.1)
 
 
-def test_write_file_is_one_write_on_a_tracefs_knob(adb, tracefs_instance):
+@pytest.mark.parametrize("size", [900, 2500], ids=["printf", "staged-dd"])
+def test_write_file_is_one_write_on_a_tracefs_knob(adb, tracefs_instance, size):
     # Each write() to trace_marker is one event: a value split over two writes would show as two markers.
-    text = "mobiperf-marker " + "x" * 900 + " end"
+    text = "mobiperf-marker " + "x" * (size - len("mobiperf-marker  end")) + " end"
     adb.write_file(str(tracefs_instance / "tracing_on"), b"0")
     assert adb.read_file(str(tracefs_instance / "tracing_on")) == b"0\n"
     adb.write_file(str(tracefs_instance / "tracing_on"), b"1")
@@ -179,8 +180,8 @@ def test_write_file_is_one_write_on_a_tracefs_knob(adb, tracefs_instance):
     trace = adb.read_file(str(tracefs_instance / "trace")).decode()
     markers = [line for line in trace.splitlines() if "mobiperf-marker" in line or line.endswith(" end")]
     assert len(markers) == 1 and markers[0].endswith(text)
-    with pytest.raises(TargetError, match="buffer_size_kb"):
-        adb.write_file(str(tracefs_instance / "buffer_size_kb"), b"not-a-number")
+    with pytest.raises(TargetError, match="buffer_size_kb.*Invalid argument"):
+        adb.write_file(str(tracefs_instance / "buffer_size_kb"), b"not-a-number" * size)
 
 
 # -- background processes ----------------------------------------------------------------------------------------

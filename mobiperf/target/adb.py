@@ -41,7 +41,8 @@ ROOT_PROBE_TIMEOUT_S = 10.0      # a su that pops up a dialog on the phone must 
 PID_TIMEOUT_S = 30.0             # how long start() waits for the remote process to say its pid
 ADB_ROOT_RESTART_TIMEOUT_S = 30.0
 SERVER_START_TIMEOUT_S = 30.0
-MAX_INLINE_WRITE = 3000          # bytes written with one printf; larger or binary data goes through stdin
+MAX_INLINE_WRITE = 1000          # text up to this size is written by one printf (stdio buffers hold >= 1 KiB)
+MAX_ONE_WRITE = 64 << 20         # data up to this size is staged on the device and written by one dd block
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 ROOT_MODES = ("auto", "require", "never")
 
@@ -198,19 +199,25 @@ class AdbTransport(Transport):
         return done.stdout
 
     def write_file(self, path, data, *, timeout=None) -> None:
-        # tracefs and sysfs act on each write(): a small text value goes out in one printf (one write call);
-        # anything larger or binary is streamed through cat.
+        # tracefs and sysfs act on each write() call, so a value must arrive in one. Small text goes out in one
+        # printf; anything else is staged in a temporary file on the device and copied by dd as a single block
+        # (a pipe into cat could split it wherever the data happened to arrive in pieces).
         timeout = timeout or self.default_timeout
         target = shlex.quote(path)
         try:
             text = data.decode()
         except UnicodeDecodeError:
             text = None
-        if text is not None and "\0" not in text and len(data) <= MAX_INLINE_WRITE:
-            done = self._run_script(f"printf %s {shlex.quote(text)} > {target}", timeout=timeout, input=None,
-                                    what=f"write {path}")
+        if text is not None and "\0" not in text and 0 < len(data) <= MAX_INLINE_WRITE:
+            script, feed = f"printf %s {shlex.quote(text)} > {target}", None
+        elif len(data) <= MAX_ONE_WRITE:
+            # A subshell, so that its exit does not skip the status marker of _run_script.
+            script = (f'(t=$(mktemp) || exit 1; cat > "$t" && dd if="$t" of={target} bs={max(len(data), 1)} '
+                      f'count=1 2>"$t.err"; s=$?; [ $s = 0 ] || cat "$t.err" >&2; rm -f "$t" "$t.err"; exit $s)')
+            feed = data
         else:
-            done = self._run_script(f"cat > {target}", timeout=timeout, input=data, what=f"write {path}")
+            script, feed = f"cat > {target}", data
+        done = self._run_script(script, timeout=timeout, input=feed, what=f"write {path}")
         if done.returncode != 0:
             raise TargetError(f"{self.name}: writing {data[:60]!r} to {path}: "
                               f"{_decode(done.stderr) or done.returncode}")
