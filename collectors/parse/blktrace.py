@@ -107,6 +107,31 @@ def _walk(buf, big_endian, version):
     return offs[:k], p, resyncs, first_resync
 
 
+@njit(cache=True, nogil=True)
+def _gather_headers(buf, offs, hdr):
+    """The hdr bytes at each offset, as one contiguous (n, hdr) block (the walk checked every bound)."""
+    out = np.empty((len(offs), hdr), np.uint8)
+    for i in range(len(offs)):
+        o = offs[i]
+        for j in range(hdr):
+            out[i, j] = buf[o + j]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _be64_at(buf, starts, ends):
+    """The big-endian u64 at each start (PDU integers are big-endian), or -1 where it would pass its end."""
+    out = np.full(len(starts), -1, np.int64)
+    for i in range(len(starts)):
+        s = starts[i]
+        if 0 <= s and s + 8 <= ends[i] and ends[i] <= len(buf):
+            v = np.uint64(0)
+            for j in range(8):
+                v = (v << np.uint64(8)) | np.uint64(buf[s + j])
+            out[i] = np.int64(v) if v <= np.uint64((1 << 63) - 1) else -1
+    return out
+
+
 def _dtype(version: int, big_endian: bool) -> np.dtype:
     e = ">" if big_endian else "<"
     if version == 7:
@@ -155,8 +180,7 @@ def read_records(path: Path) -> tuple[np.ndarray, np.ndarray, bytes, list[str]]:
                         "it was kept")
     hdr = HEADER_SIZE[version]
     dt = _dtype(version, big)
-    rows = buf[offs[:, None] + np.arange(hdr)] if len(offs) else np.zeros((0, hdr), np.uint8)
-    recs = np.ascontiguousarray(rows).view(dt).reshape(-1)
+    recs = _gather_headers(buf, offs, hdr).view(dt).reshape(-1)
     native = recs.astype(dt.newbyteorder("=")) if big else recs
     return native, offs + hdr, data, warnings
 
@@ -184,12 +208,8 @@ def parse_blktrace(paths: list[Path], rep: int = 0) -> BlktraceTables:
         # The first 8 PDU bytes as a big-endian u64 (split: the new sector; unplug: the request count),
         # after the cgroup id when the action says one is there.
         starts = pdu_at[keep] + np.where((action[keep] & CGROUP_FLAG) != 0, 8, 0)
-        have = starts + 8 <= pdu_at[keep] + recs["pdu_len"][keep].astype(np.int64)
-        buf = np.frombuffer(data, np.uint8)
-        idx = np.where(have, starts, 0)[:, None] + np.arange(8)
-        raw = buf[np.clip(idx, 0, max(len(buf) - 1, 0))] if len(buf) else np.zeros((0, 8), np.uint8)
-        value = np.ascontiguousarray(raw).view(">u8").reshape(-1).astype(np.int64) if len(raw) else np.zeros(0)
-        pdu_be64.append(np.where(have, value, -1))
+        ends = pdu_at[keep] + recs["pdu_len"][keep].astype(np.int64)
+        pdu_be64.append(_be64_at(np.frombuffer(data, np.uint8), starts.astype(np.int64), ends))
     merged = {f: (np.concatenate(v) if v else np.zeros(0, np.int64)) for f, v in cols.items()}
     pdu = np.concatenate(pdu_be64) if pdu_be64 else np.zeros(0, np.int64)
     order = np.argsort(merged["time"], kind="stable")
