@@ -437,7 +437,7 @@ class AdbProcess(BackgroundProcess):
                     head = bytearray(rest)
                     continue
                 self._pid, parent = int(m.group(1)), int(m.group(2))
-                self._group = parent  # confirmed (or dropped) by _check_group()
+                self._group = parent  # used for a group kill only if _group_is_own() confirms it
                 self._pid_seen.set()
                 head = bytearray(rest)
             tail = bytes(head)
