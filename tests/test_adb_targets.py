@@ -282,10 +282,12 @@ def test_push_reference_binaries_keep_and_cleanup_on_error(loopback_device, fake
     with push_reference_binaries(t, ["fakegen"], native_abi(), kept_dir, keep=True, bin_dir=fake_bin) as remote:
         pass
     assert os.path.exists(remote["fakegen"])
-    with pytest.raises(RuntimeError, match="workload failed"):
-        with push_reference_binaries(t, ["fakegen"], native_abi(), kept_dir, bin_dir=fake_bin):
-            raise RuntimeError("workload failed")
-    assert not os.path.exists(remote["fakegen"]) and os.path.isdir(kept_dir)  # a workdir it found stays
+    for interruption in (RuntimeError("workload failed"), KeyboardInterrupt()):  # a failure, and Ctrl-C
+        with pytest.raises(type(interruption)):
+            with push_reference_binaries(t, ["fakegen"], native_abi(), kept_dir, bin_dir=fake_bin) as again:
+                assert os.path.exists(again["fakegen"])
+                raise interruption
+        assert not os.path.exists(remote["fakegen"]) and os.path.isdir(kept_dir)  # a workdir it found stays
 
 
 def test_push_reference_binaries_for_an_unbuilt_abi(loopback_device, fake_bin):
