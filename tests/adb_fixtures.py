@@ -8,6 +8,8 @@ recorded by the daemon in its --pid-dir).
     adb_server        session: (adb path, port) of a private `adb nodaemon server` with its own HOME
     loopback_device   session: a LoopbackDevice connected to that server (commands run as this user)
     start_loopback    function: a factory for extra devices (its own adbd options), torn down after the test
+
+MOBIPERF_TEST_ADB=/path/to/adb selects the client (default: adb on PATH).
 """
 
 from __future__ import annotations
@@ -82,7 +84,8 @@ class AdbServer:
 
 
 def start_adb_server(workdir: Path) -> AdbServer:
-    adb = shutil.which("adb")
+    # MOBIPERF_TEST_ADB runs the same tests with another client (e.g. a current platform-tools adb).
+    adb = shutil.which(os.environ.get("MOBIPERF_TEST_ADB", "adb"))
     if adb is None:
         pytest.skip("needs the adb client (Debian package adb)")
     home = workdir / "adb-home"

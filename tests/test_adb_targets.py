@@ -336,7 +336,7 @@ def test_probe_over_adb_matches_the_local_probe(loopback_device):
 
 def test_target_spec_selects_the_device_and_server(loopback_device, monkeypatch):
     monkeypatch.setenv("ANDROID_ADB_SERVER_PORT", str(loopback_device.server_port))
-    t = from_target_spec(f"adb:{loopback_device.serial}")
+    t = from_target_spec(f"adb:{loopback_device.serial}", adb=loopback_device.server.adb)
     assert (t.serial, t.server_port, t.name) == (loopback_device.serial, loopback_device.server_port,
                                                  f"adb:{loopback_device.serial}")
     assert t.run(["echo", "ok"]).text == "ok\n"
@@ -347,4 +347,4 @@ def test_target_spec_selects_the_device_and_server(loopback_device, monkeypatch)
 def test_no_serial_with_several_devices_is_a_clear_error(adb_server, loopback_device, start_loopback):
     other = start_loopback()
     with pytest.raises(TargetError, match=f"several adb devices.*{other.serial}"):
-        from_target_spec("adb", server_port=adb_server.port)
+        from_target_spec("adb", adb=adb_server.adb, server_port=adb_server.port)
