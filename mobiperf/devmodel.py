@@ -246,7 +246,10 @@ class ThrottledStore:
             str(self.mountpoint),
         ]
         with open(self.log_path, "wb") as log:
-            self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+            # a session of its own: Ctrl-C in the terminal must not take the device away from under a mounted
+            # filesystem; __exit__ stops it after the caller has unmounted and detached
+            self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                          start_new_session=True)
         deadline = time.monotonic() + MOUNT_TIMEOUT_S
         while not (os.path.ismount(self.mountpoint) and self.counters_path.exists()):
             if self._proc.poll() is not None:
