@@ -83,6 +83,11 @@ def test_facts_of_the_loopback_are_this_hosts_facts(loopback_device):
     if os.path.exists("/sys/kernel/tracing/trace") and os.geteuid() == 0:
         assert over_adb["tracefs_path"] == "/sys/kernel/tracing"
     assert over_adb["root"] is (os.geteuid() == 0)
+    # The work dir's mount and block device, checked against what this process sees of /tmp.
+    st = os.stat("/tmp")
+    block = Path(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
+    if block.exists():
+        assert over_adb["workdir_mount"]["block_devices"][0] == block.resolve().name
 
 
 def test_facts_as_the_shell_user(start_loopback):
@@ -118,6 +123,19 @@ tmpfs /dev tmpfs rw,seclabel,nosuid,relatime,mode=755 0 0
 /dev/block/dm-48 /data f2fs rw,lazytime,seclabel,nosuid,nodev,noatime,background_gc=on,discard 0 0
 /dev/fuse /storage/emulated fuse rw,lazytime,nosuid,nodev,noexec,noatime,user_id=0,group_id=0,allow_other 0 0
 /dev/block/dm-48 /storage/emulated/0/Android/data f2fs rw,lazytime,seclabel,nosuid,nodev,noatime 0 0
+@@mountinfo
+21 1 253:6 / / ro,relatime shared:1 - erofs /dev/block/dm-6 ro,seclabel
+22 21 0:6 / /dev rw,nosuid,relatime shared:2 - tmpfs tmpfs rw,seclabel,mode=755
+120 21 253:48 / /data rw,nosuid,nodev,noatime shared:60 - f2fs /dev/block/dm-48 rw,lazytime,seclabel
+300 21 0:90 / /storage/emulated rw,nosuid,nodev,noexec,noatime shared:200 - fuse /dev/fuse rw,user_id=0
+@@block
+dm-48|253:48||  dm-5
+dm-5|253:5|| sda34
+dm-6|253:6|| sda12
+sda|8:0||
+sda12|8:12|sda|
+sda34|8:34|sda|
+loop0|7:0||
 @@schedulers
 /sys/block/sda/queue/scheduler [mq-deadline] kyber bfq none
 /sys/block/dm-48/queue/scheduler none
@@ -152,6 +170,13 @@ Permissive
 /dev/block/bootdevice/by-name/userdata /data ext4 rw,seclabel,nosuid,nodev,noatime,noauto_da_alloc,data=ordered 0 0
 /data/media /mnt/runtime/default/emulated sdcardfs rw,nosuid,nodev,noexec,noatime,fsuid=1023,fsgid=1023,gid=1015 0 0
 /data/media /storage/emulated sdcardfs rw,nosuid,nodev,noexec,noatime,fsuid=1023,fsgid=1023,gid=1015 0 0
+@@mountinfo
+1 0 179:40 / / ro,relatime - ext4 /dev/root ro,seclabel
+40 1 179:50 / /data rw,nosuid,nodev,noatime - ext4 /dev/block/bootdevice/by-name/userdata rw,seclabel
+@@block
+mmcblk0|179:0||
+mmcblk0p40|179:40|mmcblk0|
+mmcblk0p50|179:50|mmcblk0|
 @@schedulers
 /sys/block/mmcblk0/queue/scheduler noop [cfq]
 @@end
@@ -166,6 +191,9 @@ def test_facts_of_a_fuse_era_phone():
     assert (f["sdcard_path"], f["sdcard_fstype"], f["sdcard_layer"], f["fuse_passthrough"]) == \
         ("/storage/emulated/0", "fuse", "fuse", True)
     assert (f["data_fstype"], f["data_source"]) == ("f2fs", "/dev/block/dm-48")
+    assert f["data_block_devices"] == ["dm-48", "dm-5", "sda34", "sda"]  # two dm layers, the partition, the disk
+    w = f["workdir_mount"]
+    assert (w["mountpoint"], w["fstype"], w["disks"]) == ("/data", "f2fs", ["sda"])
     assert f["schedulers"] == {
         "sda": {"current": "mq-deadline", "available": ["mq-deadline", "kyber", "bfq", "none"]},
         "dm-48": {"current": None, "available": ["none"]},
@@ -180,6 +208,7 @@ def test_facts_of_an_sdcardfs_era_phone():
     assert (f["tracefs_path"], f["selinux"]) == ("/sys/kernel/debug/tracing", "permissive")
     assert (f["sdcard_fstype"], f["sdcard_layer"], f["fuse_passthrough"]) == ("sdcardfs", "sdcardfs", None)
     assert (f["data_fstype"], f["data_source"]) == ("ext4", "/dev/block/bootdevice/by-name/userdata")
+    assert f["data_block_devices"] == ["mmcblk0p50", "mmcblk0"]
     assert f["schedulers"]["mmcblk0"] == {"current": "cfq", "available": ["noop", "cfq"]}
 
 

@@ -48,6 +48,14 @@ echo @@selinux; getenforce 2>/dev/null ||
   {{ [ -r /sys/fs/selinux/enforce ] && echo "enforce=$(cat /sys/fs/selinux/enforce)"; }}
 echo @@sdcard; [ -e /sdcard ] && readlink -f /sdcard
 echo @@mounts; cat /proc/mounts
+echo @@mountinfo; cat /proc/self/mountinfo
+echo @@block; for b in /sys/class/block/*; do
+  [ -e "$b/dev" ] || continue
+  n=${{b##*/}}; read -r d < "$b/dev"; p=
+  [ -e "$b/partition" ] && {{ p=$(readlink -f "$b/.."); p=${{p##*/}}; }}
+  s=; for x in "$b"/slaves/*; do [ -e "$x" ] && s="$s ${{x##*/}}"; done
+  echo "$n|$d|$p|$s"
+done
 echo @@schedulers; for f in /sys/block/*/queue/scheduler; do [ -r "$f" ] && echo "$f $(cat "$f")"; done
 echo @@end
 """.format(props=" ".join(PROPS), tracefs=" ".join(TRACEFS_CANDIDATES))
@@ -130,13 +138,63 @@ def parse_schedulers(lines: Sequence[str]) -> dict[str, dict]:
     return found
 
 
+def parse_block_devices(lines: Sequence[str]) -> dict[str, dict]:
+    """"name|major:minor|parent disk (partitions)|slaves (dm, md)" lines -> {name: {dev, parent, slaves}}."""
+    found = {}
+    for line in lines:
+        parts = line.split("|")
+        if len(parts) != 4:
+            continue
+        name, dev, parent, slaves = parts
+        found[name] = {"dev": dev.strip(), "parent": parent.strip() or None, "slaves": slaves.split()}
+    return found
+
+
+def mount_devices(lines: Sequence[str]) -> dict[str, str]:
+    """/proc/self/mountinfo -> {mountpoint: "major:minor"} (the last mount on a mountpoint wins)."""
+    found = {}
+    for line in lines:
+        parts = line.split()
+        if len(parts) > 4:
+            found[_unescape_mount_field(parts[4])] = parts[2]
+    return found
+
+
+def device_chain(dev: str | None, block: dict[str, dict]) -> list[str]:
+    """The block devices under a mount's major:minor, top first: e.g. dm-48 (/data's dm-default-key), its slave
+    sda34, that partition's disk sda. Empty for mounts without a block device (fuse, tmpfs, overlay)."""
+    by_dev = {info["dev"]: name for name, info in block.items()}
+    start = by_dev.get(dev or "")
+    chain: list[str] = []
+    queue = [start] if start else []
+    while queue:
+        name = queue.pop(0)
+        if name in chain or name not in block:
+            continue
+        chain.append(name)
+        info = block[name]
+        queue += info["slaves"] + ([info["parent"]] if info["parent"] else [])
+    return chain
+
+
+def _mount_summary(path: str, mounts: Sequence[dict], devs: dict[str, str], block: dict[str, dict]) -> dict | None:
+    m = mount_of(path, mounts)
+    if m is None:
+        return None
+    chain = device_chain(devs.get(m["mountpoint"]), block)
+    disks = [n for n in chain if not block[n]["slaves"] and not block[n]["parent"]]
+    return dict(m, block_devices=chain, disks=disks)
+
+
 def parse_android_facts(text: str) -> dict:
     """The output of FACTS_SCRIPT as a dict.
 
     is_android, android_version, sdk, build_type, model, abi, kernel, machine, uid, root, tracefs_path,
     tracefs_instances, selinux ("enforcing", "permissive", "disabled"), sdcard_path (resolved), sdcard_fstype,
     sdcard_layer ("fuse", "sdcardfs", "esdfs" or None), fuse_passthrough (bool or None), data_fstype, data_source,
-    data_options, default_workdir, schedulers {device: {current, available}}, mounts [data-bearing mounts].
+    data_options, data_block_devices (top first, e.g. ["dm-48", "sda34", "sda"]), default_workdir, workdir_mount
+    (the mount holding default_workdir: source, mountpoint, fstype, options, block_devices, disks), schedulers
+    {device: {current, available}}, mounts [data-bearing mounts].
     """
     s = _sections(text)
     props = {}
@@ -172,6 +230,8 @@ def parse_android_facts(text: str) -> dict:
     sdcard_mount = mount_of(sdcard_path, mounts) if sdcard_path else None
     # Android mounts /data on its own; a plain /data directory on a host's root filesystem says nothing.
     data_mount = next((m for m in reversed(mounts) if m["mountpoint"] == "/data"), None)
+    devs = mount_devices(s.get("mountinfo", []))
+    block = parse_block_devices(s.get("block", []))
     passthrough = props.get("persist.sys.fuse.passthrough.enable") or None
 
     abi = props.get("ro.product.cpu.abi") if is_android else None
@@ -197,7 +257,9 @@ def parse_android_facts(text: str) -> dict:
         "data_fstype": data_mount["fstype"] if data_mount else None,
         "data_source": data_mount["source"] if data_mount else None,
         "data_options": data_mount["options"] if data_mount else None,
+        "data_block_devices": device_chain(devs.get("/data"), block) if data_mount else [],
         "default_workdir": DEFAULT_WORKDIR[is_android],
+        "workdir_mount": _mount_summary(DEFAULT_WORKDIR[is_android], mounts, devs, block),
         "schedulers": parse_schedulers(s.get("schedulers", [])),
         "mounts": [m for m in mounts if m["fstype"].startswith(DATA_FS_PREFIXES)],
     }
