@@ -134,7 +134,7 @@ PROFILES: dict[str, DeviceProfile] = {
     )
 }
 
-_NUMERIC_KEYS = {
+_SETTINGS = {
     "write_bw": ("write_bw_bytes_per_s", parse_size),
     "read_bw": ("read_bw_bytes_per_s", parse_size),
     "burst": ("burst_bytes", parse_size),
@@ -170,11 +170,11 @@ def resolve_profile(spec: str) -> DeviceProfile:
     for item in overrides.split(","):
         key, eq, value = item.partition("=")
         key = key.strip()
-        if key not in _NUMERIC_KEYS or not eq:
+        if key not in _SETTINGS or not eq:
             raise UsageError(
-                f"bad device profile setting {item!r} in {spec!r}; valid keys: {', '.join(_NUMERIC_KEYS)}"
+                f"bad device profile setting {item!r} in {spec!r}; valid keys: {', '.join(_SETTINGS)}"
             )
-        field, parse = _NUMERIC_KEYS[key]
+        field, parse = _SETTINGS[key]
         try:
             number = parse(value.strip())
         except (UsageError, ValueError) as exc:
