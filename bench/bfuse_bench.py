@@ -15,6 +15,7 @@ their range. Needs root (loop device, mounts) and /dev/fuse.
     python bench/bfuse_bench.py                 # full size: 512 MiB, 3 repetitions
     python bench/bfuse_bench.py --quick         # 64 MiB, 2 repetitions, fewer random writes
     python bench/bfuse_bench.py --only native,legacy,bfuse --json results.json
+    python bench/bfuse_bench.py --tmpfs --quick   # same, over a tmpfs: the FUSE path without a device
 """
 
 from __future__ import annotations
@@ -107,6 +108,20 @@ def loop_ext4(workdir: Path, size_mib: int):
         if device:
             subprocess.run(["losetup", "-d", device], capture_output=True, timeout=60)
         image.unlink(missing_ok=True)
+
+
+@contextmanager
+def own_tmpfs(workdir: Path, size_mib: int):
+    """A tmpfs of our own (--tmpfs): no device under the daemons, so only the FUSE path costs are measured."""
+    mnt = workdir / "tmpfs"
+    mnt.mkdir()
+    run(["mount", "-t", "tmpfs", "-o", f"size={size_mib}m", "bfuse-bench-tmpfs", str(mnt)])
+    try:
+        yield "tmpfs", mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True, timeout=60)
+        if is_mounted(mnt):
+            subprocess.run(["umount", "-l", str(mnt)], capture_output=True, timeout=60)
 
 
 def build_passthrough_ll(workdir: Path) -> Path:
@@ -323,6 +338,8 @@ def main(argv: list[str] | None = None) -> int:
                                             "python bench/bfuse_bench.py --json bfuse.json")
     parser.add_argument("--quick", action="store_true", help="64 MiB, 2 repetitions, 300 random writes")
     parser.add_argument("--list", action="store_true", help="list the configurations and exit")
+    parser.add_argument("--tmpfs", action="store_true",
+                        help="a tmpfs instead of the loop-device ext4 (FUSE path cost without a device)")
     parser.add_argument("--repeat", type=int, default=None)
     parser.add_argument("--size-mib", type=int, default=None, help="sequential file size (default 512)")
     parser.add_argument("--rand-count", type=int, default=None, help="random 4 KiB writes per run (default 2000)")
@@ -347,8 +364,10 @@ def main(argv: list[str] | None = None) -> int:
         workdir = Path(tmp)
         ptll = build_passthrough_ll(workdir) if any(c.kind == "ptll" for c in configs) else None
         image_mib = max(2048, 3 * args.seq_bytes // MIB + 512)
-        with loop_ext4(workdir, image_mib) as (device, fs):
-            print(f"ext4 on {device} ({image_mib} MiB image), kernel {os.uname().release}")
+        filesystem = own_tmpfs(workdir, image_mib) if args.tmpfs else loop_ext4(workdir, image_mib)
+        with filesystem as (device, fs):
+            print(f"{'tmpfs' if args.tmpfs else 'ext4 on ' + device} ({image_mib} MiB), "
+                  f"kernel {os.uname().release}, load average {os.getloadavg()[0]:.1f}")
             # round robin: every repetition visits every configuration, so load swings spread evenly
             results = [Result(config) for config in configs]
             for rep in range(args.repeat):
