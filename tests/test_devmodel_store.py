@@ -124,14 +124,15 @@ def test_host_profile_adds_little(stack, tmp_path, reference_binary):
     with ExitStack() as plain_cleanup:
         plain = Stack(tmp_path / "plain", reference_binary("devmodel"), plain_cleanup)
         plain.tmp_path.mkdir()
-        plain_s = min(_write_seconds(plain.device(None), size, direct=True) for _ in range(2))
+        plain_s = min(_write_seconds(plain.device(None), size, direct=True) for _ in range(3))
     loop = stack.device("host")
-    host_s = min(_write_seconds(loop, size, direct=True) for _ in range(2))
+    host_s = min(_write_seconds(loop, size, direct=True) for _ in range(3))
     c = stack.store.counters()
-    assert c["ops"]["write"]["bytes"] == 2 * size
+    assert c["ops"]["write"]["bytes"] == 3 * size
     assert c["ops"]["write"]["throttled_ns"] == 0 and c["ops"]["flush"]["throttled_ns"] == 0
-    # FUSE costs a round trip per request; "little" = well within the factor an emulated eMMC imposes (~30x)
-    assert host_s <= 4 * plain_s + 0.3, f"host profile {host_s:.3f} s vs plain loop {plain_s:.3f} s"
+    # FUSE costs two copies and a round trip per request (0.3-0.6x of a plain loop's throughput on this loaded
+    # 2-CPU machine, bench/devmodel_bench.py); "little" = far from the ~30x an emulated eMMC imposes
+    assert host_s <= 5 * plain_s + 0.5, f"host profile {host_s:.3f} s vs plain loop {plain_s:.3f} s"
 
 
 def test_flush_cost_is_charged_per_fsync(stack):
