@@ -9,10 +9,12 @@ matched (btt's stale-match problem, specs/trace-formats.md §1.5).
 Vectorized without a per-row loop: within a key, with d_t producers and c_t consumers seen up to row t, the
 number of consumers that found an element is the clipped running sum m_t = min(m_{t-1} + [t is a consumer], d_t),
 which unrolls to m_t = c_t + min(0, min_{s<=t}(d_s - c_s)): a cumulative minimum. A consumer is matched when
-m_t grows, and then to the m_t-th producer of its key (pop order = push order). Expiry is a fixed point: a
-producer matched more than `stale_ns` before its consumer is removed and the matching recomputed; this equals
-"discard expired elements at the front before popping", because removing an element never changes the
-matches of consumers before it.
+m_t grows, and then to the m_t-th producer of its key (pop order = push order). Expiry is a fixed point: the
+first producer of each key matched more than `stale_ns` before its consumer is removed and the matching
+recomputed; this equals "discard expired elements at the front before popping", because that producer was at
+the front when its consumer came, and removing it never changes the matches of consumers before it. Each
+round settles one expired element per key (rare in practice); after MAX_EXPIRY_ROUNDS the remaining stale
+pairs are left unmatched.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 PRODUCER, CONSUMER, PEEK, IGNORED = 1, 0, 2, -1
-MAX_EXPIRY_ROUNDS = 32
+MAX_EXPIRY_ROUNDS = 64
 
 
 def _group_cumsum(x: np.ndarray, starts: np.ndarray, group: np.ndarray) -> np.ndarray:
@@ -95,6 +97,9 @@ def fifo_match(key: np.ndarray, order: np.ndarray, role: np.ndarray, ts: np.ndar
         stale = rows[t[rows] - t[match[rows]] > stale_ns]
         if not len(stale):
             break
+        # Only the first stale pair of each key is certain: later ones may be shifted by it.
+        _, first = np.unique(k[stale], return_index=True)
+        stale = stale[first]
         r[match[stale]] = IGNORED
         expired += len(stale)
     else:  # pathological input: give up expiring, but never report a stale pair as a match

@@ -98,8 +98,77 @@ def _rwbs_flush_op(rwbs: pl.Series) -> np.ndarray:
     return rwbs.is_in(list(flush)).fill_null(False).to_numpy() if flush else np.zeros(len(rwbs), bool)
 
 
+def _event_arrays(block_event: pl.DataFrame, stats: PairingStats):
+    """The events pairing reads, in trace order, as arrays (and the frame they come from)."""
+    ev = _ordered_events(block_event)
+    deviceless = ev.filter((pl.col("dev_major") < 0) & pl.col("event").is_in(list(KINDS)).not_())
+    for name, n in deviceless.group_by("event").len().iter_rows():
+        stats.ignored["deviceless " + name] += n
+    ev = ev.filter(pl.col("event").is_in(list(KINDS)) & (pl.col("dev_major") >= 0))
+    kind = ev["event"].replace_strict(KINDS, return_dtype=pl.Int64).to_numpy()
+    ts = ev["ts"].cast(pl.Int64).to_numpy()
+    sector = ev["sector"].cast(pl.Int64).to_numpy()
+    nr = ev["nr_sector"].cast(pl.Int64).to_numpy()
+    composite = ((ev["rep"].to_numpy().astype(np.int64) << 40) | (ev["dev_major"].to_numpy().astype(np.int64) << 20)
+                 | ev["dev_minor"].to_numpy().astype(np.int64))
+    devices = np.sort(pl.Series(composite).unique().to_numpy()) if len(ev) else np.zeros(0, np.int64)
+    dev = np.searchsorted(devices, composite).astype(np.int64)
+    return ev, kind, ts, sector, nr, dev, _rwbs_flush_op(ev["rwbs"])
+
+
+_STAT_NAMES = ("stale queue", "stale open end", "stale pending request", "stale issued request",
+               "getrq without queue", "backmerge", "frontmerge", "request merge", "requeue",
+               "complete without issue")
+
+
 def pair_block_requests(block_event: pl.DataFrame, *, stale_after_ns: int = STALE_AFTER_NS
                         ) -> tuple[pl.DataFrame, PairingStats]:
+    """block_rq rows and pairing statistics; the compiled state machine (pairing_kernel.py)."""
+    from mobiperf.analyzers.pairing_kernel import NULL, pair_events
+
+    stats = PairingStats()
+    ev, kind, ts, sector, nr, dev, is_flush_op = _event_arrays(block_event, stats)
+    if not len(ev):
+        return BLOCK_RQ.empty(), stats
+    span = int(np.maximum(sector + np.maximum(nr, 0), 0).max()) + 3
+    (n_req, queue_ts, getrq_ts, insert_ts, issue_ts, complete_ts, issued_ev, inserted_ev, rwbs_ev, pid_ev,
+     error_ev, bio_sector, bio_sectors, nr_bios, has_req, into, counts) = pair_events(
+        kind, dev, sector, nr, ts, is_flush_op, stale_after_ns, span)
+    for name, count in zip(_STAT_NAMES, counts[:10].tolist()):
+        stats.unmatched[name] += count
+    stats.ignored["flush_sequence_end"] += int(counts[10])
+    keep = np.flatnonzero(has_req[:n_req] & (into[:n_req] < 0))
+    src = np.where(issued_ev[keep] >= 0, issued_ev[keep], inserted_ev[keep])
+
+    def gather(col: str, idx: np.ndarray) -> pl.Series:
+        vals = ev[col].gather(np.maximum(idx, 0))
+        return pl.select(pl.when(pl.Series(idx >= 0)).then(vals)).to_series()
+
+    def nullable(a: np.ndarray) -> pl.Series:
+        return pl.select(pl.when(pl.Series(a != NULL)).then(pl.Series(a))).to_series()
+
+    who = pid_ev[keep]
+    bio_sec = bio_sector[keep]
+    out = pl.DataFrame({
+        "rep": ev["rep"].gather(who), "dev_major": ev["dev_major"].gather(who),
+        "dev_minor": ev["dev_minor"].gather(who),
+        "sector": pl.select(pl.coalesce(gather("sector", src),
+                                        pl.Series(np.where(bio_sec == NULL, -1, bio_sec)))).to_series(),
+        "size_bytes": pl.select(pl.coalesce(gather("size_bytes", src),
+                                            pl.Series(bio_sectors[keep] * 512))).to_series(),
+        "rwbs": pl.select(pl.coalesce(gather("rwbs", src), gather("rwbs", rwbs_ev[keep]), pl.lit(""))).to_series(),
+        "queue_ts": nullable(queue_ts[keep]), "getrq_ts": nullable(getrq_ts[keep]),
+        "insert_ts": nullable(insert_ts[keep]), "issue_ts": nullable(issue_ts[keep]),
+        "complete_ts": nullable(complete_ts[keep]),
+        "nr_bios": np.maximum(nr_bios[keep], 1), "pid": ev["pid"].gather(who), "comm": ev["comm"].gather(who),
+        "error": pl.select(gather("error", error_ev[keep]).fill_null(0)).to_series(),
+    })
+    return _finish_requests(out, stats)
+
+
+def pair_block_requests_vectorized(block_event: pl.DataFrame, *, stale_after_ns: int = STALE_AFTER_NS
+                                   ) -> tuple[pl.DataFrame, PairingStats]:
+    """The same pairing without a compiler: every FIFO matched at once with numpy (fifo.py)."""
     stats = PairingStats()
     ev = _ordered_events(block_event)
     deviceless = ev.filter((pl.col("dev_major") < 0) & pl.col("event").is_in(list(KINDS)).not_())
@@ -334,11 +403,19 @@ def _request_rows(ev: pl.DataFrame, kind, ts, q_src, root, is_partial, completin
         "nr_bios": np.maximum(nr_bios, 1), "pid": ev["pid"].gather(who), "comm": ev["comm"].gather(who),
         "error": pl.select(gather("error", final_c).fill_null(0)).to_series(),
     })
+    return _finish_requests(out, stats)
+
+
+SORT_KEYS = ["rep", "issue_ts", "queue_ts", "getrq_ts", "sector", "size_bytes", "complete_ts", "insert_ts",
+             "dev_major", "dev_minor"]
+
+
+def _finish_requests(out: pl.DataFrame, stats: PairingStats) -> tuple[pl.DataFrame, PairingStats]:
     out = out.with_columns(size_bytes=pl.col("size_bytes").clip(lower_bound=0))
     out = out.with_columns(pl.when((pl.col("sector") < 0) | (pl.col("size_bytes") == 0)).then(-1)
                            .otherwise("sector").alias("sector"))
     out = _with_rwbs_flags(out).with_columns(is_complete_match=_fully_matched())
-    out = out.sort(["rep", "issue_ts", "queue_ts", "getrq_ts", "sector"], nulls_last=True)
+    out = out.sort(SORT_KEYS, nulls_last=True, maintain_order=True)
     stats.requests = len(out)
     stats.fully_matched = int(out["is_complete_match"].sum())
     stats.unmatched = Counter({k: v for k, v in stats.unmatched.items() if v})

@@ -12,7 +12,7 @@ from collections import defaultdict, deque
 import polars as pl
 
 from mobiperf.analyzers.pairing import (C, D, F, FLUSH_SECTOR, G, I, KINDS, M, Q, R, RM, STALE_AFTER_NS, X,
-                                        PairingStats, _fully_matched, _with_rwbs_flags,
+                                        SORT_KEYS, PairingStats, _fully_matched, _with_rwbs_flags,
                                         decode_request_rwbs)
 from mobiperf.schema import BLOCK_RQ
 
@@ -191,7 +191,7 @@ def pair_block_requests_oracle(block_event: pl.DataFrame, *, stale_after_ns: int
                                                "issue_ts": pl.Int64, "complete_ts": pl.Int64, "comm": pl.Utf8,
                                                "rwbs": pl.Utf8})
     out = _with_rwbs_flags(out).with_columns(is_complete_match=_fully_matched())
-    out = out.sort(["rep", "issue_ts", "queue_ts", "getrq_ts", "sector"], nulls_last=True)
+    out = out.sort(SORT_KEYS, nulls_last=True, maintain_order=True)
     stats.requests = len(out)
     stats.fully_matched = int(out["is_complete_match"].sum())
     return BLOCK_RQ.validate(out), stats

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mobiperf.analyzers.fifo import CONSUMER, PEEK, PRODUCER, fifo_match
-from mobiperf.analyzers.pairing import pair_block_requests
+from mobiperf.analyzers.pairing import pair_block_requests, pair_block_requests_vectorized
 from mobiperf.analyzers.pairing_oracle import pair_block_requests_oracle
 from mobiperf.schema import BLOCK_EVENT
 
@@ -115,12 +115,13 @@ FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthChe
 @FAST
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 120), lost=st.sampled_from([0.0, 0.0, 0.02, 0.2]),
        devices=st.integers(1, 2))
-def test_fast_pairing_equals_oracle(seed, n, lost, devices):
+def test_compiled_and_vectorized_pairing_equal_the_oracle(seed, n, lost, devices):
     events = simulate_block_layer(seed, n, lost, devices)
-    fast, fast_stats = pair_block_requests(events)
     slow, slow_stats = pair_block_requests_oracle(events)
-    assert fast.equals(slow), (fast, slow)
-    assert fast_stats.as_dict() == slow_stats.as_dict()
+    for pair in (pair_block_requests, pair_block_requests_vectorized):
+        fast, fast_stats = pair(events)
+        assert fast.equals(slow), (pair.__name__, fast, slow)
+        assert fast_stats.as_dict() == slow_stats.as_dict(), pair.__name__
 
 
 @FAST
@@ -162,7 +163,7 @@ def test_stale_queue_entries_expire():
             (0, 20_000_002_000, 0, 1, "a", "block_rq_issue", 7, 0, 800, 8, 4096, "W", 0),
             (0, 20_000_003_000, 0, 1, "a", "block_rq_complete", 7, 0, 800, 8, 4096, "W", 0)]
     events = BLOCK_EVENT.validate(pl.DataFrame(rows, schema=list(BLOCK_EVENT.columns), orient="row"))
-    for pair in (pair_block_requests, pair_block_requests_oracle):
+    for pair in (pair_block_requests, pair_block_requests_vectorized, pair_block_requests_oracle):
         rq, stats = pair(events)
         assert rq["queue_ts"].to_list() == [20_000_000_000]
         assert rq["q2c" if "q2c" in rq.columns else "complete_ts"][0] - rq["queue_ts"][0] == 3000

@@ -1,0 +1,330 @@
+"""The block request pairing state machine, compiled with numba: one pass over the events in trace order.
+
+Same definitions as pairing.py's docstring and the same steps as the Python oracle (pairing_oracle.py), on
+arrays: every FIFO is a linked list in one node pool, found through a typed dict from (queue kind, device,
+sector) to its head and tail. Requests are rows of parallel arrays; a request absorbed by another
+(block_rq_merge) points to it (`into`), and find() follows those links. About 10-20 M events/s.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+from numba.typed import Dict
+
+Q, X, G, M, F, RM, I, D, R, C = range(10)
+QUEUED, ENDS, PENDING, ISSUED = 0, 1, 2, 3
+NULL = np.iinfo(np.int64).min
+# stats slots
+ST_STALE = 0            # + queue kind (0..3): expired elements per queue
+ST_GETRQ_NO_Q = 4
+ST_BACKMERGE = 5
+ST_FRONTMERGE = 6
+ST_RQ_MERGE = 7
+ST_REQUEUE = 8
+ST_COMPLETE_NO_ISSUE = 9
+ST_FLUSH_SEQ_END = 10
+N_STATS = 11
+
+
+@njit(cache=True)
+def _find(into, r):
+    while into[r] >= 0:
+        r = into[r]
+    return r
+
+
+@njit(cache=True)
+def pair_events(kind, dev, sector, nr, ts, is_flush_op, stale_ns, span):
+    """Arrays in, arrays out: per request (index < n_req) its times and the events its fields come from."""
+    n = len(kind)
+    cap = 3 * n + 16
+    node_val = np.empty(cap, np.int64)   # Q event (QUEUED) or request id (others)
+    node_aux = np.empty(cap, np.int64)   # issue end sector (ISSUED)
+    node_ts = np.empty(cap, np.int64)    # the time the element entered (a split copy: its Q's time)
+    node_next = np.empty(cap, np.int64)
+    n_nodes = 0
+    head = Dict.empty(key_type=types.int64, value_type=types.int64)
+    tail = Dict.empty(key_type=types.int64, value_type=types.int64)
+    stats = np.zeros(N_STATS, np.int64)
+
+    # requests
+    queue_ts = np.full(n, NULL, np.int64)
+    getrq_ts = np.full(n, NULL, np.int64)
+    insert_ts = np.full(n, NULL, np.int64)
+    issue_ts = np.full(n, NULL, np.int64)
+    complete_ts = np.full(n, NULL, np.int64)
+    issued_ev = np.full(n, -1, np.int64)
+    inserted_ev = np.full(n, -1, np.int64)
+    rwbs_ev = np.full(n, -1, np.int64)
+    pid_ev = np.full(n, -1, np.int64)
+    error_ev = np.full(n, -1, np.int64)
+    bio_sector = np.full(n, NULL, np.int64)
+    bio_sectors = np.zeros(n, np.int64)
+    nr_bios = np.zeros(n, np.int64)
+    has_req = np.zeros(n, np.bool_)
+    into = np.full(n, -1, np.int64)
+    n_req = 0
+
+    for i in range(n):
+        k = kind[i]
+        if k < 0:
+            continue
+        t = ts[i]
+        sized = nr[i] > 0 and sector[i] >= 0
+        s = sector[i] if sized else -2
+        e = sector[i] + nr[i] if sized else -2
+        base = dev[i] * span
+        ks = (base + s + 2) * 4
+        ke = (base + e + 2) * 4
+
+        if k == C and nr[i] == 0 and sector[i] >= 0 and not is_flush_op[i]:
+            stats[ST_FLUSH_SEQ_END] += 1
+            continue
+
+        # --- pops needed by this event (with expiry), written out per queue kind ---
+        if k == Q:
+            qk = ks + QUEUED
+            node = n_nodes
+            n_nodes += 1
+            node_val[node] = i
+            node_ts[node] = t
+            node_next[node] = -1
+            if qk in tail:
+                node_next[tail[qk]] = node
+            else:
+                head[qk] = node
+            tail[qk] = node
+            continue
+        if k == X:
+            if sized:
+                qk = ks + QUEUED
+                if qk in head:
+                    h = head[qk]
+                    nk = (base + s + nr[i] + 2) * 4 + QUEUED
+                    node = n_nodes
+                    n_nodes += 1
+                    node_val[node] = node_val[h]
+                    node_ts[node] = node_ts[h]
+                    node_next[node] = -1
+                    if nk in tail:
+                        node_next[tail[nk]] = node
+                    else:
+                        head[nk] = node
+                    tail[nk] = node
+            continue
+
+        # pop helpers are inlined as loops: (queue key) -> node or -1
+        q_node = -1
+        if k == G or k == M or k == F:
+            qk = ks + QUEUED
+            while qk in head:
+                h = head[qk]
+                nx = node_next[h]
+                if nx < 0:
+                    del head[qk]
+                    del tail[qk]
+                else:
+                    head[qk] = nx
+                if t - node_ts[h] <= stale_ns:
+                    q_node = h
+                    break
+                stats[ST_STALE + QUEUED] += 1
+
+        if k == G:
+            r = n_req
+            n_req += 1
+            has_req[r] = True
+            getrq_ts[r] = t
+            nr_bios[r] = 1
+            bio_sector[r] = sector[i]
+            bio_sectors[r] = max(nr[i], 0)
+            rwbs_ev[r] = i
+            if q_node < 0:
+                stats[ST_GETRQ_NO_Q] += 1
+                pid_ev[r] = i
+            else:
+                queue_ts[r] = node_ts[q_node]
+                pid_ev[r] = node_val[q_node]
+            for qk, want in ((ks + PENDING, True), (ke + ENDS, sized)):
+                if want:
+                    node = n_nodes
+                    n_nodes += 1
+                    node_val[node] = r
+                    node_ts[node] = t
+                    node_next[node] = -1
+                    if qk in tail:
+                        node_next[tail[qk]] = node
+                    else:
+                        head[qk] = node
+                    tail[qk] = node
+            continue
+
+        # the element this event takes from its request queue
+        if k == M or k == RM:
+            take_key = ks + ENDS
+            take_kind = ENDS
+            take = sized
+        elif k == F:
+            take_key = (ke if sized else (base + 0) * 4) + PENDING
+            take_kind = PENDING
+            take = True
+        elif k == I or k == D:
+            take_key = ks + PENDING
+            take_kind = PENDING
+            take = True
+        else:  # R, C
+            take_key = ks + ISSUED
+            take_kind = ISSUED
+            take = True
+        hit = -1
+        if k == RM:  # the absorbed request first (pending at its start), then its absorber's open end
+            pk = ks + PENDING
+            while pk in head:
+                h = head[pk]
+                nx = node_next[h]
+                if nx < 0:
+                    del head[pk]
+                    del tail[pk]
+                else:
+                    head[pk] = nx
+                if t - node_ts[h] <= stale_ns:
+                    hit = h
+                    break
+                stats[ST_STALE + PENDING] += 1
+        b_hit = -1
+        if take:
+            while take_key in head:
+                h = head[take_key]
+                nx = node_next[h]
+                if nx < 0:
+                    del head[take_key]
+                    del tail[take_key]
+                else:
+                    head[take_key] = nx
+                if t - node_ts[h] <= stale_ns:
+                    b_hit = h
+                    break
+                stats[ST_STALE + take_kind] += 1
+        if k == RM:
+            if hit < 0:
+                stats[ST_RQ_MERGE] += 1
+            elif b_hit >= 0:
+                ra = _find(into, node_val[hit])
+                rb = _find(into, node_val[b_hit])
+                if ra != rb:
+                    into[ra] = rb
+                    nr_bios[rb] += nr_bios[ra]
+                    bio_sectors[rb] += bio_sectors[ra]
+                    has_req[rb] = has_req[rb] or has_req[ra]
+                    if queue_ts[ra] != NULL and (queue_ts[rb] == NULL or queue_ts[ra] < queue_ts[rb]):
+                        queue_ts[rb] = queue_ts[ra]
+                    if getrq_ts[ra] != NULL and (getrq_ts[rb] == NULL or getrq_ts[ra] < getrq_ts[rb]):
+                        getrq_ts[rb] = getrq_ts[ra]
+                    if insert_ts[ra] != NULL and insert_ts[ra] > insert_ts[rb]:
+                        insert_ts[rb] = insert_ts[ra]
+                    if issue_ts[ra] != NULL and issue_ts[ra] > issue_ts[rb]:
+                        issue_ts[rb] = issue_ts[ra]
+                    if complete_ts[ra] != NULL and complete_ts[ra] > complete_ts[rb]:
+                        complete_ts[rb] = complete_ts[ra]
+            continue
+
+        push_key = -1
+        push_aux = 0
+        if k == M:
+            if b_hit < 0:
+                stats[ST_BACKMERGE] += 1
+                if not sized:
+                    continue
+                r = n_req
+                n_req += 1
+            else:
+                r = node_val[b_hit]
+                root = _find(into, r)
+                nr_bios[root] += 1
+                bio_sectors[root] += nr[i]
+            push_key = ke + ENDS
+        elif k == F:
+            if b_hit < 0:
+                stats[ST_FRONTMERGE] += 1
+                r = n_req
+                n_req += 1
+            else:
+                r = node_val[b_hit]
+            root = _find(into, r)
+            nr_bios[root] += 1
+            bio_sectors[root] += max(nr[i], 0)
+            if bio_sector[root] == NULL or sector[i] < bio_sector[root]:
+                bio_sector[root] = sector[i]
+            if q_node >= 0 and (queue_ts[root] == NULL or node_ts[q_node] < queue_ts[root]):
+                queue_ts[root] = node_ts[q_node]
+            push_key = ks + PENDING
+        elif k == I or k == D:
+            if b_hit < 0:
+                r = n_req
+                n_req += 1
+                pid_ev[r] = i
+            else:
+                r = node_val[b_hit]
+            if k == D and sized:  # the request's open end closes
+                ek = ke + ENDS
+                while ek in head:
+                    h = head[ek]
+                    nx = node_next[h]
+                    if nx < 0:
+                        del head[ek]
+                        del tail[ek]
+                    else:
+                        head[ek] = nx
+                    if t - node_ts[h] <= stale_ns:
+                        break
+                    stats[ST_STALE + ENDS] += 1
+            root = _find(into, r)
+            has_req[root] = True
+            if pid_ev[root] < 0:
+                pid_ev[root] = i
+            if k == I:
+                insert_ts[root] = t
+                inserted_ev[root] = i
+                push_key = ks + PENDING
+            else:
+                issue_ts[root] = t
+                issued_ev[root] = i
+                push_key = ks + ISSUED
+                push_aux = e
+        elif k == R:
+            if b_hit < 0:
+                stats[ST_REQUEUE] += 1
+                r = n_req
+                n_req += 1
+            else:
+                r = node_val[b_hit]
+            push_key = ks + PENDING
+        else:  # C
+            if b_hit < 0:
+                stats[ST_COMPLETE_NO_ISSUE] += 1
+                continue
+            r = node_val[b_hit]
+            issue_end = node_aux[b_hit]
+            if sized and sector[i] + nr[i] < issue_end:  # partial: the rest stays issued
+                push_key = (base + sector[i] + nr[i] + 2) * 4 + ISSUED
+                push_aux = issue_end
+            else:
+                root = _find(into, r)
+                complete_ts[root] = t
+                error_ev[root] = i
+                continue
+        node = n_nodes
+        n_nodes += 1
+        node_val[node] = r
+        node_aux[node] = push_aux
+        node_ts[node] = t
+        node_next[node] = -1
+        if push_key in tail:
+            node_next[tail[push_key]] = node
+        else:
+            head[push_key] = node
+        tail[push_key] = node
+
+    return (n_req, queue_ts, getrq_ts, insert_ts, issue_ts, complete_ts, issued_ev, inserted_ev, rwbs_ev, pid_ev,
+            error_ev, bio_sector, bio_sectors, nr_bios, has_req, into, stats)
