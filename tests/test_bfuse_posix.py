@@ -82,6 +82,24 @@ def test_read_through_another_descriptor_sees_buffered_data(bfuse_mount):
     assert mount.counters()["counters"]["flushed_entries_read"] == 1
 
 
+def test_read_flushes_only_when_buffered_data_overlaps(bfuse_mount):
+    mount = bfuse_mount(HELD)
+    base = pattern(1024 * KIB, seed=2)
+    (mount.mountpoint / "f").write_bytes(base)
+    fd = os.open(mount.mountpoint / "f", os.O_RDWR)
+    new = pattern(100 * KIB, seed=3)
+    os.pwrite(fd, new, 512 * KIB)
+    with open(mount.mountpoint / "f", "rb") as reader:   # a new open drops the kernel's cached pages
+        assert reader.read(100 * KIB) == base[:100 * KIB]
+        assert (mount.source / "f").read_bytes()[512 * KIB:612 * KIB] == base[512 * KIB:612 * KIB]
+        counters = mount.counters()["counters"]
+        assert counters["reads_without_flush"] >= 1 and counters["flushed_entries_read"] == 0
+        reader.seek(500 * KIB)
+        assert reader.read(200 * KIB) == base[500 * KIB:512 * KIB] + new + base[612 * KIB:700 * KIB]
+    assert mount.counters()["counters"]["flushed_entries_read"] == 1
+    os.close(fd)
+
+
 def test_stat_size_includes_buffered_data(bfuse_mount):
     # timeout=0: every stat goes to the daemon, so its size fix-up is what the kernel reports
     mount = bfuse_mount(HELD + ",timeout=0")

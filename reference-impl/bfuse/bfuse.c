@@ -15,7 +15,7 @@
  *      for flush_ms (or older than 100 x flush_ms) (flush_ms=).
  *
  * POSIX semantics with the buffer on: a read flushes the file's entries
- * first; stat sizes include buffered data; truncate and utimes flush first;
+ * first if one overlaps it (or the native file is too short); stat sizes include buffered data; truncate and utimes flush first;
  * close (FUSE_FLUSH), release, fsync and fdatasync flush the file's entries
  * before returning; a failed deferred pwrite (ENOSPC, EIO) is kept on the
  * inode and returned by the next fsync or close of the file, and later
@@ -87,6 +87,7 @@ static struct fc_counter *bf_c_buffered, *bf_c_direct, *bf_c_coalesced;
 static struct fc_counter *bf_c_entries_used, *bf_c_full_waits;
 static struct fc_counter *bf_c_hwm_bytes, *bf_c_hwm_entries;
 static struct fc_counter *bf_c_deferred_errors, *bf_c_errors_reported;
+static struct fc_counter *bf_c_reads_unflushed;
 static struct fc_counter *bf_c_flush[FC_CAUSE_COUNT];
 static char bf_flush_names[FC_CAUSE_COUNT][48];
 
@@ -623,14 +624,37 @@ static ssize_t bf_write(struct fc_file *f, struct fuse_bufvec *in, off_t off)
 	return size;
 }
 
+/*
+ * A read needs the file's entries written out only if one of them overlaps
+ * the range, or if the native file ends before the range does (an entry
+ * further on may have extended the file: the hole must read as zeros, and a
+ * short read would make the kernel shrink i_size).  Entries that appear
+ * meanwhile come from concurrent writes, which may be ordered either way.
+ */
 static int bf_before_read(struct fc_file *f, size_t size, off_t off)
 {
 	struct bf_inode *bi = bf_inode_of(f->inode);
+	bool overlap = false;
+	struct stat st;
+	unsigned int k;
 
-	(void)size;
-	(void)off;
-	if (bf_has_entries(bi))
-		bf_flush(bi, BF_ALL, FC_CAUSE_READ);
+	if (!bf_has_entries(bi))
+		return 0;
+	pthread_mutex_lock(&bf_lock);
+	for (k = 0; bi->nentries && k < bf_nentries && !overlap; k++) {
+		struct bf_entry *e = &bf_entries[k];
+
+		overlap = e->state != BF_FREE && e->bi == bi &&
+			  e->off < off + (off_t)size &&
+			  e->off + (off_t)e->len > off;
+	}
+	pthread_mutex_unlock(&bf_lock);
+	if (!overlap && fstat(f->fd, &st) == 0 &&
+	    st.st_size >= off + (off_t)size) {
+		fc_counter_add(bf_c_reads_unflushed, 1);
+		return 0;
+	}
+	bf_flush(bi, BF_ALL, FC_CAUSE_READ);
 	return 0;
 }
 
@@ -732,6 +756,8 @@ static void bf_register_counters(void)
 	bf_c_deferred_errors = fc_counter_new("deferred_write_errors",
 					      FC_COUNTER_SUM);
 	bf_c_errors_reported = fc_counter_new("deferred_errors_reported",
+					      FC_COUNTER_SUM);
+	bf_c_reads_unflushed = fc_counter_new("reads_without_flush",
 					      FC_COUNTER_SUM);
 	for (c = 0; c < FC_CAUSE_COUNT; c++) {
 		snprintf(bf_flush_names[c], sizeof(bf_flush_names[c]),
