@@ -29,6 +29,9 @@ OPERATIONS = {
     # name: relative weight
     "write": 14, "write_seq": 10, "append": 4, "read": 16, "read_fd2": 4, "truncate": 4, "fsync": 2, "fdatasync": 2,
     "stat": 5, "stat_path": 3, "mmap_read": 4, "mmap_write": 4, "reopen": 3, "rename": 2,
+    # O_DIRECT bypasses the kernel's page cache, so these reach a FUSE daemon as READ/WRITE requests; on a
+    # filesystem that refuses (unaligned) O_DIRECT they fall back to the plain read/write operations
+    "read_direct": 4, "write_direct": 3,
 }
 
 
@@ -68,6 +71,7 @@ class FsxRun:
         self.seq_cursor = 0
         self.log: deque[str] = deque(maxlen=40)
         self.fd = self.fd_append = self.fd_read = -1
+        self.direct_ok = True
         path = self.path()
         for old in self.names:
             (self.directory / old).unlink(missing_ok=True)
@@ -154,6 +158,51 @@ class FsxRun:
         if len(got) != max(0, min(size, len(self.model) - off)):
             raise Miscompare(f"{label}: {len(got)} bytes at {off}, model has {len(self.model)} bytes")
         return f"{label} {off} +{size}"
+
+    def open_direct(self, flags: int) -> int:
+        """An O_DIRECT descriptor, or -1 (and no more tries) where the filesystem refuses O_DIRECT."""
+        if not self.direct_ok:
+            return -1
+        try:
+            return os.open(self.path(), flags | os.O_DIRECT)
+        except OSError:
+            self.direct_ok = False
+            return -1
+
+    def op_read_direct(self) -> str:
+        fd = self.open_direct(os.O_RDONLY)
+        if fd < 0:
+            return self.op_read()
+        try:
+            off, size = self.random_range()
+            got = os.pread(fd, size, off)
+        except OSError:
+            self.direct_ok = False   # unaligned O_DIRECT refused: not a daemon under test
+            return self.op_read()
+        finally:
+            os.close(fd)
+        self.expect("read_direct", got, off)
+        if len(got) != max(0, min(size, len(self.model) - off)):
+            raise Miscompare(f"read_direct: {len(got)} bytes at {off}, model has {len(self.model)} bytes")
+        return f"read_direct {off} +{size}"
+
+    def op_write_direct(self) -> str:
+        fd = self.open_direct(os.O_WRONLY)
+        if fd < 0:
+            return self.op_write()
+        off, size = self.random_range()
+        data = self.data(size)
+        try:
+            written = os.pwrite(fd, data, off)
+        except OSError:
+            self.direct_ok = False
+            return self.op_write()
+        finally:
+            os.close(fd)
+        if written != size:
+            raise Miscompare(f"write_direct: short write {written} of {size} at {off}")
+        self.model_write(off, data)
+        return f"write_direct {off} +{size}"
 
     def op_read_fd2(self) -> str:
         return self.op_read(self.fd_read, "read_fd2")

@@ -286,7 +286,12 @@ static struct fc_file *fc_file_new(struct fc_inode *i, int fd, int flags)
 /* Native open flags for the application's flags (see fusecore.h). */
 static int fc_native_flags(int flags)
 {
-	flags &= ~(O_APPEND | O_CREAT | O_EXCL | O_NOCTTY);
+	/*
+	 * O_DIRECT goes too: data passes through daemon buffers of any
+	 * alignment (and may be held by the policy), so the native IO is
+	 * buffered; the kernel still bypasses its own page cache.
+	 */
+	flags &= ~(O_APPEND | O_CREAT | O_EXCL | O_NOCTTY | O_DIRECT);
 	if (fc_cfg.writeback_cache && (flags & O_ACCMODE) == O_WRONLY)
 		flags = (flags & ~O_ACCMODE) | O_RDWR;
 	return flags | O_CLOEXEC;

@@ -37,6 +37,7 @@
  * Files.  Each open()/create() makes one struct fc_file (fi->fh) with a
  * native fd opened with the caller's flags minus O_APPEND (the kernel
  * computes append offsets itself; with O_APPEND pwrite would ignore them)
+ * and minus O_DIRECT (policy buffers have any alignment)
  * and, with writeback_cache, O_WRONLY widened to O_RDWR (the kernel then
  * reads partial pages through write-only files).  open() reopens the
  * inode's O_PATH fd through /proc/self/fd/N without O_NOFOLLOW.
