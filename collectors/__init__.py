@@ -44,7 +44,7 @@ class Collector:
         return {}
 
 
-SOURCES = ("ftrace", "syscalls", "strace", "blktrace", "layout", "facts")
+SOURCES = ("ftrace", "ftrace_raw", "syscalls", "strace", "blktrace", "layout", "facts")
 DEFAULT_SOURCES = ("ftrace", "layout", "facts")
 EVENT_SET_NAMES = ("block", "ext4", "jbd2", "f2fs", "fuse", "writeback")
 
@@ -53,7 +53,9 @@ def plan_collectors(transport, caps, stack, raw_dir: Path, *, extra_events=(), s
                     event_sets=None, notes: list[str] | None = None) -> list[Collector]:
     """The collectors of one repetition, from what was asked and what the target offers.
 
-    sources: any of SOURCES (default DEFAULT_SOURCES). ftrace always traces the block events of the stack's
+    sources: any of SOURCES (default DEFAULT_SOURCES). ftrace_raw is ftrace read as binary per-CPU pages
+    (trace_pipe_raw: exact ns timestamps, cheaper to parse) and decodes block events and markers only, so event
+    sets are not added to it. ftrace always traces the block events of the stack's
     devices; event_sets adds whole sets (ext4, jbd2, f2fs, fuse, writeback); without event_sets a run gets the
     light events of its stack (fsync enter/exit and jbd2 commits of its filesystem, FUSE requests of a FUSE
     layer), which cost one event per call, not per page. Events this kernel lacks are skipped and named in
@@ -74,6 +76,12 @@ def plan_collectors(transport, caps, stack, raw_dir: Path, *, extra_events=(), s
     if "facts" in wanted:
         from mobiperf.collectors.facts import FactsCollector
         collectors.append(FactsCollector(transport, stack.device, stack.workdir.rsplit("/", 1)[0]))
+    if "ftrace_raw" in wanted and "ftrace" not in wanted:
+        collectors.append(FtraceCollector(transport, caps.tracefs_path, block_event_specs(devices)
+                                          + list(extra_events), raw_dir, raw_pages=True))
+        if event_sets:
+            notes.append("ftrace_raw: event sets other than block are not decoded from binary pages; "
+                         "add the ftrace source for them")
     if "ftrace" in wanted:
         events = block_event_specs(devices)
         if event_sets is None:

@@ -76,7 +76,7 @@ class FtraceCollector(Collector):
 
     def __init__(self, transport: Transport, tracefs: str, events: list[EventSpec], out_dir: Path, *,
                  buffer_size_kb: int = 32768, name: str | None = None, trace_name: str = "ftrace.txt",
-                 workload_pids_only: bool = False, collector_name: str = "ftrace"):
+                 workload_pids_only: bool = False, collector_name: str = "ftrace", raw_pages: bool = False):
         self.transport = transport
         self.tracefs = tracefs
         self.events = events
@@ -86,6 +86,10 @@ class FtraceCollector(Collector):
         self.trace_name = trace_name
         self.workload_pids_only = workload_pids_only
         self.name = collector_name  # the key of its summary in run.json
+        # Binary capture: one `cat per_cpu/cpuN/trace_pipe_raw` per CPU into ftrace_raw/cpuN (whole pages, exact
+        # ns timestamps, no text formatting in the kernel); parse/ftrace_raw.py decodes them with the formats.
+        self.raw_pages = raw_pages
+        self._raw_readers: list[BackgroundProcess] = []
         self.root: str | None = None
         self._reader: BackgroundProcess | None = None
         self._restore: list[tuple[str, bytes]] = []
@@ -120,7 +124,7 @@ class FtraceCollector(Collector):
 
     def __exit__(self, *exc) -> None:
         try:
-            if self._reader is not None:
+            if self._reader is not None or self._raw_readers:
                 self.stop()
         finally:
             self._cleanup()
@@ -139,7 +143,14 @@ class FtraceCollector(Collector):
         return ["sh", "-c", script, "mobiperf-workload", *argv]
 
     def start(self) -> None:
-        self._reader = self.transport.start(["cat", f"{self.root}/trace_pipe"], stdout_path=self.trace_file)
+        if self.raw_pages:
+            raw = self.out_dir / "ftrace_raw"
+            raw.mkdir(exist_ok=True)
+            for cpu in self._cpu_dirs():
+                self._raw_readers.append(self.transport.start(
+                    ["cat", f"{self.root}/per_cpu/{cpu}/trace_pipe_raw"], stdout_path=raw / cpu))
+        else:
+            self._reader = self.transport.start(["cat", f"{self.root}/trace_pipe"], stdout_path=self.trace_file)
         if not self.workload_pids_only:  # else the workload's wrapper turns it on once its pid is set
             self._write("tracing_on", "1")
         self._started_ns = time.monotonic_ns()
@@ -155,13 +166,22 @@ class FtraceCollector(Collector):
         if self._reader is not None:
             self._reader.kill()
             self._reader = None
+        while self._raw_readers:
+            self._raw_readers.pop().kill()
+        if self.raw_pages:
+            # pid -> comm for events without a comm field (the text output resolves them the same way)
+            try:
+                (self.out_dir / "ftrace_raw" / "saved_cmdlines").write_bytes(
+                    self.transport.read_file(f"{self.tracefs}/saved_cmdlines"))
+            except TargetError:
+                pass
         self.stats = CollectionStats(clock=self._active_clock(), buffer_size_kb=self.buffer_size_kb,
                                      per_cpu=self._per_cpu_stats(), duration_ns=duration,
                                      instance=self.instance_name if self.root != self.tracefs else None)
-        stats_name = self.trace_name.rsplit(".", 1)[0] + "_stats.json"
+        stats_name = ("ftrace_raw" if self.raw_pages else self.trace_name.rsplit(".", 1)[0]) + "_stats.json"
         (self.out_dir / stats_name).write_text(json.dumps(self.stats.__dict__, indent=2) + "\n")
         return {"clock": self.stats.clock, "lost_events": self.stats.lost_events, "per_cpu": self.stats.per_cpu,
-                "trace": self.trace_name, "events": [f"{e.system}:{e.name}" for e in self.events]}
+                "trace": "ftrace_raw/" if self.raw_pages else self.trace_name, "events": [f"{e.system}:{e.name}" for e in self.events]}
 
     # --- set-up and clean-up ---
 
@@ -194,6 +214,14 @@ class FtraceCollector(Collector):
             dest = formats / ev.system / ev.name
             dest.mkdir(parents=True, exist_ok=True)
             (dest / "format").write_bytes(self.transport.read_file(f"{self.tracefs}/{ev.path}/format"))
+        if self.raw_pages and self.transport.exists(f"{self.root}/buffer_percent"):
+            # A blocked trace_pipe_raw reader wakes only when the buffer is this full (default 50 %): with 0 it
+            # takes every page as it comes, and after tracing stops it drains the rest instead of sleeping on it.
+            self._write("buffer_percent", "0")
+        if self.raw_pages:  # trace_marker lines are ftrace:print events in the binary pages
+            dest = formats / "ftrace" / "print"
+            dest.mkdir(parents=True, exist_ok=True)
+            (dest / "format").write_bytes(self.transport.read_file(f"{self.tracefs}/events/ftrace/print/format"))
         for header in ("header_page", "header_event"):
             (formats / header).write_bytes(self.transport.read_file(f"{self.tracefs}/events/{header}"))
 
@@ -201,6 +229,8 @@ class FtraceCollector(Collector):
         if self._reader is not None:
             self._reader.kill()
             self._reader = None
+        while self._raw_readers:
+            self._raw_readers.pop().kill()
         if self.root is None:
             return
         if self.root != self.tracefs:

@@ -23,6 +23,7 @@ def parse_raw_dir(raw: Path, rep: int) -> ParsedRaw:
     """Every trace one repetition's raw directory holds, each by the parser of its kind.
 
       ftrace.txt        ftrace text of the main instance: block_event, trace_marker, and the other event tables
+      ftrace_raw/       binary per-CPU trace_pipe_raw pages (with formats/): block_event, trace_marker
       syscalls.txt      ftrace text of the workload-only instance: syscall_io (source ftrace)
       strace.log        strace -f -ttt -T -y: syscall_io (source strace)
       blktrace/         blk_io_trace records (per-CPU files or a blk-tracer stream): block_event when no ftrace
@@ -58,6 +59,18 @@ def parse_raw_dir(raw: Path, rep: int) -> ParsedRaw:
                                "lost_events": max(_ftrace_lost(raw / f"{trace.stem}_stats.json"),
                                                   parsed.lost_events)}
         out.warnings += [f"{trace_name}: {w}" for w in parsed.warnings]
+    if (raw / "ftrace_raw").is_dir():
+        from mobiperf.collectors.parse.ftrace_raw import parse_ftrace_raw
+
+        binary = parse_ftrace_raw(raw / "ftrace_raw", raw / "formats", rep)
+        add("block_event", binary.block_event)
+        if len(binary.trace_marker):
+            add("trace_marker", binary.trace_marker)
+        out.summary["ftrace_raw"] = {"events": binary.events, "pages": binary.pages,
+                                     "undecoded": binary.undecoded,
+                                     "lost_events": max(_ftrace_lost(raw / "ftrace_raw_stats.json"),
+                                                        binary.pages_with_lost_events)}
+        out.warnings += binary.warnings
     strace_log = raw / "strace.log"
     if strace_log.exists():
         parsed_strace = parse_strace(strace_log, rep)

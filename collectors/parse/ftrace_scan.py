@@ -305,8 +305,9 @@ def scan_trace(buf, newlines, known_hash, known_kind):
     known_hash/known_kind: FNV-1a hashes of the block event names and their body kinds (BODY_KINDS index).
     Returns (n_lines, events, block, text, bad), each table a tuple of equal-length column arrays:
       events: the byte offset of the first line of each event id, its kind (-1: not a block event)
-      block:  line, ts, cpu, pid, comm start, comm end, event id, major, minor, sector, nr_sector, size_bytes,
-              rwbs start, rwbs end, error                       (block lines whose body parsed)
+      block:  line, ts, cpu, pid, event id, major, minor, sector, nr_sector, size_bytes, error,
+              comm offsets, comm bytes, rwbs offsets, rwbs bytes, all ascii
+                                                (block lines whose body parsed; the strings as Arrow buffers)
       text:   line, ts, cpu, pid, comm start, comm end, event id, body start, body end
                                                                 (every other line with a header)
       bad:    line, start, end                                  (lines without a recognisable header)
@@ -327,16 +328,21 @@ def scan_trace(buf, newlines, known_hash, known_kind):
     b_ts = np.empty(nlines, np.int64)
     b_cpu = np.empty(nlines, np.int32)
     b_pid = np.empty(nlines, np.int32)
-    b_cs = np.empty(nlines, np.int64)
-    b_ce = np.empty(nlines, np.int64)
+    # Arrow string buffers, filled as the lines are read (no second pass over spans). The data buffers can
+    # not outgrow the file: every string is a copy of some of its bytes.
+    c_off = np.zeros(nlines + 1, np.int64)
+    c_dat = np.empty(n, np.uint8)
+    r_off = np.zeros(nlines + 1, np.int64)
+    r_dat = np.empty(n, np.uint8)
+    nc = 0
+    nr_ = 0
+    ascii_only = True
     b_ev = np.empty(nlines, np.int32)
     b_major = np.empty(nlines, np.int32)
     b_minor = np.empty(nlines, np.int32)
     b_sector = np.empty(nlines, np.int64)
     b_nr = np.empty(nlines, np.int64)
     b_size = np.empty(nlines, np.int64)
-    b_rs = np.empty(nlines, np.int64)
-    b_re = np.empty(nlines, np.int64)
     b_err = np.empty(nlines, np.int32)
     nb = 0
     t_line = np.empty(nlines, np.int64)
@@ -409,12 +415,21 @@ def scan_trace(buf, newlines, known_hash, known_kind):
             b_ts[nb] = out[2]
             b_cpu[nb] = np.int32(out[1])
             b_pid[nb] = np.int32(out[0])
-            if cols[0, 9] >= 0:
-                b_cs[nb] = cols[0, 9]
-                b_ce[nb] = cols[0, 10]
-            else:
-                b_cs[nb] = p
-                b_ce[nb] = c
+            cs, ce = (cols[0, 9], cols[0, 10]) if cols[0, 9] >= 0 else (p, c)
+            for k in range(cs, ce):
+                ch = buf[k]
+                if ch >= 128:
+                    ascii_only = False
+                c_dat[nc] = ch
+                nc += 1
+            c_off[nb + 1] = nc
+            for k in range(cols[0, 7], cols[0, 8]):
+                ch = buf[k]
+                if ch >= 128:
+                    ascii_only = False
+                r_dat[nr_] = ch
+                nr_ += 1
+            r_off[nb + 1] = nr_
             b_ev[nb] = ev
             b_major[nb] = np.int32(cols[0, 0])
             b_minor[nb] = np.int32(cols[0, 1])
@@ -428,8 +443,6 @@ def scan_trace(buf, newlines, known_hash, known_kind):
             if kind == KIND_RQ and cols[0, 4] > 0:
                 size = cols[0, 4]  # 3.x kernels print bytes 0 for fs requests: then the sectors tell
             b_size[nb] = size
-            b_rs[nb] = cols[0, 7]
-            b_re[nb] = cols[0, 8]
             b_err[nb] = np.int32(cols[0, 6])
             nb += 1
         else:
@@ -445,8 +458,9 @@ def scan_trace(buf, newlines, known_hash, known_kind):
             nt += 1
         s = nxt
     events = (ev_first[:n_events], ev_kind[:n_events])
-    block = (b_line[:nb], b_ts[:nb], b_cpu[:nb], b_pid[:nb], b_cs[:nb], b_ce[:nb], b_ev[:nb], b_major[:nb],
-             b_minor[:nb], b_sector[:nb], b_nr[:nb], b_size[:nb], b_rs[:nb], b_re[:nb], b_err[:nb])
+    block = (b_line[:nb], b_ts[:nb], b_cpu[:nb], b_pid[:nb], b_ev[:nb], b_major[:nb], b_minor[:nb],
+             b_sector[:nb], b_nr[:nb], b_size[:nb], b_err[:nb], c_off[:nb + 1], c_dat[:nc], r_off[:nb + 1],
+             r_dat[:nr_], ascii_only)
     text = (t_line[:nt], t_ts[:nt], t_cpu[:nt], t_pid[:nt], t_cs[:nt], t_ce[:nt], t_ev[:nt], t_bs[:nt], t_be[:nt])
     bad = (x_line[:nx], x_s[:nx], x_e[:nx])
     return counted, events, block, text, bad

@@ -109,7 +109,7 @@ def parse_ftrace_text(path: Path, rep: int = 0) -> FtraceTables:
         raise ParseError(path, int(bad[0]) + 1, f"not ftrace text: {first[:80]!r}")
     names = [_event_name(data, int(s)) for s in ev_first]
     name_series = pl.Series("event", names, dtype=pl.Utf8)
-    counts = dict(zip(names, (np.bincount(block_cols[6], minlength=len(names))
+    counts = dict(zip(names, (np.bincount(block_cols[4], minlength=len(names))
                               + np.bincount(text_cols[6], minlength=len(names))).tolist()))
     fast_block = _fast_block_frame(buf, block_cols, name_series, rep)
     # Everything else goes through the text path: rejected block lines, other events, markers, bad headers.
@@ -188,14 +188,18 @@ def _strings(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, name: str) -
     """A string column from byte spans, built as Arrow buffers (no Python object per row)."""
     offsets, chars, ascii_only = scan.gather_spans(buf, np.ascontiguousarray(starts, np.int64),
                                                    np.ascontiguousarray(ends, np.int64))
-    arr = pa.LargeStringArray.from_buffers(len(starts), pa.py_buffer(offsets), pa.py_buffer(chars))
+    return _arrow_strings(offsets, chars, ascii_only, name)
+
+
+def _arrow_strings(offsets: np.ndarray, chars: np.ndarray, ascii_only: bool, name: str) -> pl.Series:
+    arr = pa.LargeStringArray.from_buffers(len(offsets) - 1, pa.py_buffer(offsets), pa.py_buffer(chars))
     if not ascii_only:
         try:
             arr.validate(full=True)
-        except pa.ArrowInvalid:
+        except pa.ArrowInvalid:  # not UTF-8: decode each string with replacement characters
             raw = bytes(chars)
             return pl.Series(name, [raw[offsets[i]:offsets[i + 1]].decode("utf-8", errors="replace")
-                                    for i in range(len(starts))], dtype=pl.Utf8)
+                                    for i in range(len(offsets) - 1)], dtype=pl.Utf8)
     return pl.Series(name, pl.from_arrow(arr), dtype=pl.Utf8)
 
 
@@ -208,12 +212,12 @@ def _event_name(data: bytes, start: int) -> str:
 
 
 def _fast_block_frame(buf, cols, names: pl.Series, rep: int) -> pl.DataFrame:
-    (line, ts, cpu, pid, cs, ce, ev, major, minor, sector, nr, size, rs, re_, err) = cols
+    (line, ts, cpu, pid, ev, major, minor, sector, nr, size, err, c_off, c_dat, r_off, r_dat, ascii_only) = cols
     return pl.DataFrame({
         "line": line, "rep": np.full(len(line), rep, np.int32), "ts": ts, "cpu": cpu, "pid": pid,
-        "comm": _strings(buf, cs, ce, "comm"), "event": names.gather(ev), "dev_major": major,
+        "comm": _arrow_strings(c_off, c_dat, ascii_only, "comm"), "event": names.gather(ev), "dev_major": major,
         "dev_minor": minor, "sector": sector, "nr_sector": nr, "size_bytes": size,
-        "rwbs": _strings(buf, rs, re_, "rwbs"), "error": err,
+        "rwbs": _arrow_strings(r_off, r_dat, ascii_only, "rwbs"), "error": err,
     })
 
 
