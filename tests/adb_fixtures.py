@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -116,6 +117,7 @@ class LoopbackDevice:
     port: int
     pid_dir: Path
     workdir: Path
+    home: Path
     options: tuple[str, ...] = ()
     transports: list = field(default_factory=list)
 
@@ -160,6 +162,7 @@ class LoopbackDevice:
                 pass
         _end(self.process)
         self._end_orphans()
+        shutil.rmtree(self.home, ignore_errors=True)
 
     def fixture_errors(self) -> list[str]:
         """Lines where the daemon reported a bug of its own (a service that raised)."""
@@ -173,18 +176,21 @@ def start_loopback_device(server: AdbServer, workdir: Path, *options: str) -> Lo
     port_file = workdir / "port"
     pid_dir = workdir / "pids"
     pid_dir.mkdir(exist_ok=True)
+    # The daemon's home holds su's unix socket: a short path under /tmp, not the (long) pytest one.
+    home = Path(tempfile.mkdtemp(prefix="adbd-lb-"))
     log = open(workdir / "adbd.log", "wb")
     proc = subprocess.Popen([sys.executable, str(ADBD), "--port", "0", "--port-file", str(port_file),
-                             "--pid-dir", str(pid_dir), *options], stdin=subprocess.DEVNULL, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+                             "--pid-dir", str(pid_dir), "--home", str(home), *options], stdin=subprocess.DEVNULL,
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     log.close()
     deadline = time.monotonic() + START_TIMEOUT_S
     while not port_file.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
             _end(proc)
+            shutil.rmtree(home, ignore_errors=True)
             raise RuntimeError(f"adbd_loopback did not start: {(workdir / 'adbd.log').read_text()[-2000:]}")
         time.sleep(0.05)
-    device = LoopbackDevice(server, proc, int(port_file.read_text()), pid_dir, workdir, tuple(options))
+    device = LoopbackDevice(server, proc, int(port_file.read_text()), pid_dir, workdir, home, tuple(options))
     try:
         said = server.client("connect", device.serial).stdout.strip()
         if not said.startswith(("connected to", "already connected")):

@@ -23,6 +23,8 @@ Knobs the tests need that a phone has and this host does not:
   --prop K=V     properties for the `getprop` put on PATH.
   --pid-dir DIR  every command's process group is recorded as DIR/<pgid> while it runs, so that a test that
                  SIGKILLs this daemon ("the device vanished") can still end what it had started.
+  --home DIR     where getprop, su and su's socket live (kept short: a unix socket path has 107 bytes at most);
+                 the caller removes it. Without it, a temporary directory removed on SIGTERM/SIGINT.
 
 Writes the chosen port to --port-file once it listens. SIGTERM/SIGINT end it cleanly.
 """
@@ -282,10 +284,12 @@ class Device:
         for kv in args.prop or ():
             key, _, value = kv.partition("=")
             self.props[key] = value
-        self.home = tempfile.mkdtemp(prefix="adbd-loopback-")
+        self.own_home = not args.home  # a --home given by the caller is the caller's to remove
+        self.home = args.home or tempfile.mkdtemp(prefix="adbd-loopback-")
+        os.makedirs(self.home, exist_ok=True)
         os.chmod(self.home, 0o755)
         self.bin_dir = os.path.join(self.home, "bin")
-        os.mkdir(self.bin_dir)
+        os.makedirs(self.bin_dir, exist_ok=True)
         os.chmod(self.bin_dir, 0o755)
         self._write_getprop()
         self.su_socket = os.path.join(self.home, "su.sock") if args.su else None
@@ -766,15 +770,15 @@ async def serve(args: argparse.Namespace) -> None:
 
     server = await asyncio.start_server(on_connect, "127.0.0.1", args.port, limit=2 * OWN_MAX_PAYLOAD)
     su_server = asyncio.ensure_future(device.serve_su()) if device.su_socket else None
-    port = server.sockets[0].getsockname()[1]
-    if args.port_file:
-        with open(args.port_file + ".tmp", "w") as f:
-            f.write(f"{port}\n")
-        os.replace(args.port_file + ".tmp", args.port_file)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    port = server.sockets[0].getsockname()[1]
+    if args.port_file:  # last: whoever waits for it may stop us right away
+        with open(args.port_file + ".tmp", "w") as f:
+            f.write(f"{port}\n")
+        os.replace(args.port_file + ".tmp", args.port_file)
     try:
         await stop.wait()
     finally:
@@ -783,7 +787,8 @@ async def serve(args: argparse.Namespace) -> None:
             su_server.cancel()
         device.drop_links()
         await asyncio.sleep(0.1)  # let the services reap their children
-        shutil.rmtree(device.home, ignore_errors=True)
+        if device.own_home:
+            shutil.rmtree(device.home, ignore_errors=True)
 
 
 def main() -> None:
@@ -791,6 +796,7 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (0: any free one)")
     ap.add_argument("--port-file", help="write the port here once listening")
     ap.add_argument("--pid-dir", help="record the process group of every running command here")
+    ap.add_argument("--home", help="directory for getprop, su and su's socket (default: a temporary one)")
     ap.add_argument("--shell", default="/bin/sh")
     ap.add_argument("--uid", type=int, help="run shell commands as this uid (and its gid)")
     ap.add_argument("--su", choices=("magisk", "aosp", "hang"),
