@@ -144,7 +144,7 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     Parameter("scheduler", "IO scheduler of the loop device", _choice(SCHEDULERS), SCHEDULERS),
     Parameter("device", "device model profile under the loop device (mobiperf.devmodel), or none",
               _profile, ("none", "emmc-2012", "ufs-2020", "host")),
-    Parameter("cpu", "CPU share of the run's processes (cgroup cpu quota), a phone CPU on a fast host",
+    Parameter("cpu", "CPU share of one core for the workload and its FUSE daemon (cgroup quota): a phone's CPU",
               _cpu_share, ("host", "20%", "50%")),
     Parameter("image_size", "size of the emulated data partition", _size),
     Parameter("layer", "FUSE layer over the filesystem (native = none)", _choice(LAYERS), LAYERS),
@@ -328,6 +328,11 @@ def plan_cell(params: dict[str, str], *, available_fs: set[str] | None = None) -
         # The papers' throughput is the device's: buffered data must reach it inside the timed command.
         files = " ".join(shlex.quote(f"{workdir}/test.dat{i}") for i in range(int(p["threads"])))
         script += f" && sync {files}"
+    if p["cpu"] != "host":
+        # The phone's CPU: the workload and its FUSE daemon (the process serving this mount) join the unit's
+        # CPU-limited cgroup; kernel threads and the device model stay at host speed.
+        script = ('cg="$MOBIPERF_CPU_CGROUP"; for pid in $(pgrep -f -- " $PWD$"); do echo "$pid" > '
+                  '"$cg/cgroup.procs"; done; echo $$ > "$cg/cgroup.procs" && ' + script)
     plan.command = ["sh", "-c", script]
     return plan
 
@@ -535,6 +540,7 @@ def run_sweep(path: Path, definition: SweepDefinition | None = None, *, retry_fa
     progress = progress or Progress()
     cells = {c["id"]: c for c in data["cells"]}
     _wait_for_orphans(data)
+    _remove_stale_cgroups()
     todo = [u for u in data["units"] if u["status"] in ("pending", "running")
             or (retry_failed and u["status"] == "failed")]
     restore = _sigterm_as_interrupt()
@@ -567,8 +573,9 @@ def _run_unit(sweep: SweepDir, data: dict, cell: dict, unit: dict, python: str) 
                 started=time.time(), argv=argv)
     log = sweep.path / "runs" / f"{name}.log"
     with open(log, "wb") as out, _cpu_limit(plan.cpu, name) as cgroup:
+        env = dict(os.environ, MOBIPERF_CPU_CGROUP=str(cgroup or ""))
         child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                 start_new_session=True, preexec_fn=_die_with_parent(cgroup))
+                                 start_new_session=True, preexec_fn=_die_with_parent(), env=env)
         unit["pid"] = child.pid
         sweep.write(data)
         try:
@@ -608,9 +615,8 @@ def _stop_child(child: subprocess.Popen) -> None:
         pass
 
 
-def _die_with_parent(cgroup: Path | None) -> Callable[[], None]:
-    """preexec_fn: SIGINT when the sweep dies (even by SIGKILL), so the child's stack comes down; join the
-    CPU cgroup of the cell when there is one."""
+def _die_with_parent() -> Callable[[], None]:
+    """preexec_fn: SIGINT when the sweep dies (even by SIGKILL), so the child's stack comes down."""
     parent = os.getpid()
 
     def setup() -> None:
@@ -618,16 +624,15 @@ def _die_with_parent(cgroup: Path | None) -> Callable[[], None]:
         libc.prctl(1, signal.SIGINT, 0, 0, 0)  # PR_SET_PDEATHSIG
         if os.getppid() != parent:  # the parent died before prctl took effect
             os.kill(os.getpid(), signal.SIGINT)
-        if cgroup is not None:
-            (cgroup / "cgroup.procs").write_text(str(os.getpid()))
     return setup
 
 
 class _cpu_limit:
-    """A cgroup (v1 cpu or v2) of the sweep's own limiting the cell's processes to a share of one CPU.
+    """A cgroup (v1 cpu or v2) of the sweep's own that limits its members to a share of one CPU.
 
-    Models a phone's CPU on a fast host: per-request FUSE costs that a 2012 phone paid in full. None when the
-    share is `host`. Removed on exit (after the child has gone)."""
+    Models a phone's CPU on a fast host: per-request FUSE costs that a 2012 phone paid in full. The cell's
+    command moves the workload and its FUSE daemon into it (see plan_cell). None when the share is `host`.
+    Removed on exit, after the members have gone (a daemon still unmounting keeps it a few seconds)."""
 
     def __init__(self, share: str, name: str):
         self.share = share
@@ -664,6 +669,18 @@ class _cpu_limit:
                 return
             except OSError:
                 time.sleep(0.2)
+
+
+def _remove_stale_cgroups() -> None:
+    """CPU cgroups left by a sweep that was killed (named mobiperf-sweep-<pid>-...; its pid is gone)."""
+    for root in (Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup")):
+        for path in root.glob("mobiperf-sweep-*-*") if root.is_dir() else ():
+            pid = path.name.split("-")[2]
+            if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+                try:
+                    path.rmdir()
+                except OSError:
+                    pass
 
 
 def _wait_for_orphans(data: dict) -> None:

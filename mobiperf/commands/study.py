@@ -1,0 +1,88 @@
+"""`mobiperf study NAME`: a paper's experiment in one command, our figures beside the paper's."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from mobiperf.errors import UsageError
+
+EPILOG = """
+
+\b
+Studies:
+{studies}
+
+\b
+The study directory is a sweep directory (sweep.json, runs/): re-running the same command continues where it
+stopped. study.json holds the tables and checks, study.html draws them beside the paper's numbers.
+--quick is the reduced size the tests use (small files, the host's disk unless --device is given).
+
+\b
+Examples:
+  mobiperf study --list
+  mobiperf study bfuse -o studies/bfuse                 # full size on the emmc-2012 device profile
+  mobiperf study bfuse --quick -o /tmp/bfuse-quick
+  mobiperf study journal-modes --quick --device emmc-2012 -o /tmp/jm
+  mobiperf study bfuse -o studies/bfuse --report-only   # redraw from what was measured
+"""
+
+
+@click.command("study", epilog=EPILOG.format(studies="PLACEHOLDER"))
+@click.argument("name", required=False)
+@click.option("-o", "--output", type=click.Path(path_type=Path),
+              help="Study directory (default studies/NAME, or studies/NAME-quick).")
+@click.option("--quick", is_flag=True, help="Reduced size (what the tests run).")
+@click.option("--device", "device_profile", help="Device profile under the stack (default: the study's own).")
+@click.option("--cpu", default="host", show_default=True,
+              help="CPU share of one core for the workload and FUSE daemon (e.g. 20%), a phone CPU model.")
+@click.option("-n", "--repeat", type=click.IntRange(1, 100), help="Repetitions per cell (default: the study's).")
+@click.option("--report-only", is_flag=True, help="Only redraw study.json/study.html from the measured cells.")
+@click.option("--list", "list_only", is_flag=True, help="List the studies.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="Output format.")
+def cmd_study(name, output, quick, device_profile, cpu, repeat, report_only, list_only, fmt) -> None:
+    """Run the study NAME (bfuse, journal-modes, fjord, zero-copy, layers) and print its tables."""
+    from mobiperf import study as study_mod
+    from mobiperf.sweep import PARAMETERS, Progress
+
+    studies = study_mod.registry()
+    if list_only or not name:
+        for s in studies.values():
+            click.echo(f"{s.name:<14} {s.title}\n{'':<14} paper {s.paper}")
+        if not name:
+            return
+    if list_only:
+        return
+    if name not in studies:
+        raise UsageError(f"unknown study {name!r}; studies: {', '.join(studies)}")
+    if device_profile:
+        PARAMETERS["device"].check(device_profile)
+    PARAMETERS["cpu"].check(cpu)
+    config = study_mod.Config(quick=quick, device=device_profile, repeat=repeat, cpu=cpu)
+    out = output or Path("studies") / (f"{name}-quick" if quick else name)
+    progress = Progress(
+        unit_started=lambda u, i, n: click.echo(f"[{i}/{n}] {u['cell']} rep {u['rep']} ...", err=True),
+        unit_finished=lambda u, i, n: click.echo(
+            f"[{i}/{n}] {u['cell']} rep {u['rep']}: {u['status']}"
+            + (f" ({u['error'][:200]})" if u.get("error") else ""), err=True))
+    try:
+        result = study_mod.run_study(name, out, config, progress=progress, report_only=report_only)
+    except KeyboardInterrupt:
+        click.echo(f"\ninterrupted; the same command continues where it stopped ({out})", err=True)
+        sys.exit(130)
+    if fmt == "json":
+        click.echo(json.dumps(result, indent=2))
+    else:
+        click.echo(study_mod.format_study_text(result), nl=False)
+        click.echo(f"report: {out / 'study.html'}")
+
+
+def register(group: click.Group) -> None:
+    from mobiperf.study import registry
+
+    cmd_study.epilog = EPILOG.format(studies="\n".join(f"  {s.name:<14}{s.title}" for s in registry().values()))
+    group.add_command(cmd_study)

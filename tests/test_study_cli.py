@@ -1,0 +1,53 @@
+"""`mobiperf study` without running anything: the list, bad names and options, and the bundled paper data."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mobiperf import study
+from mobiperf.study import Config, plan_study
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mobiperf", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_list_and_unknown_study():
+    listed = _cli("study", "--list")
+    assert listed.returncode == 0
+    for name in ("bfuse", "journal-modes", "fjord", "zero-copy", "layers"):
+        assert name in listed.stdout, listed.stdout
+    bad = _cli("study", "bfuse2")
+    assert bad.returncode == 2
+    assert "unknown study 'bfuse2'; studies: bfuse" in bad.stderr
+    bad_device = _cli("study", "bfuse", "--device", "emmc-1999")
+    assert bad_device.returncode == 2 and "valid profiles" in bad_device.stderr
+
+
+@pytest.mark.parametrize("name", ["bfuse", "journal-modes", "fjord", "zero-copy", "layers"])
+def test_every_study_plans_valid_cells_at_both_sizes(name):
+    s = study.get_study(name)
+    for quick in (True, False):
+        definition, labels = plan_study(s, Config(quick=quick))
+        assert definition.cells and set(map(str, labels.values())) <= set(map(str, definition.cells))
+        assert definition.repeat >= (1 if quick else 2)
+    quick, _ = plan_study(s, Config(quick=True))
+    full, _ = plan_study(s, Config(quick=False))
+    assert len(quick.cells) * quick.repeat < len(full.cells) * full.repeat
+
+
+def test_bfuse_paper_numbers_are_bundled_with_their_source():
+    from mobiperf.studies import bfuse
+
+    assert bfuse.PAPER["table3_pwrite"] == {"FUSE": 128_000, "Nobuf": 1_000, "bFUSE": 249}
+    assert bfuse.PAPER["fig6_mbps"] == {"4k": 7.0, "512k": 30.0}
+    assert bfuse.PAPER["fig17_share_of_raw"]["xfs"]["ICS"] == 0.99
+    full, _ = plan_study(study.get_study("bfuse"), Config(quick=False))
+    assert all(c.get("device") == "emmc-2012" for c in full.cells)
