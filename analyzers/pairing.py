@@ -80,7 +80,7 @@ def _ordered_events(block_event: pl.DataFrame) -> pl.DataFrame:
     rep, ts = block_event["rep"].to_numpy(), block_event["ts"].to_numpy()
     if len(rep) < 2 or bool(np.all((np.diff(rep) > 0) | ((np.diff(rep) == 0) & (np.diff(ts) >= 0)))):
         return block_event
-    return block_event.with_row_index("_row").sort(["rep", "ts", "_row"]).drop("_row")
+    return block_event.sort(["rep", "ts"], maintain_order=True)
 
 
 def decode_request_rwbs(rwbs: str):
@@ -99,17 +99,21 @@ def _rwbs_flush_op(rwbs: pl.Series) -> np.ndarray:
 
 
 def _event_arrays(block_event: pl.DataFrame, stats: PairingStats):
-    """The events pairing reads, in trace order, as arrays (and the frame they come from)."""
+    """The events in trace order and the arrays pairing reads; kind is -1 for rows pairing does not use
+    (other events, and events without a device: plug/unplug in ftrace, counted as ignored)."""
     ev = _ordered_events(block_event)
-    deviceless = ev.filter((pl.col("dev_major") < 0) & pl.col("event").is_in(list(KINDS)).not_())
-    for name, n in deviceless.group_by("event").len().iter_rows():
-        stats.ignored["deviceless " + name] += n
-    ev = ev.filter(pl.col("event").is_in(list(KINDS)) & (pl.col("dev_major") >= 0))
-    kind = ev["event"].replace_strict(KINDS, return_dtype=pl.Int64).to_numpy()
+    kind = ev["event"].replace_strict(KINDS, default=-1, return_dtype=pl.Int64).to_numpy().copy()
+    major = ev["dev_major"].to_numpy()
+    deviceless = major < 0
+    if deviceless.any():
+        names = ev["event"].filter(pl.Series(deviceless)).value_counts()
+        for name, n in names.iter_rows():
+            stats.ignored["deviceless " + name] += n
+        kind[deviceless] = -1
     ts = ev["ts"].cast(pl.Int64).to_numpy()
     sector = ev["sector"].cast(pl.Int64).to_numpy()
     nr = ev["nr_sector"].cast(pl.Int64).to_numpy()
-    composite = ((ev["rep"].to_numpy().astype(np.int64) << 40) | (ev["dev_major"].to_numpy().astype(np.int64) << 20)
+    composite = ((ev["rep"].to_numpy().astype(np.int64) << 40) | (major.astype(np.int64) << 20)
                  | ev["dev_minor"].to_numpy().astype(np.int64))
     devices = np.sort(pl.Series(composite).unique().to_numpy()) if len(ev) else np.zeros(0, np.int64)
     dev = np.searchsorted(devices, composite).astype(np.int64)
@@ -128,7 +132,7 @@ def pair_block_requests(block_event: pl.DataFrame, *, stale_after_ns: int = STAL
 
     stats = PairingStats()
     ev, kind, ts, sector, nr, dev, is_flush_op = _event_arrays(block_event, stats)
-    if not len(ev):
+    if not (kind >= 0).any():
         return BLOCK_RQ.empty(), stats
     span = int(np.maximum(sector + np.maximum(nr, 0), 0).max()) + 3
     (n_req, queue_ts, getrq_ts, insert_ts, issue_ts, complete_ts, issued_ev, inserted_ev, rwbs_ev, pid_ev,

@@ -67,7 +67,10 @@ def simulate_block_layer(seed: int, n_bios: int, lost: float = 0.0, devices: int
             emit("block_bio_queue", dev, s, n, rwbs)
             emit("block_bio_backmerge", dev, s, n, rwbs)
             req["n"] += n
-        elif tail and rnd.random() < 0.1 and tail[-1]["s"] >= n:  # front merge
+        elif (tail and rnd.random() < 0.1 and tail[-1]["s"] >= n
+              and (overlap or not [r for r in pending + issued if r["dev"] == dev
+                                   and r["s"] < tail[-1]["s"] and tail[-1]["s"] - n < r["s"] + r["n"]])):
+            # front merge
             req = tail[-1]
             s = req["s"] - n
             emit("block_bio_queue", dev, s, n, rwbs)
