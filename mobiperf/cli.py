@@ -25,12 +25,9 @@ def _transport(target: str):
     if target == "local":
         return LocalTransport()
     if target == "adb" or target.startswith("adb:"):
-        try:
-            from mobiperf.target.adb import AdbTransport
-        except ImportError:
-            raise UsageError("adb targets are not available in this build") from None
-        serial = target.partition(":")[2] or None
-        return AdbTransport(serial=serial)
+        from mobiperf.target.adb import from_target_spec
+
+        return from_target_spec(target)
     raise UsageError(f"unknown target {target!r}; targets are `local` and `adb[:SERIAL]` (see `mobiperf targets`)")
 
 
@@ -54,19 +51,16 @@ def cli() -> None:
 @format_option
 def cmd_targets(fmt: str) -> None:
     """List the targets mobiperf can run on."""
+    from mobiperf.target.adb import list_adb_devices
+
     rows = [{"target": "local", "kind": "host", "description": "this machine (emulated phone storage stack)"}]
     try:
-        from mobiperf.target.adb import list_adb_devices
-    except ImportError:
-        list_adb_devices = None
-    if list_adb_devices is not None:
-        try:
-            for dev in list_adb_devices():
-                rows.append({"target": f"adb:{dev['serial']}", "kind": "adb",
-                             "description": " ".join(str(dev.get(k, "")) for k in ("model", "android_version")
-                                                     if dev.get(k)), **dev})
-        except MobiperfError as e:
-            click.echo(f"note: adb devices not listed: {e}", err=True)
+        for dev in list_adb_devices():
+            facts = [f"{dev.get('model') or '?'}", f"Android {dev.get('android_version') or '?'}",
+                     f"kernel {dev.get('kernel') or '?'}", "root" if dev.get("root") else "no root"]
+            rows.append({"target": f"adb:{dev['serial']}", "kind": "adb", "description": ", ".join(facts), **dev})
+    except MobiperfError as e:
+        click.echo(f"note: adb devices not listed: {e}", err=True)
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
     else:

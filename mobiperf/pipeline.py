@@ -28,7 +28,7 @@ from mobiperf.errors import MissingTableError, TargetError, UsageError
 from mobiperf.reports.page import render_report
 from mobiperf.runstore import RunDir
 from mobiperf.schema import RESULTS, TABLES
-from mobiperf.stack import REFERENCE_BIN, LocalStack, StackSpec
+from mobiperf.stack import REFERENCE_BIN, StackSpec, make_stack
 from mobiperf.target.probe import Capabilities
 from mobiperf.target.transport import Transport
 
@@ -91,12 +91,11 @@ def _check_can_trace(transport: Transport, caps: Capabilities, events: list[Even
 def collect_repetition(transport: Transport, caps: Capabilities, request: RunRequest, rundir: RunDir,
                        rep: int) -> dict:
     raw = rundir.raw_dir(rep)
-    with LocalStack(transport, request.stack, scheduler=request.scheduler, image_size=request.image_size,
+    with make_stack(transport, request.stack, scheduler=request.scheduler, image_size=request.image_size,
                     counters_dir=raw, device=request.device) as stack, contextlib.ExitStack() as active:
         collectors = plan_collectors(transport, caps, stack, raw, extra_events=request.extra_events)
-        env = {"MOBIPERF_WORKDIR": stack.workdir,
-               "PATH": f"{REFERENCE_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
-        argv = list(request.command)
+        argv, env = _workload_command(transport, request.command, stack.workdir, active)
+        env["MOBIPERF_WORKDIR"] = stack.workdir
         for collector in collectors:
             active.enter_context(collector)
             env.update(collector.workload_env())
@@ -113,7 +112,8 @@ def collect_repetition(transport: Transport, caps: Capabilities, request: RunReq
                 proc.kill()
         elapsed = time.monotonic_ns() - t0
         # Writeback of a buffered workload may still be in flight: let it reach the traced device.
-        transport.run(["sync", "-f", stack.workdir], timeout=120)
+        if transport.run(["sync", "-f", stack.workdir], timeout=120).returncode != 0:
+            transport.run(["sync"], timeout=120)  # a sync without -f (older toybox)
         summaries = {c.name: c.stop() for c in reversed(collectors)}
     # The FUSE daemons and the device model write their counters when the stack comes down.
     counters = {p.name.removesuffix(".json"): _read_json(p) for p in sorted(raw.glob("*counters*.json"))}
@@ -126,6 +126,22 @@ def _read_json(path: Path):
         return json.loads(path.read_text())
     except (OSError, ValueError) as e:
         return {"error": f"unreadable: {e}"}
+
+
+def _workload_command(transport: Transport, command: list[str], workdir: str,
+                      active: contextlib.ExitStack) -> tuple[list[str], dict[str, str]]:
+    """The workload's argv and environment: the reference binaries on its PATH, pushed to the device when the
+    target is remote (and removed afterwards)."""
+    if transport.name == "local":
+        return list(command), {"PATH": f"{REFERENCE_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    from mobiperf.target.android import android_facts, push_reference_binaries
+
+    wanted = [name for name in {Path(command[0]).name} if (REFERENCE_BIN / name).exists()]
+    if not wanted:
+        return list(command), {}
+    bindir = f"{workdir}/.mobiperf-bin"
+    remote = active.enter_context(push_reference_binaries(transport, wanted, android_facts(transport)["abi"], bindir))
+    return [remote[wanted[0]], *command[1:]], {"PATH": f"{bindir}:/system/bin:/usr/bin:/bin"}
 
 
 def _wait(proc, timeout_s: float | None) -> int:

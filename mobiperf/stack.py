@@ -4,6 +4,7 @@ A stack is described by a string, bottom layer first:
 
     ext4                              the data partition alone
     ext4+fuse                         /sdcard over /data/media the legacy Android way (4 KiB FUSE IO unit)
+    dir:/data/local/tmp               a directory of the target's own storage, used as it is (phones)
     ext4+bfuse:io_unit=512k           the Buffered FUSE daemon with options
     xfs+fjord:preset=fjord-ram,whitelist=cache
 
@@ -75,7 +76,12 @@ class StackSpec:
 
 
 def parse_stack_spec(text: str) -> StackSpec:
-    """StackSpec of `fs[:k=v,...][+layer[:k=v,...]]...`; UsageError naming the valid choices otherwise."""
+    """StackSpec of `fs[:k=v,...][+layer[:k=v,...]]...` or `dir:PATH`; UsageError naming the valid choices."""
+    if text.startswith("dir:"):
+        path = text[4:]
+        if not path.startswith("/"):
+            raise UsageError(f"stack {text!r}: dir: takes an absolute path on the target (e.g. dir:/data/local/tmp)")
+        return StackSpec(Layer("dir", {"path": path}))
     parts = [p.strip() for p in text.split("+")]
     if not parts or not parts[0]:
         raise UsageError(f"empty stack spec {text!r} (examples: ext4, ext4+fuse, ext4+bfuse:io_unit=512k)")
@@ -118,11 +124,13 @@ class StackFacts:
     layers: list[dict[str, Any]] = field(default_factory=list)
     journal_device: dict[str, Any] | None = None
     device_profile: str | None = None
+    extra_devices: list[tuple[int, int]] = field(default_factory=list)  # e.g. the disk under a partition
 
     @property
     def traced_devices(self) -> list[tuple[int, int]]:
-        """The block devices whose events belong to this stack: the data device and an external journal."""
-        devs = [(self.dev_major, self.dev_minor)]
+        """The block devices whose events belong to this stack: the data device, an external journal, and the
+        devices under the data device (a partition's disk, device-mapper slaves)."""
+        devs = [(self.dev_major, self.dev_minor), *self.extra_devices]
         if self.journal_device:
             devs.append((self.journal_device["dev_major"], self.journal_device["dev_minor"]))
         return devs
@@ -346,6 +354,88 @@ class LocalStack:
     def _sh(self, argv: list[str], *, check: bool = True, timeout: float = 60.0):
         done = self.transport.run(argv, timeout=timeout)
         return done.check() if check else done
+
+
+class DirectoryStack:
+    """A directory of the target's own storage, used as it is: how a phone is measured.
+
+    Nothing is formatted or mounted. The run gets a fresh subdirectory (removed afterwards), and the traced block
+    devices are those under the directory's mount: its device, the partition's disk and any device-mapper slaves.
+    A directory on FUSE or sdcardfs (a phone's /sdcard) has no block device of its own: the data partition under
+    /data is traced instead.
+    """
+
+    def __init__(self, transport: Transport, spec: StackSpec, *, scheduler: str | None = None, **_ignored):
+        if scheduler is not None:
+            raise UsageError("--scheduler changes an emulated stack's device; a dir: stack is measured as it is")
+        self.transport = transport
+        self.spec = spec
+        self.workdir = f"{spec.filesystem.options['path'].rstrip('/')}/mobiperf-{uuid.uuid4().hex[:8]}"
+
+    def __enter__(self) -> StackFacts:
+        self.transport.run(["mkdir", "-p", self.workdir], timeout=30).check()
+        try:
+            return self._facts()
+        except BaseException:
+            self.__exit__()
+            raise
+
+    def __exit__(self, *exc) -> None:
+        self.transport.run(["rm", "-rf", "--", self.workdir], timeout=120)
+
+    def _facts(self) -> StackFacts:
+        mounts = [line.split() for line in self.transport.read_file("/proc/self/mountinfo").decode().splitlines()]
+        mount = _mount_of(self.workdir, mounts)
+        if mount[2].startswith("0:"):  # fuse, sdcardfs, tmpfs: no block device of its own
+            data = _mount_of("/data/", mounts)
+            if data[2].startswith("0:"):
+                raise StackError(f"{self.workdir} is on {_fstype(mount)}, which has no block device to trace")
+            mount = data
+        devices = self._device_chain(mount[2])
+        major, minor = devices[0]
+        disk = self.transport.run(["sh", "-c", f"basename $(readlink -f /sys/dev/block/{major}:{minor})"],
+                                  timeout=30).text.strip()
+        knob = self.transport.run(["cat", f"/sys/block/{disk}/queue/scheduler"], timeout=30).text
+        scheduler = knob[knob.find("[") + 1:knob.find("]")] if "[" in knob else knob.strip()
+        return StackFacts(spec=str(self.spec), workdir=self.workdir, device=f"/dev/{disk}", dev_major=major,
+                          dev_minor=minor, filesystem=_fstype(mount), mount_options=mount[5],
+                          scheduler=scheduler, image_size_bytes=0, extra_devices=devices[1:])
+
+    def _device_chain(self, major_minor: str) -> list[tuple[int, int]]:
+        """The mount's device, then its whole disk (for a partition) and device-mapper slaves."""
+        script = (f"d=$(readlink -f /sys/dev/block/{major_minor}); cat $d/dev; "
+                  "[ -f $d/partition ] && cat $d/../dev; for s in $d/slaves/*; do [ -e $s/dev ] && cat $s/dev; done; true")
+        found = []
+        for line in self.transport.run(["sh", "-c", script], timeout=30).text.split():
+            major, _, minor = line.partition(":")
+            if major.isdigit() and (int(major), int(minor)) not in found:
+                found.append((int(major), int(minor)))
+        if not found:
+            raise StackError(f"no block device found for {self.workdir} ({major_minor})")
+        return found
+
+
+def _mount_of(path: str, mountinfo: list[list[str]]) -> list[str]:
+    """The mountinfo entry whose mount point is the longest prefix of path."""
+    best = None
+    for fields in mountinfo:
+        point = fields[4].rstrip("/") + "/"
+        if (path.rstrip("/") + "/").startswith(point) and (best is None or len(point) > len(best[4].rstrip("/") + "/")):
+            best = fields
+    if best is None:
+        raise StackError(f"{path} is on no mount")
+    return best
+
+
+def _fstype(mountinfo_fields: list[str]) -> str:
+    return mountinfo_fields[mountinfo_fields.index("-") + 1]
+
+
+def make_stack(transport: Transport, spec: StackSpec, **options):
+    """The stack a spec describes: an existing directory, or an emulated stack built on loop devices."""
+    if spec.filesystem.name == "dir":
+        return DirectoryStack(transport, spec, **options)
+    return LocalStack(transport, spec, **options)
 
 
 def _in_main_thread() -> bool:

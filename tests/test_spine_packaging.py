@@ -1,5 +1,7 @@
 """`pip install .` (not only -e) must give a working package: collectors/analyzers/reports live inside mobiperf."""
 
+import os
+import socket
 import subprocess
 import sys
 import zipfile
@@ -32,7 +34,18 @@ def test_cli_help_lists_the_commands():
     assert "Examples:" in run_help and "--stack" in run_help
 
 
-def test_targets_lists_local():
-    done = subprocess.run([sys.executable, "-m", "mobiperf", "targets", "--format", "json"], capture_output=True,
-                          text=True, timeout=120)
+def test_targets_lists_local(tmp_path):
+    # A private adb server: listing adb devices starts one, and the host's default server must stay untouched.
+    env = dict(os.environ, ANDROID_ADB_SERVER_PORT=str(_free_port()), HOME=str(tmp_path))
+    try:
+        done = subprocess.run([sys.executable, "-m", "mobiperf", "targets", "--format", "json"], capture_output=True,
+                              text=True, timeout=120, env=env)
+    finally:
+        subprocess.run(["adb", "kill-server"], env=env, capture_output=True, timeout=30)
     assert '"target": "local"' in done.stdout
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
