@@ -76,7 +76,12 @@ def cmd_probe(target: str, fmt: str) -> None:
     IO schedulers."""
     from mobiperf.target.probe import probe
 
-    caps = probe(_transport(target)).as_dict()
+    transport = _transport(target)
+    caps = probe(transport).as_dict()
+    if transport.name != "local":
+        from mobiperf.target.android import android_facts
+
+        caps["android"] = android_facts(transport)
     if fmt == "json":
         click.echo(json.dumps(caps, indent=2))
         return
@@ -97,6 +102,13 @@ def cmd_probe(target: str, fmt: str) -> None:
     click.echo(f"loop        {yes(caps['loop_devices'])}")
     click.echo("mkfs        " + "  ".join(f"{fs}: {yes(ok)}" for fs, ok in caps["filesystems"].items()))
     click.echo(f"schedulers  {' '.join(caps['schedulers']) or 'none found'}")
+    android = caps.get("android")
+    if android:
+        click.echo(f"android     {android.get('android_version') or 'no'}  model: {android.get('model')}  "
+                   f"abi: {android.get('abi')}  SELinux: {android.get('selinux')}")
+        click.echo(f"storage     /sdcard: {android.get('sdcard_layer') or android.get('sdcard_fstype') or '-'}  "
+                   f"/data: {android.get('data_fstype') or '-'} on {' > '.join(android.get('data_block_devices') or [])}")
+        click.echo(f"workdir     {android.get('default_workdir')}")
 
 
 @cli.command("run", epilog=_examples(

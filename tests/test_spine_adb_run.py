@@ -31,6 +31,17 @@ def test_targets_lists_the_device(loopback_device):
     assert row["kernel"] == os.uname().release  # the loopback device is this host
 
 
+def test_probe_over_adb_is_android_aware(loopback_device):
+    done = mobiperf_via(loopback_device, "probe", "-t", f"adb:{loopback_device.serial}", "--format", "json")
+    caps = json.loads(done.stdout)
+    assert caps["target"] == f"adb:{loopback_device.serial}" and caps["kernel"] == os.uname().release
+    android = caps["android"]
+    assert android["is_android"] is False and android["default_workdir"] == "/tmp/mobiperf"
+    assert android["tracefs_path"] == caps["tracefs_path"]
+    text = mobiperf_via(loopback_device, "probe", "-t", f"adb:{loopback_device.serial}").stdout
+    assert "android     no" in text and "workdir     /tmp/mobiperf" in text
+
+
 @needs_root
 def test_traced_run_pushes_the_generator_and_leaves_nothing(loopback_device, tmp_path, clean_machine):
     base = tmp_path / "device-storage"
