@@ -31,6 +31,7 @@ import polars as pl
 
 from mobiperf.analyzers.file_type import file_type_of_path
 from mobiperf.analyzers.syscall import classify_syscalls
+from mobiperf.schema import SQLITE_TXN
 
 COMMIT_FILES = ("db", "db-wal")
 
@@ -63,7 +64,7 @@ def cut_transactions(syscall_io: pl.DataFrame, block_io: pl.DataFrame,
         start_ts=pl.col("end_ts").shift(1).over("rep").fill_null(pl.col("_lo")).fill_null(
             calls["ts"].min() if len(calls) else 0)).drop("_lo")
     if not len(bounds):
-        return pl.DataFrame(schema={"rep": pl.Int32, "txn": pl.Int64, "start_ts": pl.Int64, "end_ts": pl.Int64})
+        return SQLITE_TXN.empty()
 
     c = _assign(bounds, calls, "end_ts").group_by("rep", "txn").agg(
         fsync=(pl.col("syscall") == "fsync").sum().cast(pl.Int64),
@@ -115,7 +116,7 @@ def transactions_from_syncs(fsync_event: pl.DataFrame, block_io: pl.DataFrame,
             pl.col("_lo")).fill_null(s["ts"].min()))
         frames.append(t.select("rep", "txn", "start_ts", "end_ts", "fsync", "fdatasync"))
     if not frames:
-        return pl.DataFrame(schema={"rep": pl.Int32, "txn": pl.Int64})
+        return SQLITE_TXN.empty()
     bounds = pl.concat(frames)
     b = _assign(bounds, block_io.with_columns(_t=pl.coalesce("queue_ts", "issue_ts")), "_t")
     out = bounds.join(_block_counts(b), on=["rep", "txn"], how="left").with_columns(

@@ -1,0 +1,105 @@
+"""Cross-layer analyzers on a real trace: the waterfall, the layer breakdown and amplification.
+
+The golden trace rand4k-fsync (mobibench -a 1 -y 2: 4 KiB random writes, each followed by fsync) has the block
+and ext4 sync_file events but no syscall table (no strace in this capture). The syscall table here is made
+from it in the documented shape of syscall_io: one fsync per ext4_sync_file enter/exit of the workload, and one
+4 KiB pwrite64 just before each, as strace -y would have printed them.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from mobiperf import pipeline
+from mobiperf.analyzers.amplification import measure_amplification
+from mobiperf.analyzers.latency import sync_file_calls
+from mobiperf.analyzers.syscall import classify_syscalls
+from mobiperf.analyzers.waterfall import break_down_layers, build_waterfall
+from mobiperf.runstore import RunDir
+from mobiperf.schema import AMPLIFICATION, LAYER_BREAKDOWN, SYSCALL_CLASS, SYSCALL_IO, WATERFALL
+
+GOLDEN = Path(__file__).resolve().parent / "fixtures" / "golden"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    dest = tmp_path_factory.mktemp("layers") / "rand4k"
+    shutil.copytree(GOLDEN / "rand4k-fsync", dest, ignore=shutil.ignore_patterns("expected"))
+    for sub in ("tables", "results"):
+        (dest / sub).mkdir(exist_ok=True)
+    rd = RunDir.open(dest)
+    return rd, pipeline.analyze(rd, reparse=True)
+
+
+@pytest.fixture(scope="module")
+def syscalls(run) -> pl.DataFrame:
+    rd, _ = run
+    sf = sync_file_calls(rd.read_table("fsync_event")).filter(pl.col("comm") == "mobibench")
+    fsyncs = sf.select("rep", "ts", "dur", "pid", "comm", pl.lit("fsync").alias("syscall"))
+    writes = sf.select("rep", (pl.col("ts") - 20_000).alias("ts"), pl.lit(15_000, pl.Int64).alias("dur"), "pid",
+                       "comm", pl.lit("pwrite64").alias("syscall"))
+    rows = pl.concat([fsyncs, writes]).with_columns(
+        fd=pl.lit(3), path=pl.lit("/data/mobibench/test.dat0"),
+        request_bytes=pl.when(pl.col("syscall") == "fsync").then(-1).otherwise(4096),
+        offset_bytes=pl.when(pl.col("syscall") == "fsync").then(-1).otherwise(pl.int_range(pl.len()) * 8192),
+        ret=pl.when(pl.col("syscall") == "fsync").then(0).otherwise(4096), errno=pl.lit(""),
+        source=pl.lit("test")).sort("ts")
+    return SYSCALL_IO.validate(rows)
+
+
+def test_waterfall_stitches_fsync_to_its_block_requests(run, syscalls):
+    rd, results = run
+    sc = SYSCALL_CLASS.validate(classify_syscalls(syscalls))
+    wf = WATERFALL.validate(build_waterfall(sc, results["block_io"], rd.read_table("fsync_event")))
+    assert len(wf) == int((sc["op"] == "sync").sum()) >= 128
+    # an fsync of a 4 KiB write causes block IO: the data write, the journal commit, and the flushes
+    assert (wf["block_requests"] > 0).mean() > 0.9
+    assert (wf["journal_bytes"] > 0).mean() > 0.5  # 80 jbd2 commits for 130 fsyncs in this trace
+    assert (wf["flushes"] > 0).mean() > 0.8
+    assert (wf["block_ns"] <= wf["dur_ns"]).all() and (wf["device_ns"] <= wf["block_ns"]).all()
+    assert (wf["fs_ns"] > 0).mean() > 0.9 and (wf["fs_ns"] <= wf["dur_ns"]).all()
+    assert (wf["other_ns"] == wf["dur_ns"] - wf["block_ns"] - wf["fuse_ns"]).all()
+    # every block request is attributed to at most one call
+    assert wf["block_requests"].sum() <= len(results["block_io"])
+
+
+def test_layer_breakdown_shares_add_up(run, syscalls):
+    rd, results = run
+    sc = classify_syscalls(syscalls)
+    wf = build_waterfall(sc, results["block_io"], rd.read_table("fsync_event"))
+    lb = LAYER_BREAKDOWN.validate(break_down_layers(wf))
+    fsync = lb.filter(pl.col("syscall") == "fsync")
+    assert set(fsync["layer"]) == {"device", "block", "fuse", "fs+kernel"}
+    assert abs(fsync["share"].sum() - 1.0) < 1e-9
+    assert fsync.filter(pl.col("layer") == "device")["share"][0] > 0.2  # the device does the waiting
+
+
+def test_amplification_of_small_synchronous_writes(run, syscalls):
+    _, results = run
+    sc = classify_syscalls(syscalls)
+    amp = AMPLIFICATION.validate(measure_amplification(sc, results["block_io"]))
+    write = {(r["layer"], r["region"]): r for r in amp.filter(pl.col("op") == "write").iter_rows(named=True)}
+    app = write[("app", "all")]["bytes"]
+    assert app == 4096 * len(sc.filter(pl.col("op") == "write"))
+    # journaling of journal: the block layer writes several times what the application wrote
+    assert write[("block", "all")]["ratio_to_app"] > 2
+    assert write[("block", "journal")]["bytes"] > write[("block", "data")]["bytes"] * 0.5
+
+
+def test_pipeline_runs_the_syscall_analyzers_when_the_table_exists(run, syscalls, tmp_path):
+    rd, _ = run
+    dest = tmp_path / "with-syscalls"
+    shutil.copytree(rd.path, dest)
+    rd2 = RunDir.open(dest)
+    rd2.write_table(SYSCALL_IO, syscalls)
+    results = pipeline.analyze(rd2)  # no re-parse: keeps the syscall table just written
+    for name in ("syscall_class", "syscall_latency", "waterfall", "layer_breakdown", "amplification"):
+        assert name in results, name
+    io_class = results["io_class"]
+    assert set(io_class["layer"]) == {"block", "syscall"}
+    lat = results["syscall_latency"].filter(pl.col("op") == "fsync")
+    assert lat["count"][0] >= 128
