@@ -51,3 +51,47 @@ def test_ingest_refuses_existing_dir_and_missing_file(tmp_path):
     (tmp_path / "y").mkdir()
     done = ingest(str(FIX / "ftrace" / "k3.4-mmc-fsync.txt"), "-o", str(tmp_path / "y"))
     assert done.returncode == 2 and "never overwritten" in done.stderr
+
+
+def test_ingest_trace_cmd_dat(tmp_path):
+    """A .dat made by `trace-cmd extract` of an instance of our own, traced on a loop device of our own."""
+    import os
+    import shutil
+
+    import pytest
+
+    if os.geteuid() != 0 or not shutil.which("trace-cmd") or not os.path.isdir("/sys/kernel/tracing/instances"):
+        pytest.skip("needs root, tracefs instances and trace-cmd (Debian: trace-cmd)")
+    name = f"mobiperf-test-tc-{os.getpid()}"
+    inst = Path("/sys/kernel/tracing/instances") / name
+    image = tmp_path / "disk.img"
+    subprocess.run(["truncate", "-s", "64M", str(image)], check=True, timeout=30)
+    dev = subprocess.run(["losetup", "--find", "--show", "--direct-io=on", str(image)], capture_output=True,
+                         text=True, check=True, timeout=30).stdout.strip()
+    try:
+        major, minor = map(int, Path(f"/sys/block/{Path(dev).name}/dev").read_text().split(":"))
+        inst.mkdir()
+        for ev in ("block_bio_queue", "block_getrq", "block_rq_issue", "block_rq_complete"):
+            (inst / "events" / "block" / ev / "filter").write_text(f"dev == {(major << 20) | minor}")
+            (inst / "events" / "block" / ev / "enable").write_text("1")
+        (inst / "tracing_on").write_text("1")
+        subprocess.run(["dd", "if=/dev/zero", f"of={dev}", "bs=4k", "count=10", "oflag=direct"],
+                       capture_output=True, check=True, timeout=60)
+        (inst / "tracing_on").write_text("0")
+        dat = tmp_path / "trace.dat"
+        subprocess.run(["trace-cmd", "extract", "-B", name, "-o", str(dat)], capture_output=True, check=True,
+                       timeout=120)
+    finally:
+        if inst.exists():  # trace-cmd extract removes the instance itself; if it did not, we do
+            inst.rmdir()
+        subprocess.run(["losetup", "-d", dev], timeout=30)
+    out = tmp_path / "tc"
+    done = ingest(str(dat), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "trace-cmd  1 file(s)" in done.stdout
+    # The .dat also holds the top-level buffer, where other tracing users of this machine may have left events.
+    events = pl.read_parquet(out / "tables" / "block_event.parquet").filter(
+        (pl.col("dev_minor") == minor) & (pl.col("comm") == "dd"))
+    counts = dict(events.group_by("event").len().iter_rows())
+    assert counts == {"block_bio_queue": 10, "block_getrq": 10, "block_rq_issue": 10}
+    assert set(events["size_bytes"]) == {4096}

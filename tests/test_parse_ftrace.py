@@ -92,12 +92,16 @@ def test_kernel_5_10_tgid_syscalls_and_fuse():
 def test_trace_cmd_layout_ioprio_hex_and_nanoseconds():
     t = parse_ftrace_text(FIXTURES / "tracecmd-6.18-report.txt")
     b = t.block_event
-    assert len(b) == 5 and t.unparsed_by_event == {}
+    assert len(b) == 7 and t.unparsed_by_event == {}
     assert _row(b, event="block_rq_issue", sector=33928)["ts"] == 414_670_992_310  # 9-digit timestamps kept
-    assert _row(b, event="block_rq_complete")["size_bytes"] == 4096
+    assert _row(b, event="block_rq_complete", dev_minor=0)["size_bytes"] == 4096
     wq = _row(b, sector=40960)
     assert (wq["comm"], wq["pid"], wq["size_bytes"]) == ("kworker/u4:2-events_unbound", 77, 524288)
-    assert t.trace_marker["text"].to_list() == ["mobibench: timed window begin"]
+    assert t.trace_marker["text"].to_list() == ["mobibench: timed window begin", "mobibench: timed_start"]
+    # An instance's buffer: `name: ` before the comm column.
+    inst = _row(b, event="block_rq_complete", dev_minor=1)
+    assert (inst["comm"], inst["pid"], inst["cpu"], inst["ts"]) == ("ksoftirqd/1", 22, 1, 1967_018592000)
+    assert _row(b, event="block_rq_issue", dev_minor=1)["comm"] == "dd"
 
 
 def test_kernel_6_18_counts_match_the_trace():

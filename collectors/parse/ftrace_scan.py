@@ -409,6 +409,12 @@ def scan_trace(buf, newlines, known_hash, known_kind):
         c = q
         while c > p and buf[c - 1] == 32:
             c -= 1
+        # trace-cmd report prefixes lines of an instance's buffer with `name: ` before the right-aligned comm.
+        sp = p
+        while sp < c and buf[sp] != 32:
+            sp += 1
+        if sp < c and sp > p and buf[sp - 1] == 58:
+            p = _skip_spaces(buf, sp, c)
         kind = ev_kind[ev]
         if kind >= 0 and _block_body(buf, out[5], e, kind, 0, cols):
             b_line[nb] = li

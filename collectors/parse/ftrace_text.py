@@ -30,7 +30,7 @@ from mobiperf.collectors.parse.ftrace_events import is_known_event, known_event_
 from mobiperf.errors import ParseError
 from mobiperf.schema import BLOCK_EVENT, TRACE_MARKER
 
-HEADER = (r"^\s*(?P<comm>.*)-(?P<pid>\d+)\s+(?:\(\s*[-\d]+\)\s+)?\[(?P<cpu>\d+)\]\s+(?:\S{1,8}\s+)?"
+HEADER = (r"^\s*(?:\S+:\s+)?(?P<comm>.*)-(?P<pid>\d+)\s+(?:\(\s*[-\d]+\)\s+)?\[(?P<cpu>\d+)\]\s+(?:\S{1,8}\s+)?"
           r"(?P<secs>\d+)\.(?P<usecs>\d+):\s+(?P<event>\w+)(?P<sep>:\s*| |)(?P<body>.*?)\r?$")
 _DEV = r"^(?P<major>\d+),(?P<minor>\d+) (?P<rwbs>\S+) "
 _IOPRIO = r"(?: \S+,\S*,\S+)?"
@@ -137,7 +137,7 @@ def parse_ftrace_text(path: Path, rep: int = 0) -> FtraceTables:
     block = BLOCK_EVENT.validate(block)
     head = head.sort("line")
     markers = head.filter(pl.col("event").is_in(MARKER_EVENTS)).select(
-        pl.lit(rep, pl.Int32).alias("rep"), "ts", "pid", pl.col("body").str.strip_chars().alias("text"))
+        pl.lit(rep, pl.Int32).alias("rep"), "ts", "pid", _marker_text(pl.col("body")).alias("text"))
     events, event_unparsed = parse_other_events(head.filter(known_event_expr()), rep)
     unparsed.update(event_unparsed)
     known = set(BLOCK_EVENT_BODY) | set(MARKER_EVENTS)
@@ -170,7 +170,7 @@ def parse_ftrace_text_regex(path: Path, rep: int = 0) -> FtraceTables:
     block, block_unparsed = _regex_block(head, rep)
     unparsed.update(block_unparsed)
     markers = head.filter(pl.col("event").is_in(MARKER_EVENTS)).select(
-        pl.lit(rep, pl.Int32).alias("rep"), "ts", "pid", pl.col("body").str.strip_chars().alias("text"))
+        pl.lit(rep, pl.Int32).alias("rep"), "ts", "pid", _marker_text(pl.col("body")).alias("text"))
     events, event_unparsed = parse_other_events(head.filter(known_event_expr()), rep)
     unparsed.update(event_unparsed)
     known = set(BLOCK_EVENT_BODY) | set(MARKER_EVENTS)
@@ -284,6 +284,11 @@ def _numbers_fit(df: pl.DataFrame) -> pl.Expr:
         if name in df.columns:
             cond = cond & (pl.col(name).is_null() | pl.col(name).cast(dtype, strict=False).is_not_null())
     return cond
+
+
+def _marker_text(body: pl.Expr) -> pl.Expr:
+    """What was written to trace_marker: trace-cmd shows `print: tracing_mark_write: text` (or `ip: text`)."""
+    return body.str.strip_chars().str.replace(r"^(?:tracing_mark_write|0x[0-9a-f]+|[\w.]+\+0x[0-9a-f/]+): ", "")
 
 
 def _fraction_ns(frac: pl.Expr) -> pl.Expr:
