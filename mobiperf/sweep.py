@@ -169,6 +169,8 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     Parameter("journal", "SQLite journal mode", _choice(SQLITE_JOURNALS), tuple(SQLITE_JOURNALS)),
     Parameter("sqlite_sync", "SQLite PRAGMA synchronous", _choice(SQLITE_SYNC), tuple(SQLITE_SYNC)),
     Parameter("transactions", "SQLite transactions", _count),
+    Parameter("compat", "Mobibench semantics: 1.0.8, or 1.0.1 (2013: one autocommit statement per transaction on one "
+              "table, as the papers ran it)", _choice(("1.0.8", "1.0.1")), ("1.0.8", "1.0.1")),
     Parameter("syscalls", "count the workload's system calls with strace -c (slows it down)", _on_off,
               ("on", "off")),
 )}
@@ -177,7 +179,7 @@ DEFAULTS: dict[str, str] = {
     "fs": "ext4", "fs_journal": "internal", "device": "none", "cpu": "host", "image_size": "1g", "layer": "native",
     "workload": "file", "access": "append", "sync": "buffered", "record": "512k", "file_size": "64m",
     "threads": "1", "final_fsync": "on", "journal": "truncate", "sqlite_sync": "full", "transactions": "100",
-    "syscalls": "off",
+    "syscalls": "off", "compat": "1.0.8",
 }
 FUSE_OPTIONS = ("preset", "io_unit", "buffer", "entry", "flush_ms", "fuse_threads", "splice", "whitelist")
 _DAEMON_OPTION_NAMES = {"fuse_threads": "threads"}
@@ -305,6 +307,8 @@ def plan_cell(params: dict[str, str], *, available_fs: set[str] | None = None) -
     plan.device = None if p["device"] == "none" else p["device"]
     workdir = p.get("whitelist", ".") if layer == "fjord" else "."
     mobibench = ["mobibench", "-p", workdir, "-q", "--no-drop-caches"]
+    if p["compat"] != "1.0.8":
+        mobibench.insert(1, f"--compat={p['compat']}")
     if p["workload"] == "file":
         file_kib = parse_size(p["file_size"]) // 1024
         record_kib = parse_size(p["record"]) // 1024
