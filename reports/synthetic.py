@@ -60,10 +60,84 @@ def synthetic_block_rq(n_requests: int, *, rep: int = 0, seed: int = 0, latency_
     })
 
 
+def synthetic_layer_tables(block_io: pl.DataFrame, *, seed: int = 0) -> dict[str, pl.DataFrame]:
+    """The cross-layer result tables (system calls, waterfall, layer breakdown, amplification, FUSE latency,
+    SQLite transactions) of a synthetic SQLite-on-FUSE workload over the same time span as `block_io`, in the
+    result schemas. They are made up, not derived: they exist so every section of the report can be drawn and
+    tested where no strace-traced run is at hand."""
+    from mobiperf.schema import RESULTS
+
+    rng = np.random.default_rng(seed)
+    out: dict[str, list[pl.DataFrame]] = {}
+    for rep in block_io["rep"].unique().sort().to_list():
+        bio = block_io.filter(pl.col("rep") == rep)
+        t0, t1 = int(bio["ts"].min()), int(bio["ts"].max())
+        n = 600
+        ts = np.sort(rng.integers(t0, t1, n))
+        call = rng.choice(["pwrite64", "fdatasync", "read"], size=n, p=[0.6, 0.25, 0.15])
+        size = np.where(call == "fdatasync", 0, rng.choice([4096, 8192, 65536, 524288], size=n))
+        dur = (rng.lognormal(10, 0.8, n) * np.where(call == "fdatasync", 20, 1)).astype(np.int64)
+        mode = np.where(call == "fdatasync", "fdatasync", np.where(call == "read", "buffered", "o_sync"))
+        op = np.where(call == "read", "read", np.where(call == "fdatasync", "sync", "write"))
+        path = rng.choice(["/data/app/a.db", "/data/app/a.db-journal"], size=n)
+        sc = pl.DataFrame({"rep": np.full(n, rep), "ts": ts, "dur": dur, "pid": np.full(n, 4242), "comm": "mobibench",
+                           "syscall": call, "op": op, "fd": np.full(n, 3), "path": path,
+                           "file_type": np.where(np.char.endswith(path.astype(str), "journal"), "db-journal", "db"),
+                           "size_bytes": size, "offset_bytes": np.zeros(n, np.int64)}).with_columns(
+            size_class=pl.lit("<=4k"), size_log2_bytes=pl.lit(4096), locality=pl.lit("random"),
+            locality_tolerant=pl.lit("random"), locality_global=pl.lit("random"), sync_mode=pl.Series(mode))
+        out.setdefault("syscall_class", []).append(sc)
+        sync = sc.filter(pl.col("sync_mode") != "buffered")
+        m = len(sync)
+        dev = (sync["dur"].to_numpy() * rng.uniform(0.3, 0.6, m)).astype(np.int64)
+        blk = dev + (sync["dur"].to_numpy() * rng.uniform(0.05, 0.15, m)).astype(np.int64)
+        fuse = (sync["dur"].to_numpy() * rng.uniform(0.1, 0.2, m)).astype(np.int64)
+        wf = sync.select("rep", "ts", "pid", "comm", "syscall", "path", "file_type", "sync_mode", "size_bytes",
+                         pl.col("dur").alias("dur_ns")).with_columns(
+            fs_ns=pl.Series(blk + fuse // 2), fuse_ns=pl.Series(fuse), block_requests=pl.lit(3),
+            block_bytes=pl.lit(12288), data_bytes=pl.lit(4096), journal_bytes=pl.lit(8192), metadata_bytes=pl.lit(0),
+            flushes=pl.lit(1), block_ns=pl.Series(blk), device_ns=pl.Series(dev),
+            other_ns=pl.col("dur_ns") - pl.Series(blk) - pl.Series(fuse))
+        out.setdefault("waterfall", []).append(wf)
+        lb = []
+        for (call_name, sync_mode), g in wf.group_by("syscall", "sync_mode"):
+            total = int(g["dur_ns"].sum())
+            parts = {"device": int(g["device_ns"].sum()), "block": int((g["block_ns"] - g["device_ns"]).sum()),
+                     "fuse": int(g["fuse_ns"].sum()), "fs+kernel": int(g["other_ns"].sum())}
+            for layer, t in parts.items():
+                lb.append({"rep": rep, "syscall": call_name, "sync_mode": sync_mode, "count": len(g),
+                           "total_ns": total, "layer": layer, "time_ns": t, "share": t / total})
+        out.setdefault("layer_breakdown", []).append(pl.DataFrame(lb))
+        app_w = int(sc.filter(pl.col("op") == "write")["size_bytes"].sum())
+        amp = [{"rep": rep, "layer": "app", "region": "all", "op": "write", "count": 360, "bytes": app_w}]
+        amp.append({"rep": rep, "layer": "fuse", "region": "all", "op": "write", "count": 900, "bytes": app_w})
+        for region, k in (("data", 1.0), ("journal", 0.9), ("metadata", 0.1), ("all", 2.0)):
+            amp.append({"rep": rep, "layer": "block", "region": region, "op": "write", "count": 100,
+                        "bytes": int(app_w * k)})
+        out.setdefault("amplification", []).append(pl.DataFrame(amp).with_columns(
+            ratio_to_app=pl.col("bytes") / app_w))
+        fl = [{"rep": rep, "layer": "fuse", "phase": "request", "op": f"fuse_{o}", "count": c, "mean_ns": 5e4,
+               "p50_ns": 4e4, "p90_ns": 9e4, "p99_ns": 2e5, "max_ns": 5e5}
+              for o, c in (("write", 900), ("fsync", 150), ("getattr", 300), ("read", 90))]
+        out.setdefault("fuse_latency", []).append(pl.DataFrame(fl))
+        txn = pl.DataFrame({"rep": rep, "txn": np.arange(50), "start_ts": t0 + np.arange(50) * 1000,
+                            "end_ts": t0 + np.arange(50) * 1000 + 900, "dur_ns": np.full(50, 900),
+                            "fsync": 0, "fdatasync": 5, "write_calls": 6, "write_bytes": 24576, "block_writes": 7,
+                            "block_write_bytes": 86016, "journal_bytes": 45056, "metadata_bytes": 0, "flushes": 6})
+        out.setdefault("sqlite_txn", []).append(txn)
+        out.setdefault("sqlite_summary", []).append(pl.DataFrame({
+            "rep": [rep], "journal_mode": ["truncate"], "transactions": [50], "fsync_per_txn": [5.0],
+            "block_writes_per_txn": [7.0], "block_kib_per_txn": [84.0], "fs_journal_kib_per_txn": [44.0],
+            "journal_meta_share": [0.52]}))
+    return {name: RESULTS[name].validate(pl.concat(frames, how="vertical_relaxed")) for name, frames in out.items()}
+
+
 def make_synthetic_run(path: Path, *, n_requests: int = 2000, repetitions: int = 3, seed: int = 0,
                        latency_scale: float = 1.0, status: str = "complete", stack: str = "ext4+fuse",
-                       command: list[str] | None = None, analyze: bool = True) -> RunDir:
-    """A run directory with a synthetic block trace per repetition, analysed by the real pipeline."""
+                       command: list[str] | None = None, analyze: bool = True,
+                       layer_tables: bool = False) -> RunDir:
+    """A run directory with a synthetic block trace per repetition, analysed by the real pipeline; with
+    `layer_tables`, also the made-up cross-layer tables of synthetic_layer_tables()."""
     from mobiperf import pipeline
 
     command = command or ["mobibench", "-p", ".", "-f", "65536", "-r", "512", "-a", "0"]
@@ -83,5 +157,10 @@ def make_synthetic_run(path: Path, *, n_requests: int = 2000, repetitions: int =
     run.write_table(BLOCK_RQ, pl.concat(tables))
     if analyze:
         pipeline.analyze(run)
+        if layer_tables:
+            from mobiperf.schema import RESULTS
+
+            for name, df in synthetic_layer_tables(run.read_table("block_io"), seed=seed).items():
+                run.write_table(RESULTS[name], df)
     run.update_meta(status=status)
     return run

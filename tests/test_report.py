@@ -167,3 +167,50 @@ def test_report_is_json_free_of_nan(synthetic_run):
     html = pipeline.report(synthetic_run).read_text()
     assert "NaN" not in html.split("</script>", 1)[1]
     assert json.dumps  # keeps the import honest for readers
+
+
+@pytest.fixture(scope="module")
+def layer_tables(synthetic_run):
+    from mobiperf.reports.synthetic import synthetic_layer_tables
+
+    return synthetic_layer_tables(synthetic_run.read_table("block_io"))
+
+
+def test_waterfall_of_a_sync_call_lays_its_layers_end_to_end_within_the_call(synthetic_run, layer_tables):
+    fig = figures.fig_io_waterfall(synthetic_run.read_table("block_io"), layer_tables["waterfall"])
+    assert fig.layout.title.text == "Waterfall of a selected synchronous call"
+    for trace in fig.data:
+        call, *layers = zip(trace.y, trace.base, trace.x)
+        assert [name for name, _, _ in layers] == ["fs+kernel", "fuse", "block", "device"]
+        end = layers[-1][1] + layers[-1][2]
+        assert end == pytest.approx(call[2], rel=1e-9)  # device + block queue + FUSE + the rest = the call
+        for (_, b0, d0), (_, b1, _) in zip(layers, layers[1:]):
+            assert b1 == pytest.approx(b0 + d0)
+
+
+def test_layer_shares_add_up_to_100_percent(layer_tables):
+    fig = figures.fig_layer_shares(layer_tables["layer_breakdown"])
+    totals = [sum(t.y[i] for t in fig.data) for i in range(len(fig.data[0].x))]
+    assert totals == pytest.approx([100.0] * len(totals))
+    assert set(fig.data[0].x) == {"fdatasync (fdatasync)", "pwrite64 (o_sync)"}
+
+
+def test_layer_breakdown_by_size_class_from_the_waterfall(synthetic_run, layer_tables):
+    wf = layer_tables["waterfall"]
+    fig = figures.fig_layer_breakdown(synthetic_run.read_table("block_io"), wf)
+    assert [t.name for t in fig.data] == ["fs+kernel", "fuse", "block", "device"]
+    labels = list(fig.data[0].x)
+    assert labels[-1].startswith("fdatasync (n=")  # calls without a size are grouped by name, after the sizes
+    i = next(k for k, x in enumerate(labels) if x.startswith(">256k"))
+    calls = wf.filter(pl.col("size_bytes") > 256 << 10)
+    assert sum(t.y[i] for t in fig.data) == pytest.approx(calls["dur_ns"].mean() / 1e3)
+
+
+def test_every_section_renders_with_the_layer_tables(synthetic_run, layer_tables):
+    meta = synthetic_run.read_meta()
+    html = render_report(meta, {**_tables(synthetic_run), **layer_tables})
+    for fig_id in ("fig-layer-shares", "fig-syscall-cdf", "fig-amplification", "fig-fuse", "fig-block-phases"):
+        assert f'id="{fig_id}"' in html
+    assert "is not shown" not in html.split("Run metadata")[0].replace(
+        "FUSE request sizes", "")  # only the run-metadata notes may mention skipped analyzers
+    assert "<th># of pwrite64()</th>" in html and "<th># of FUSE WRITE requests</th>" in html
