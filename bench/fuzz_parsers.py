@@ -1,6 +1,6 @@
 """Fuzz every trace parser with hypothesis: only ParseError (naming the file and line/offset) may escape.
 
-    python bench/fuzz_parsers.py [--examples 35000]      # per parser; 3 parsers -> >= 100k inputs by default
+    python bench/fuzz_parsers.py [--examples 25000]      # per parser; 4 parsers -> >= 100k inputs by default
 
 Inputs are real traces (the test fixtures) with bytes flipped, inserted, deleted and cut, plus random bytes.
 Also checks that a cut file keeps every complete record (ftrace text: all lines before the cut line).
@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from mobiperf.collectors.parse.blktrace import parse_blktrace  # noqa: E402
+from mobiperf.collectors.parse.blktrace import parse_blktrace
+from mobiperf.collectors.parse.ftrace_raw import parse_ftrace_raw  # noqa: E402
 from mobiperf.collectors.parse.ftrace_text import parse_ftrace_text  # noqa: E402
 from mobiperf.collectors.parse.strace import parse_strace  # noqa: E402
 from mobiperf.errors import ParseError  # noqa: E402
@@ -31,13 +32,16 @@ SEEDS = {
     "ftrace text": [p.read_bytes()[:4000] for p in sorted((FIX / "ftrace").glob("*.txt"))],
     "strace": [(FIX / "strace" / "dd-fsync-threads.strace").read_bytes()],
     "blktrace": [(FIX / "blktrace" / "loop-dd-4k-direct.blkbin").read_bytes()[:3000]],
+    "ftrace raw": [(FIX / "ftrace" / "raw-6.18-dd12" / "ftrace_raw" / "cpu1").read_bytes()[:4096 * 3]],
 }
+RAW_FORMATS = FIX / "ftrace" / "raw-6.18-dd12" / "formats"
 PARSERS = {"ftrace text": lambda p: parse_ftrace_text(p), "strace": lambda p: parse_strace(p),
-           "blktrace": lambda p: parse_blktrace([p])}
+           "blktrace": lambda p: parse_blktrace([p]),
+           "ftrace raw": lambda p: parse_ftrace_raw(p.parent, RAW_FORMATS)}
 
 
 def mutations(kind: str):
-    edits = st.lists(st.tuples(st.integers(0, 5000), st.sampled_from(["flip", "insert", "delete", "cut"]),
+    edits = st.lists(st.tuples(st.integers(0, 12500), st.sampled_from(["flip", "insert", "delete", "cut"]),
                                st.binary(min_size=1, max_size=16)), max_size=8)
 
     def apply(args):
@@ -94,13 +98,13 @@ def truncation_keeps_complete_lines() -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description="fuzz the trace parsers")
-    ap.add_argument("--examples", type=int, default=35000, help="inputs per parser")
+    ap.add_argument("--examples", type=int, default=25000, help="inputs per parser")
     args = ap.parse_args()
     total = 0
     with tempfile.TemporaryDirectory() as d:
         print(f"{'parser':<14}{'inputs':>9}{'parsed':>9}{'ParseError':>12}{'seconds':>9}")
         for kind in PARSERS:
-            c = fuzz(kind, args.examples, Path(d) / "input")
+            c = fuzz(kind, args.examples, Path(d) / ("cpu0" if kind == "ftrace raw" else "input"))
             total += c["inputs"]
             print(f"{kind:<14}{c['inputs']:>9}{c['parsed']:>9}{c['parse_errors']:>12}{c['seconds']:>9.0f}")
     print(f"total inputs {total}; any other exception would have stopped the run")

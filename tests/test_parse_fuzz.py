@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mobiperf.collectors.parse.blktrace import parse_blktrace
+from mobiperf.collectors.parse.ftrace_raw import parse_ftrace_raw
 from mobiperf.collectors.parse.ftrace_text import parse_ftrace_text
 from mobiperf.collectors.parse.strace import parse_strace
 from mobiperf.errors import ParseError
@@ -20,15 +21,18 @@ SEEDS = {
     "ftrace": [p.read_bytes()[:3000] for p in sorted((FIX / "ftrace").glob("*.txt"))],
     "strace": [(FIX / "strace" / "dd-fsync-threads.strace").read_bytes()],
     "blktrace": [(FIX / "blktrace" / "loop-dd-4k-direct.blkbin").read_bytes()[:2000]],
+    "ftrace_raw": [(FIX / "ftrace" / "raw-6.18-dd12" / "ftrace_raw" / "cpu1").read_bytes()[:4096 * 3]],
 }
+RAW_FORMATS = FIX / "ftrace" / "raw-6.18-dd12" / "formats"
 PARSERS = {"ftrace": lambda p: parse_ftrace_text(p), "strace": lambda p: parse_strace(p),
-           "blktrace": lambda p: parse_blktrace([p])}
+           "blktrace": lambda p: parse_blktrace([p]),
+           "ftrace_raw": lambda p: parse_ftrace_raw(p.parent, RAW_FORMATS)}
 
 
 def mutated(kind: str):
     """Real traces with bytes flipped, inserted, deleted and cut: close enough to real to reach deep code."""
     seed = st.sampled_from(SEEDS[kind])
-    edits = st.lists(st.tuples(st.integers(0, 4000), st.sampled_from(["flip", "insert", "delete", "cut"]),
+    edits = st.lists(st.tuples(st.integers(0, 12000), st.sampled_from(["flip", "insert", "delete", "cut"]),
                                st.binary(min_size=1, max_size=12)), max_size=6)
 
     def apply(data_edits):
@@ -51,7 +55,7 @@ def mutated(kind: str):
 
 def check(kind: str, data: bytes) -> None:
     with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "input"
+        path = Path(d) / ("cpu0" if kind == "ftrace_raw" else "input")
         path.write_bytes(data)
         try:
             PARSERS[kind](path)
