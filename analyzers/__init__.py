@@ -71,6 +71,8 @@ def registry() -> list[Analyzer]:
         _analyzer("block_io", ("block_rq",), "block_io", block_io.classify_block_io),
         _analyzer("block_io+layout", ("block_rq", "file_extent"), "block_io", block_io.classify_block_io),
         _analyzer("syscall_class", ("syscall_io",), "syscall_class", syscall.classify_syscalls),
+        _analyzer("syscall_class+trace_clock", ("syscall_io", "trace_marker"), "syscall_class",
+                  syscall.classify_syscalls_on_trace_clock),
         _analyzer("io_class", ("block_io",), "io_class", io_class.count_io_classes),
         _analyzer("io_class+syscall", ("block_io", "syscall_class"), "io_class", io_class.count_io_classes),
         _analyzer("io_share", ("block_io",), "io_share", io_class.share_block_io),

@@ -30,7 +30,7 @@ from __future__ import annotations
 import polars as pl
 
 from mobiperf.analyzers.file_type import file_type_of_path
-from mobiperf.analyzers.syscall import classify_syscalls
+from mobiperf.analyzers.syscall import align_to_trace_clock, classify_syscalls
 from mobiperf.schema import SQLITE_TXN
 
 COMMIT_FILES = ("db", "db-wal")
@@ -52,6 +52,8 @@ def _window(trace_marker: pl.DataFrame | None, reps: list[int]) -> pl.DataFrame:
 
 def cut_transactions(syscall_io: pl.DataFrame, block_io: pl.DataFrame,
                      trace_marker: pl.DataFrame | None = None) -> pl.DataFrame:
+    if trace_marker is not None:
+        syscall_io = align_to_trace_clock(syscall_io, trace_marker)
     calls = classify_syscalls(syscall_io)
     reps = sorted(set(calls["rep"].to_list()))
     win = _window(trace_marker, reps)

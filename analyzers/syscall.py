@@ -16,12 +16,19 @@ table carries an `open_flags` column (strace's openat flags per fd) — and `buf
 
 File type (file_type.py) comes from the path strace -y prints; ftrace syscalls carry no path (`unknown`).
 
+Clocks: strace stamps calls with the wall clock, the kernel's events with the trace clock. When the table holds
+strace rows and the run has trace markers (the generator writes them through write(2) on trace_marker, which
+strace sees too), align_to_trace_clock() shifts the strace times by the median difference between each marker
+and the write call that made it (the k-th marker write of a repetition with its k-th marker), to within the
+duration of one write. Without markers the times stay on the wall clock and cross-layer stitching is wrong.
+
 Limits: mmap writes make no write calls (only msync is seen); without open flags O_SYNC/O_DIRECT writes count
 as buffered (their block requests still show REQ_SYNC/FUA in block_io, and the waterfall stitches them).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from mobiperf.analyzers.file_type import file_type_of_path
@@ -41,6 +48,34 @@ def _open_flag_mode(flags: pl.Expr) -> pl.Expr:
             .when(f.str.contains(r"O_SYNC|__O_SYNC")).then(pl.lit("o_sync"))
             .when(f.str.contains("O_DSYNC")).then(pl.lit("o_dsync"))
             .otherwise(pl.lit("buffered")))
+
+
+def trace_clock_offsets(syscall_io: pl.DataFrame, trace_marker: pl.DataFrame) -> dict[int, int]:
+    """Per repetition: ns to add to strace times to put them on the trace clock (empty where unknown)."""
+    calls = syscall_io.filter((pl.col("source") == "strace") & pl.col("syscall").is_in(["write", "pwrite64"])
+                              & pl.col("path").fill_null("").str.contains("trace_marker"))
+    out = {}
+    for rep in sorted(set(calls["rep"].to_list())):
+        writes = calls.filter(pl.col("rep") == rep).sort("ts")["ts"]
+        marks = trace_marker.filter(pl.col("rep") == rep).sort("ts")["ts"]
+        n = min(len(writes), len(marks))
+        if n:  # integer median: float64 cannot hold wall-clock nanoseconds exactly
+            d = np.sort((marks.head(n) - writes.head(n)).to_numpy())
+            out[rep] = int(d[(n - 1) // 2] + (d[n // 2] - d[(n - 1) // 2]) // 2)
+    return out
+
+
+def align_to_trace_clock(syscall_io: pl.DataFrame, trace_marker: pl.DataFrame) -> pl.DataFrame:
+    offsets = trace_clock_offsets(syscall_io, trace_marker)
+    if not offsets:
+        return syscall_io
+    shift = pl.col("rep").replace_strict(offsets, default=0, return_dtype=pl.Int64)
+    return syscall_io.with_columns(
+        ts=pl.when(pl.col("source") == "strace").then(pl.col("ts") + shift).otherwise(pl.col("ts")))
+
+
+def classify_syscalls_on_trace_clock(syscall_io: pl.DataFrame, trace_marker: pl.DataFrame) -> pl.DataFrame:
+    return classify_syscalls(align_to_trace_clock(syscall_io, trace_marker))
 
 
 def classify_syscalls(syscall_io: pl.DataFrame) -> pl.DataFrame:

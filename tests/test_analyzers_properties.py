@@ -191,3 +191,18 @@ def test_region_and_file_type_from_the_layout_snapshot():
     assert bio["region"].to_list() == ["journal", "metadata", "data", "data", "data"]
     assert bio["file_type"].to_list() == ["unknown", "unknown", "db-wal", "media", "unknown"]
     assert bio["path"].to_list()[2] == "/d/test.db-wal"
+
+
+def test_strace_times_move_to_the_trace_clock_through_the_markers():
+    from mobiperf.analyzers.syscall import align_to_trace_clock
+
+    wall = 1_795_000_000_000_000_000
+    calls = syscalls([(1, "write", "/sys/kernel/tracing/instances/x/trace_marker", 22, -1),
+                      (1, "pwrite64", "/d/test.db", 4096, 0),
+                      (1, "write", "/sys/kernel/tracing/instances/x/trace_marker", 20, -1)])
+    calls = calls.with_columns(ts=pl.col("ts") + wall)
+    markers = pl.DataFrame({"rep": [0, 0], "ts": [5_000_004, 5_002_006], "pid": [1, 1],
+                            "text": ["mobibench: timed_start", "mobibench: timed_end"]},
+                           schema_overrides={"rep": pl.Int32, "pid": pl.Int32})
+    aligned = align_to_trace_clock(calls, markers)
+    assert aligned["ts"].to_list() == [5_000_005, 5_001_005, 5_002_005]  # median of the two differences
