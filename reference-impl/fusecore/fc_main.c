@@ -422,6 +422,15 @@ int fc_main(int argc, char *argv[], const struct fc_policy *policy)
 	sigset_t usr1;
 	int err, status = 1;
 
+	/*
+	 * SIGUSR1 is blocked from the start (it would kill the daemon if it
+	 * came between the mount and the housekeeping thread); every thread
+	 * inherits the mask and only the housekeeping thread takes it.
+	 */
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &usr1, NULL);
+
 	fc_pol = policy;
 	fc_cfg.progname = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 :
 			  argv[0];
@@ -467,10 +476,6 @@ int fc_main(int argc, char *argv[], const struct fc_policy *policy)
 	if (fuse_daemonize(fc_cfg.foreground))
 		goto out_unmount;
 
-	/* every thread created from here on inherits the blocked SIGUSR1 */
-	sigemptyset(&usr1);
-	sigaddset(&usr1, SIGUSR1);
-	pthread_sigmask(SIG_BLOCK, &usr1, NULL);
 	if (fc_pol->start) {
 		err = fc_pol->start(&fc_cfg);
 		if (err) {
