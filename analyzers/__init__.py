@@ -54,13 +54,13 @@ def _sources(needs: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(out)
 
 
+# Tables every ftrace capture has: naming their events beside a missing syscall or FUSE table only confuses.
+_ALWAYS_THERE = ("block_event", "block_rq", "block_io", "trace_marker")
+
+
 def _analyzer(name: str, needs: tuple[str, ...], produces: str, run: Callable) -> Analyzer:
-    """A registry entry; a variant (name with `+`) names only the sources of the inputs it adds."""
-    base = needs if "+" not in name else tuple(n for n in needs if UPSTREAM.get(n, n) not in _BASE_TABLES)
-    return Analyzer(name, needs, produces, run, events=_sources(base or needs))
-
-
-_BASE_TABLES = ("block_rq",)
+    rare = tuple(n for n in needs if UPSTREAM.get(n, n) not in _ALWAYS_THERE and n not in _ALWAYS_THERE)
+    return Analyzer(name, needs, produces, run, events=_sources(rare) or _sources(needs))
 
 
 def registry() -> list[Analyzer]:
