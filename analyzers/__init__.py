@@ -92,6 +92,7 @@ def registry() -> list[Analyzer]:
         _analyzer("waterfall+sync_file+fuse", ("syscall_class", "block_io", "fsync_event", "fuse_req"), "waterfall",
                   waterfall.build_waterfall),
         _analyzer("layer_breakdown", ("waterfall",), "layer_breakdown", waterfall.break_down_layers),
+        _analyzer("block_cause", ("syscall_class", "block_io"), "block_cause", waterfall.attribute_block_causes),
         _analyzer("amplification", ("syscall_class", "block_io"), "amplification",
                   amplification.measure_amplification),
         _analyzer("amplification+fuse", ("syscall_class", "fuse_req", "block_io"), "amplification",
@@ -114,6 +115,7 @@ BREAKDOWNS = (
     ("fs_latency", "Latency (file system: sync_file, jbd2 commit phases)"),
     ("fuse_latency", "Latency (FUSE requests)"),
     ("layer_breakdown", "Time of synchronous calls by layer (seed 000 Fig. 3 / seed 004 Fig. 3)"),
+    ("block_cause", "Block IO by the synchronous call that caused it"),
     ("amplification", "Amplification: bytes per layer"),
     ("sqlite_summary", "SQLite per transaction (seed 002)"),
 )
@@ -122,6 +124,9 @@ BREAKDOWNS = (
 def breakdown_tables(results: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
     """The tables `mobiperf analyze` prints, by title, from the results of one analysis."""
     out = {title: results[name] for name, title in BREAKDOWNS if name in results}
+    if "block_cause" in results:  # one row per request is for machines; print counts per cause
+        out[dict(BREAKDOWNS)["block_cause"]] = results["block_cause"].group_by("rep", "op", "cause", "region").agg(
+            count=pl.len(), bytes=pl.col("size_bytes").sum()).sort("rep", "op", "cause", "region")
     if "io_share" in results:  # the long table is for machines; print the main dimensions only
         out[dict(BREAKDOWNS)["io_share"]] = results["io_share"].filter(
             pl.col("dimension").is_in(["size_class", "locality", "sync_mode", "region", "file_type"]))

@@ -15,6 +15,9 @@ device_ns the union of their [issue, complete] (D2C) intervals; fs_ns the ext4/f
 process inside the window; fuse_ns the union of the process's FUSE requests in the window; other_ns = dur_ns -
 block_ns - fuse_ns, the kernel and file-system time outside the block layer and FUSE.
 
+block_cause lists every block request with the call that caused it (or `none`), which answers "which syscall
+caused this block IO" where it can be known, and gives the share of block IO each kind of call causes.
+
 layer_breakdown sums these per call type: device (D2C), block (queue and scheduler time outside the device),
 fuse, fs+kernel (the rest).
 
@@ -108,6 +111,21 @@ def build_waterfall(syscall_class: pl.DataFrame, block_io: pl.DataFrame, fsync_e
         "rep", "ts", "pid", "comm", "syscall", "path", "file_type", "sync_mode", "size_bytes", "dur_ns", "fs_ns",
         "fuse_ns", "block_requests", "block_bytes", "data_bytes", "journal_bytes", "metadata_bytes", "flushes",
         "block_ns", "device_ns", "other_ns")
+
+
+def attribute_block_causes(syscall_class: pl.DataFrame, block_io: pl.DataFrame) -> pl.DataFrame:
+    """block_cause: every block request with the synchronous call that caused it (the rules above), or cause
+    `none` (writeback, readahead, other processes: not knowable from the trace)."""
+    calls = _sync_calls(syscall_class)
+    caused = _attribute(calls, block_io).join(
+        calls.select("call", pl.col("syscall").alias("cause"), pl.col("sync_mode").alias("cause_mode"),
+                     pl.col("ts").alias("call_ts"), pl.col("pid").alias("call_pid")), on="call")
+    req = block_io.with_row_index("_req")
+    out = req.join(caused.select("_req", "cause", "cause_mode", "call_ts", "call_pid"), on="_req", how="left")
+    return out.with_columns(cause=pl.col("cause").fill_null("none"),
+                            cause_mode=pl.col("cause_mode").fill_null("none")).select(
+        "rep", "ts", "sector", "size_bytes", "op", "region", "sync_mode", "cause", "cause_mode", "call_ts",
+        "call_pid").sort("rep", "ts", "sector")
 
 
 def break_down_layers(waterfall: pl.DataFrame) -> pl.DataFrame:

@@ -174,6 +174,13 @@ WATERFALL = Schema("waterfall", {
    " queue->complete intervals, device_ns the union of issue->complete, other_ns = dur_ns - block_ns - fuse_ns"
    " (the kernel and file system time the call spends outside the block layer).")
 
+BLOCK_CAUSE = Schema("block_cause", {
+    "rep": I32, "ts": I64, "sector": I64, "size_bytes": I64, "op": STR, "region": STR, "sync_mode": STR,
+    "cause": STR, "cause_mode": STR, "call_ts": I64, "call_pid": I32,
+}, "Every block request with the synchronous system call that caused it (cause: fsync, fdatasync, msync,"
+   " sync_file_range, or a write opened O_SYNC/O_DSYNC/O_DIRECT with cause_mode naming the flag), or `none` where"
+   " that is not knowable (writeback, readahead); the call's start time and process.")
+
 LAYER_BREAKDOWN = Schema("layer_breakdown", {
     "rep": I32, "syscall": STR, "sync_mode": STR, "count": I64, "total_ns": I64, "layer": STR, "time_ns": I64,
     "share": F64,
@@ -201,5 +208,5 @@ SQLITE_SUMMARY = Schema("sqlite_summary", {
    " from the files (wal, delete, truncate, persist).")
 
 RESULTS = {s.name: s for s in (BLOCK_IO, SYSCALL_CLASS, IO_CLASS, IO_SHARE, LATENCY_SUMMARY, SYSCALL_LATENCY,
-                               FS_LATENCY, FUSE_LATENCY, WATERFALL, LAYER_BREAKDOWN, AMPLIFICATION, SQLITE_TXN,
-                               SQLITE_SUMMARY)}
+                               FS_LATENCY, FUSE_LATENCY, WATERFALL, BLOCK_CAUSE, LAYER_BREAKDOWN, AMPLIFICATION,
+                               SQLITE_TXN, SQLITE_SUMMARY)}

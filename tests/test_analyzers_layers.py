@@ -103,3 +103,17 @@ def test_pipeline_runs_the_syscall_analyzers_when_the_table_exists(run, syscalls
     assert set(io_class["layer"]) == {"block", "syscall"}
     lat = results["syscall_latency"].filter(pl.col("op") == "fsync")
     assert lat["count"][0] >= 128
+
+
+def test_block_cause_names_the_fsync_behind_journal_and_data_writes(run, syscalls):
+    from mobiperf.analyzers.waterfall import attribute_block_causes
+    from mobiperf.schema import BLOCK_CAUSE
+
+    _, results = run
+    cause = BLOCK_CAUSE.validate(attribute_block_causes(classify_syscalls(syscalls), results["block_io"]))
+    assert len(cause) == len(results["block_io"])  # every request once
+    writes = cause.filter(pl.col("op") == "write")
+    by = dict(writes.group_by("cause").len().iter_rows())
+    assert set(by) <= {"fsync", "none"} and by.get("fsync", 0) > 0.5 * len(writes)
+    journal = writes.filter(pl.col("region") == "journal")
+    assert (journal["cause"] == "fsync").mean() > 0.9
