@@ -158,6 +158,8 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     Parameter("fuse_threads", "FUSE daemon worker threads", _count),
     Parameter("splice", "zero-copy splice in the FUSE daemon", _on_off, ("on", "off")),
     Parameter("whitelist", "Fjord whitelisted directory (the workload runs in it)", _free_text),
+    Parameter("dir", "directory of the workload, relative to the top of the stack (default: the Fjord whitelist, "
+              "else the top)", _free_text),
     Parameter("workload", "file (Mobibench file IO) or sqlite-insert/-update/-delete", _choice(WORKLOADS),
               WORKLOADS),
     Parameter("access", "file access pattern", _choice(ACCESS_MODES), tuple(ACCESS_MODES)),
@@ -305,7 +307,7 @@ def plan_cell(params: dict[str, str], *, available_fs: set[str] | None = None) -
     plan.stack = stack
     plan.scheduler = None if "scheduler" not in params else p["scheduler"]
     plan.device = None if p["device"] == "none" else p["device"]
-    workdir = p.get("whitelist", ".") if layer == "fjord" else "."
+    workdir = p.get("dir") or (p.get("whitelist", ".").split(":")[0] if layer == "fjord" else ".")
     mobibench = ["mobibench", "-p", workdir, "-q", "--no-drop-caches"]
     if p["compat"] != "1.0.8":
         mobibench.insert(1, f"--compat={p['compat']}")
