@@ -27,6 +27,11 @@ def block_metrics(results: dict[str, pl.DataFrame], rep: int) -> list[Metric]:
             for cls in rows["size_class"].unique().sort():
                 c = int(rows.filter(pl.col("size_class") == cls)["count"].sum())
                 out.append(metric("block.size_class_share", c / n, "ratio", op=op, size_class=cls))
+            data = rows.filter(pl.col("region") == "data")
+            n_data = int(data["count"].sum())
+            if n_data and "file_type" in data.columns:  # how far the block-level file types can be trusted
+                known = int(data.filter(pl.col("file_type") != "unknown")["count"].sum())
+                out.append(metric("block.file_attributed_share", known / n_data, "ratio", op=op))
             if op == "write" and nbytes:
                 for region in ("journal", "metadata"):
                     b = int(rows.filter(pl.col("region") == region)["bytes"].sum())
