@@ -47,8 +47,8 @@ def attribute_files(block: pl.DataFrame, file_extent: pl.DataFrame | None) -> pl
            .sort("_fx_start"))
     probe = block.select("rep", "dev_major", "dev_minor", pl.col("sector").alias("_fx_start")) \
         .with_row_index("_r").sort("_fx_start")
-    hit = probe.join_asof(ext, on="_fx_start", by=["rep", "dev_major", "dev_minor"], strategy="backward", check_sortedness=False) \
-        .sort("_r")
+    hit = probe.join_asof(ext, on="_fx_start", by=["rep", "dev_major", "dev_minor"], strategy="backward",
+                          check_sortedness=False).sort("_r")
     inside = hit["_fx_end"].is_not_null() & (hit["_fx_start"] < hit["_fx_end"]) & (hit["_fx_start"] >= 0)
     path = pl.select(pl.when(inside).then(hit["_fx_path"])).to_series()
     return block.with_columns(path=path).with_columns(file_type=file_type_of_path(pl.col("path")))

@@ -181,7 +181,8 @@ def pair_block_requests_oracle(block_event: pl.DataFrame, *, stale_after_ns: int
         else:
             sector, size, rwbs = r.bio_sector, r.bio_sectors * 512, r.rwbs
         rows.append({"rep": r.dev[0], "dev_major": r.dev[1], "dev_minor": r.dev[2],
-                     "sector": -1 if sector is None or sector < 0 or not size else sector, "size_bytes": max(size or 0, 0),
+                     "sector": -1 if sector is None or sector < 0 or not size else sector,
+                     "size_bytes": max(size or 0, 0),
                      "rwbs": rwbs or "", "queue_ts": r.queue_ts, "getrq_ts": r.getrq_ts,
                      "insert_ts": r.insert_ts, "issue_ts": r.issue_ts, "complete_ts": r.complete_ts,
                      "nr_bios": max(r.nr_bios, 1), "pid": r.pid, "comm": r.comm, "error": r.error or 0})

@@ -33,7 +33,8 @@ def _in_extents(block: pl.DataFrame, extents: pl.DataFrame, region: str) -> pl.S
         return pl.Series([False] * len(block))
     probe = block.select("rep", "dev_major", "dev_minor", pl.col("sector").alias("_ext_start")) \
         .with_row_index("_r").sort("_ext_start")
-    hit = probe.join_asof(ext, on="_ext_start", by=["rep", "dev_major", "dev_minor"], strategy="backward", check_sortedness=False)
+    hit = probe.join_asof(ext, on="_ext_start", by=["rep", "dev_major", "dev_minor"], strategy="backward",
+                          check_sortedness=False)
     hit = hit.with_columns(inside=pl.col("_ext_end").is_not_null() & (pl.col("_ext_start") < pl.col("_ext_end"))
                            & (pl.col("_ext_start") >= 0)).sort("_r")
     return hit["inside"]

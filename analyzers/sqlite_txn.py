@@ -20,9 +20,9 @@ journal, database in DELETE mode), so the smallest period p with which the seque
 one transaction per p syncs, cut at every p-th sync's exit.
 
 Limits: needs paths (strace -y) or the sync_file events; the rhythm breaks when transactions differ (a WAL
-checkpoint adds a sync now and then, counted as a transaction of its own); with several threads writing databases at once their transactions interleave
-and the block writes of one are counted in another's window; a checkpoint's sync of the database in WAL mode
-counts as a transaction end.
+checkpoint adds a sync now and then, counted as a transaction of its own); with several threads writing
+databases at once their transactions interleave and the block writes of one are counted in another's window;
+a checkpoint's sync of the database in WAL mode counts as a transaction end.
 """
 
 from __future__ import annotations
@@ -89,7 +89,8 @@ def _sync_period(inodes: list[int], max_period: int = 16) -> int:
         pairs = n - p
         if pairs <= 0:
             break
-        same = sum(1 for i in range(pairs) if inodes[i] == inodes[i + p] or (inodes[i] in rare and inodes[i + p] in rare))
+        same = sum(1 for i in range(pairs)
+                   if inodes[i] == inodes[i + p] or (inodes[i] in rare and inodes[i + p] in rare))
         if same >= 0.9 * pairs:
             return p
     return 1
