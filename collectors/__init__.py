@@ -112,10 +112,15 @@ def plan_collectors(transport, caps, stack, raw_dir: Path, *, extra_events=(), s
         from mobiperf.collectors.strace import StraceCollector
         if not getattr(caps, "strace", None):
             raise TargetError("strace is not installed on the target (Debian: apt-get install strace)")
-        collectors.append(StraceCollector(transport, caps.strace, raw_dir))
+        # Over adb the log is written on the device (next to the workload) and pulled at stop().
+        remote = None if getattr(transport, "name", "local") == "local" else \
+            f"{stack.workdir}/.mobiperf-strace-{raw_dir.name}.log"
+        collectors.append(StraceCollector(transport, caps.strace, raw_dir, remote_log=remote))
     if "blktrace" in wanted:
         from mobiperf.collectors.blktrace import BlktraceCollector
-        collectors.append(BlktraceCollector(transport, caps.tracefs_path, stack.device, raw_dir))
+        remote = None if getattr(transport, "name", "local") == "local" else \
+            f"{stack.workdir}/.mobiperf-blktrace-{raw_dir.name}"
+        collectors.append(BlktraceCollector(transport, caps.tracefs_path, stack.device, raw_dir, remote_dir=remote))
     if "layout" in wanted:
         from mobiperf.collectors.layout import LayoutCollector
         layers = getattr(stack, "layers", None) or []

@@ -27,7 +27,7 @@ class BlktraceCollector(Collector):
     name = "blktrace"
 
     def __init__(self, transport: Transport, tracefs: str | None, device: str, out_dir: Path, *,
-                 mode: str = "auto"):
+                 mode: str = "auto", remote_dir: str | None = None):
         self.transport = transport
         self.tracefs = tracefs
         self.device = device  # /dev/loop3
@@ -38,7 +38,7 @@ class BlktraceCollector(Collector):
         self._proc: BackgroundProcess | None = None
         self._restore: list[tuple[str, bytes]] = []
         self._mounted_debugfs = False
-        self._remote_dir: str | None = None
+        self._remote_dir = remote_dir  # where the blktrace program writes on the target (None: out_dir)
 
     # --- protocol ---
 
@@ -61,8 +61,9 @@ class BlktraceCollector(Collector):
         if self.used == "tool":
             self._proc.kill(sig=2, grace_s=10)  # SIGINT: blktrace flushes its relay buffers and writes files
             self._proc = None
-            if self._remote_dir:
+            if self._remote_dir and self._remote_dir != str(self.out_dir):
                 self.transport.pull(self._remote_dir, self.out_dir)
+                self.transport.run(["rm", "-rf", self._remote_dir], timeout=60)
         else:
             self._write(f"/sys/block/{self.dev_name}/trace/enable", "0")
             self._write(f"{self.tracefs}/tracing_on", "0")
@@ -94,7 +95,10 @@ class BlktraceCollector(Collector):
                                   timeout=10).returncode != 0:
                 return False
             self._mounted_debugfs = True
-        self._remote_dir = str(self.out_dir)  # local transport: the same path
+        if self._remote_dir is None:
+            self._remote_dir = str(self.out_dir)  # local transport: the same path
+        else:
+            self.transport.run(["mkdir", "-p", self._remote_dir], timeout=30).check()
         proc = self.transport.start(["blktrace", "-d", self.device, "-o", self.dev_name, "-D", self._remote_dir],
                                     stdout_path=self.out_dir / "blktrace.log",
                                     stderr_path=self.out_dir / "blktrace.err")

@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from mobiperf.collectors.parse.blktrace import parse_blktrace, read_records
+from mobiperf.collectors.parse.blktrace import parse_blktrace
 from mobiperf.errors import ParseError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "blktrace" / "loop-dd-4k-direct.blkbin"
@@ -100,7 +100,7 @@ def test_not_blktrace_is_a_parse_error(tmp_path):
         parse_blktrace([path])
     path.write_bytes(struct.pack("<I", 0x65617405) + b"\0" * 60)
     with pytest.raises(ParseError, match="version 0x05"):
-        read_records(path)
+        parse_blktrace([path])
 
 
 def test_real_blk_tracer_capture_agrees_with_blkparse():

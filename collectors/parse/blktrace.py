@@ -107,44 +107,6 @@ def _walk(buf, big_endian, version):
     return offs[:k], p, resyncs, first_resync
 
 
-@njit(cache=True, nogil=True)
-def _gather_headers(buf, offs, hdr):
-    """The hdr bytes at each offset, as one contiguous (n, hdr) block (the walk checked every bound)."""
-    out = np.empty((len(offs), hdr), np.uint8)
-    for i in range(len(offs)):
-        o = offs[i]
-        for j in range(hdr):
-            out[i, j] = buf[o + j]
-    return out
-
-
-@njit(cache=True, nogil=True)
-def _be64_at(buf, starts, ends):
-    """The big-endian u64 at each start (PDU integers are big-endian), or -1 where it would pass its end."""
-    out = np.full(len(starts), -1, np.int64)
-    for i in range(len(starts)):
-        s = starts[i]
-        if 0 <= s and s + 8 <= ends[i] and ends[i] <= len(buf):
-            v = np.uint64(0)
-            for j in range(8):
-                v = (v << np.uint64(8)) | np.uint64(buf[s + j])
-            out[i] = np.int64(v) if v <= np.uint64((1 << 63) - 1) else -1
-    return out
-
-
-def _dtype(version: int, big_endian: bool) -> np.dtype:
-    e = ">" if big_endian else "<"
-    if version == 7:
-        fields = [("magic", "u4"), ("sequence", "u4"), ("time", "u8"), ("sector", "u8"), ("bytes", "u4"),
-                  ("action", "u4"), ("pid", "u4"), ("device", "u4"), ("cpu", "u4"), ("error", "u2"),
-                  ("pdu_len", "u2")]
-    else:
-        fields = [("magic", "u4"), ("sequence", "u4"), ("time", "u8"), ("sector", "u8"), ("bytes", "u4"),
-                  ("pid", "u4"), ("action", "u8"), ("device", "u4"), ("cpu", "u4"), ("error", "u2"),
-                  ("pdu_len", "u2"), ("pad", "V12")]
-    return np.dtype([(name, e + t if t[0] != "V" else t) for name, t in fields])
-
-
 def detect_format(head: bytes, path: Path) -> tuple[int, bool]:
     """(version, big_endian) from the first record's magic; ParseError if it is not blktrace data."""
     if len(head) < 4:
@@ -160,58 +122,97 @@ def detect_format(head: bytes, path: Path) -> tuple[int, bool]:
     raise ParseError(path, 0, f"not blktrace data (magic 0x{le:08x})")
 
 
-def read_records(path: Path) -> tuple[np.ndarray, np.ndarray, bytes, list[str]]:
-    """The header fields (structured array, native order) and PDU offsets of every complete record of a file."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise ParseError(path, 0, f"cannot read: {e.strerror}") from None
-    warnings: list[str] = []
-    if not data:
-        return np.zeros(0, _dtype(7, False)), np.zeros(0, np.int64), data, warnings
-    version, big = detect_format(data[:4], path)
-    buf = np.frombuffer(data, np.uint8)
-    offs, end, resyncs, first_resync = _walk(buf, big, version)
-    if resyncs:
-        warnings.append(f"{path}: {resyncs} stretch(es) of bytes that are not blktrace records, the first at byte "
-                        f"offset {first_resync}; skipped to the next record")
-    if end < len(data):
-        warnings.append(f"{path}: cut record at byte offset {end} (truncated file); every complete record before "
-                        "it was kept")
-    hdr = HEADER_SIZE[version]
-    dt = _dtype(version, big)
-    recs = _gather_headers(buf, offs, hdr).view(dt).reshape(-1)
-    native = recs.astype(dt.newbyteorder("=")) if big else recs
-    return native, offs + hdr, data, warnings
+FIELDS = ("sequence", "time", "sector", "bytes", "action", "pid", "device", "cpu", "error", "pdu")
+
+
+@njit(cache=True, nogil=True)
+def _uint(buf, p, size, big):
+    v = np.uint64(0)
+    for j in range(size):
+        byte = np.uint64(buf[p + j])
+        v |= byte << np.uint64(8 * (size - 1 - j) if big else 8 * j)
+    return v
+
+
+@njit(cache=True, nogil=True)
+def _decode(buf, offs, big, version):
+    """Every header field of every record at offs as int64 columns (either byte order), in one pass.
+
+    Returns (cols[10, n] in FIELDS order, is_note[n], pdu_start[n], pdu_len[n]). sector and time above
+    2**63-1 become -1; pdu is the first big-endian u64 of the PDU after any cgroup id, -1 if there is none.
+    """
+    n = len(offs)
+    cols = np.empty((10, n), np.int64)
+    is_note = np.zeros(n, np.bool_)
+    pdu_start = np.empty(n, np.int64)
+    pdu_len = np.empty(n, np.int64)
+    v7 = version == 7
+    hdr = 48 if v7 else 64
+    top = np.uint64((1 << 63) - 1)
+    for i in range(n):
+        o = offs[i]
+        cols[0, i] = np.int64(_uint(buf, o + 4, 4, big))
+        t = _uint(buf, o + 8, 8, big)
+        cols[1, i] = np.int64(t) if t <= top else -1
+        sec = _uint(buf, o + 16, 8, big)
+        cols[2, i] = np.int64(sec) if sec <= top else -1
+        cols[3, i] = np.int64(_uint(buf, o + 24, 4, big))
+        if v7:
+            action = _uint(buf, o + 28, 4, big)
+            cols[5, i] = np.int64(_uint(buf, o + 32, 4, big))
+            dev_at = 36
+        else:
+            cols[5, i] = np.int64(_uint(buf, o + 28, 4, big))
+            action = _uint(buf, o + 32, 8, big)
+            dev_at = 40
+        cols[4, i] = np.int64(action & np.uint64(0xFFFFFFFF))
+        cols[6, i] = np.int64(_uint(buf, o + dev_at, 4, big))
+        cols[7, i] = np.int64(_uint(buf, o + dev_at + 4, 4, big))
+        err = np.int64(_uint(buf, o + dev_at + 8, 2, big))
+        cols[8, i] = err - 65536 if err >= 32768 else err
+        plen = np.int64(_uint(buf, o + dev_at + 10, 2, big))
+        pdu_start[i] = o + hdr
+        pdu_len[i] = plen
+        is_note[i] = (action >> np.uint64(16)) & np.uint64(0x400) != 0
+        start = o + hdr + (8 if action & np.uint64(0x100) else 0)
+        if start + 8 <= o + hdr + plen:
+            v = _uint(buf, start, 8, True)  # PDU integers are big-endian whatever the records' order
+            cols[9, i] = np.int64(v) if v <= top else -1
+        else:
+            cols[9, i] = -1
+    return cols, is_note, pdu_start, pdu_len
 
 
 def parse_blktrace(paths: list[Path], rep: int = 0) -> BlktraceTables:
     """block_event and trace_marker rows of a set of blktrace files (per-CPU files or one stream)."""
-    fields = ("sequence", "time", "sector", "bytes", "action", "pid", "device", "cpu", "error")
-    cols: dict[str, list[np.ndarray]] = {f: [] for f in fields}
-    pdu_be64: list[np.ndarray] = []
+    parts: list[np.ndarray] = []
     notes: list[tuple[int, int, int, bytes, str]] = []  # (kind, pid, time, payload, byte order)
     warnings: list[str] = []
     for path in paths:
-        recs, pdu_at, data, warn = read_records(path)
-        order_name = "big" if data and detect_format(data[:4], path)[1] else "little"
-        warnings += warn
-        action = recs["action"].astype(np.int64)
-        is_note = (action >> TC_SHIFT) & TC["notify"] != 0
+        try:
+            data = Path(path).read_bytes()
+        except OSError as e:
+            raise ParseError(path, 0, f"cannot read: {e.strerror}") from None
+        if not data:
+            continue
+        version, big = detect_format(data[:4], path)
+        buf = np.frombuffer(data, np.uint8)
+        offs, end, resyncs, first_resync = _walk(buf, big, version)
+        if resyncs:
+            warnings.append(f"{path}: {resyncs} stretch(es) of bytes that are not blktrace records, the first at "
+                            f"byte offset {first_resync}; skipped to the next record")
+        if end < len(data):
+            warnings.append(f"{path}: cut record at byte offset {end} (truncated file); every complete record "
+                            "before it was kept")
+        cols, is_note, pdu_start, pdu_len = _decode(buf, offs, big, version)
         for i in np.flatnonzero(is_note):
-            start = int(pdu_at[i])
-            notes.append((int(action[i] & 0xFF), int(recs["pid"][i]), int(recs["time"][i]),
-                          data[start:start + int(recs["pdu_len"][i])], order_name))
-        keep = ~is_note
-        for f in fields:
-            cols[f].append(recs[f][keep].astype(np.int64 if f != "time" and f != "sector" else np.uint64))
-        # The first 8 PDU bytes as a big-endian u64 (split: the new sector; unplug: the request count),
-        # after the cgroup id when the action says one is there.
-        starts = pdu_at[keep] + np.where((action[keep] & CGROUP_FLAG) != 0, 8, 0)
-        ends = pdu_at[keep] + recs["pdu_len"][keep].astype(np.int64)
-        pdu_be64.append(_be64_at(np.frombuffer(data, np.uint8), starts.astype(np.int64), ends))
-    merged = {f: (np.concatenate(v) if v else np.zeros(0, np.int64)) for f, v in cols.items()}
-    pdu = np.concatenate(pdu_be64) if pdu_be64 else np.zeros(0, np.int64)
+            start = int(pdu_start[i])
+            notes.append((int(cols[4, i] & 0xFF), int(cols[5, i]), int(cols[1, i]),
+                          data[start:start + int(pdu_len[i])], "big" if big else "little"))
+        parts.append(cols[:, ~is_note] if is_note.any() else cols)
+    both = parts[0] if len(parts) == 1 else (np.concatenate(parts, axis=1) if parts else np.zeros((10, 0), np.int64))
+    merged = dict(zip(FIELDS, both))
+    pdu = merged.pop("pdu")
     t = merged["time"]
     if len(paths) > 1 or not bool(np.all(t[1:] >= t[:-1])):  # one stream is usually in time order already
         order = np.argsort(t, kind="stable")
@@ -244,23 +245,22 @@ def parse_blktrace(paths: list[Path], rep: int = 0) -> BlktraceTables:
         m = merged
     tc = m["action"] >> TC_SHIFT
     event = pl.Series("event", [ACTION_EVENT[int(c)] for c in codes]).gather(np.searchsorted(codes, low))
-    sector = m["sector"].astype(np.uint64)
-    sector_i = np.where(sector > np.uint64((1 << 63) - 1), -1, sector.astype(np.int64))
-    nbytes = m["bytes"].astype(np.int64)
+    sector_i = m["sector"]
+    nbytes = m["bytes"]
     is_plug = (low == 9) | (low == 10) | (low == 11)
     is_split = low == 13
     nr = np.where(is_split, np.where((pdu >= 0) & (sector_i >= 0), pdu - sector_i, -1), nbytes >> 9)
     size = np.where(is_split, np.where(nr >= 0, nr * 512, -1), nbytes)
     block = pl.DataFrame({
-        "rep": np.full(len(low), rep, np.int32), "ts": m["time"].astype(np.int64),
+        "rep": np.full(len(low), rep, np.int32), "ts": m["time"],
         "cpu": m["cpu"].astype(np.int32), "pid": m["pid"].astype(np.int32),
         "comm": pl.Series(m["pid"]).replace_strict(comm_of, default="", return_dtype=pl.Utf8) if comm_of
-        else pl.Series([""] * len(low), dtype=pl.Utf8),
+        else pl.repeat("", len(low), dtype=pl.Utf8, eager=True),
         "event": event, "dev_major": (m["device"] >> 20).astype(np.int32),
         "dev_minor": (m["device"] & 0xFFFFF).astype(np.int32),
         "sector": np.where(is_plug, -1, sector_i), "nr_sector": np.where(is_plug, -1, nr),
         "size_bytes": np.where(is_plug, -1, size), "rwbs": _rwbs(tc, nbytes),
-        "error": m["error"].astype(np.int16).astype(np.int32),
+        "error": m["error"].astype(np.int32),
     })
     marker_df = pl.DataFrame(markers, schema=TRACE_MARKER.columns) if markers else TRACE_MARKER.empty()
     return BlktraceTables(block_event=BLOCK_EVENT.validate(block), trace_marker=TRACE_MARKER.validate(marker_df),
