@@ -1,4 +1,8 @@
-"""Block events -> one row per block request (the `block_rq` table), vectorized.
+"""Block events -> one row per block request (the `block_rq` table).
+
+Three implementations of one definition: pair_block_requests runs the compiled state machine (pairing_kernel.py,
+numba, ~8 M events/s of CPU here), pair_block_requests_vectorized matches every FIFO at once with numpy (fifo.py; used when
+numba is missing), and pairing_oracle.py is the obvious event-at-a-time Python; tests hold all three equal.
 
 Definitions (shared with the event-at-a-time oracle in pairing_oracle.py, which tests compare against):
 
@@ -128,7 +132,10 @@ _STAT_NAMES = ("stale queue", "stale open end", "stale pending request", "stale 
 def pair_block_requests(block_event: pl.DataFrame, *, stale_after_ns: int = STALE_AFTER_NS
                         ) -> tuple[pl.DataFrame, PairingStats]:
     """block_rq rows and pairing statistics; the compiled state machine (pairing_kernel.py)."""
-    from mobiperf.analyzers.pairing_kernel import NULL, pair_events
+    try:
+        from mobiperf.analyzers.pairing_kernel import NULL, pair_events
+    except ImportError:  # no numba on this host
+        return pair_block_requests_vectorized(block_event, stale_after_ns=stale_after_ns)
 
     stats = PairingStats()
     ev, kind, ts, sector, nr, dev, is_flush_op = _event_arrays(block_event, stats)
