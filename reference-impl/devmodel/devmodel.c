@@ -31,7 +31,7 @@
  * The counters are written as JSON to counters=PATH on SIGUSR1 and at
  * unmount.
  */
-#define FUSE_USE_VERSION 34
+#define FUSE_USE_VERSION 312
 #define _GNU_SOURCE
 
 #include <errno.h>
@@ -73,6 +73,19 @@ struct dm_options {
 	int list_profiles;
 	int show_help;
 };
+
+static void dm_free_options(struct dm_options *o)
+{
+	char **strs[] = { &o->profile, &o->write_bw, &o->read_bw, &o->burst,
+			  &o->size, &o->rand_write_lat, &o->rand_read_lat,
+			  &o->seq_lat, &o->flush_lat, &o->counters, &o->nice };
+	unsigned int i;
+
+	for (i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+		free(*strs[i]);
+		*strs[i] = NULL;
+	}
+}
 
 #define DM_OPT(t, p) { t, offsetof(struct dm_options, p), 1 }
 static const struct fuse_opt dm_opt_spec[] = {
@@ -702,7 +715,7 @@ int main(int argc, char *argv[])
 				 .direct_backing = -1 };
 	struct dm_positional pos = { 0 };
 	struct fuse_cmdline_opts copts = { 0 };
-	struct fuse_loop_config lcfg = { 0 };
+	struct fuse_loop_config *lcfg;
 	struct dm_profile prof;
 	pthread_t sigthr;
 	int have_sigthr = 0;
@@ -803,9 +816,19 @@ int main(int argc, char *argv[])
 	if (copts.singlethread) {
 		ret = fuse_session_loop(dm.se);
 	} else {
-		lcfg.clone_fd = copts.clone_fd;
-		lcfg.max_idle_threads = copts.max_idle_threads;
-		ret = fuse_session_loop_mt(dm.se, &lcfg);
+		lcfg = fuse_loop_cfg_create();
+		if (!lcfg) {
+			ret = 1;
+			goto out_unmount;
+		}
+		fuse_loop_cfg_set_clone_fd(lcfg, (unsigned int)copts.clone_fd);
+		/* UINT_MAX is fuse_parse_cmdline()'s "not given" */
+		if (copts.max_idle_threads != UINT_MAX)
+			fuse_loop_cfg_set_idle_threads(lcfg,
+						       copts.max_idle_threads);
+		fuse_loop_cfg_set_max_threads(lcfg, copts.max_threads);
+		ret = fuse_session_loop_mt(dm.se, lcfg);
+		fuse_loop_cfg_destroy(lcfg);
 	}
 out_unmount:
 	fuse_session_unmount(dm.se);
@@ -826,6 +849,7 @@ out_sig:
 	if (dm.direct_fd >= 0)
 		close(dm.direct_fd);
 	free(copts.mountpoint);
+	dm_free_options(&o);
 	free(pos.backing);
 	free(pos.mountpoint);
 	fuse_opt_free_args(&args);
