@@ -14,6 +14,7 @@ Needs root, FUSE and reference-impl/bin/devmodel (make -C reference-impl). Media
 from __future__ import annotations
 
 import argparse
+import json
 import mmap
 import os
 import random
@@ -231,6 +232,7 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="smaller files (a smoke run, noisier)")
     parser.add_argument("--only", choices=("profiles", "host"), help="run one part only")
+    parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
         print("devmodel_bench: needs root and /dev/fuse", file=sys.stderr)
@@ -251,13 +253,24 @@ def main() -> int:
             rows += emmc_rows("ufs-2020", Path(tmp) / "ufs", args.reps, 4 * seq_size, 4 * rand_count)
         if rows:
             print_profile_rows(rows)
-        if args.only == "profiles":
-            return 0
-        host = host_overhead_rows(Path(tmp) / "host", args.reps, 2 * seq_size, 4 * rand_count)
-        print(f"{'ext4 on loop (dio), workload':36} {'plain loop':>22} {'host profile':>22} {'host/plain':>10}")
-        for workload, plain, hosted in host:
-            ratio = statistics.median(hosted) / statistics.median(plain)
-            print(f"{workload:36} {fmt(plain):>22} {fmt(hosted):>22} {ratio:10.2f}")
+        host = []
+        if args.only != "profiles":
+            host = host_overhead_rows(Path(tmp) / "host", args.reps, 2 * seq_size, 4 * rand_count)
+            print(f"{'ext4 on loop (dio), workload':36} {'plain loop':>22} {'host profile':>22} {'host/plain':>10}")
+            for workload, plain, hosted in host:
+                ratio = statistics.median(hosted) / statistics.median(plain)
+                print(f"{workload:36} {fmt(plain):>22} {fmt(hosted):>22} {ratio:10.2f}")
+    if args.json:
+        args.json.write_text(json.dumps({
+            "load_average": load[0],
+            "reps": args.reps,
+            "profiles": [
+                {"config": r.config, "workload": r.workload, "unit": r.unit, "values": r.values,
+                 "nominal": r.nominal, "device_busy": r.busy, "device_saw": r.per_op}
+                for r in rows
+            ],
+            "host_overhead": [{"workload": w, "plain_loop": p, "host_profile": h} for w, p, h in host],
+        }, indent=2))
     return 0
 
 
