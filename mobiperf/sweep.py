@@ -311,6 +311,8 @@ def plan_cell(params: dict[str, str], *, available_fs: set[str] | None = None) -
     mobibench = ["mobibench", "-p", workdir, "-q", "--no-drop-caches"]
     if p["compat"] != "1.0.8":
         mobibench.insert(1, f"--compat={p['compat']}")
+    else:
+        mobibench.append("--json=-")  # full-precision figures and per-IO latency percentiles after the text
     if p["workload"] == "file":
         file_kib = parse_size(p["file_size"]) // 1024
         record_kib = parse_size(p["record"]) // 1024
@@ -384,9 +386,48 @@ def unit_metrics(run_path: Path, plan: CellPlan) -> tuple[dict[str, float], list
             stderr.read_text(errors="replace")).items()})
     for m in rep.get("metrics", []) or []:
         out.setdefault(metric_key(m), float(m["value"]))
+    try:
+        out.update(timed_window_metrics(run_path))
+    except Exception as e:  # noqa: BLE001 - a table another version wrote differently is a note, not a failure
+        notes.append(f"no timed-window block figures: {type(e).__name__}: {e}")
     if meta.get("status") != "complete":
         notes.append(f"run status {meta.get('status')!r}: analysis did not finish; raw figures only")
     return out, notes
+
+
+def timed_window_metrics(run_path: Path) -> dict[str, float]:
+    """Block requests issued inside the workload's own timed window (Mobibench's timed_start/timed_end trace
+    markers), so a file's preparation does not count: window.block.{requests,bytes}{op=...}, and the mean and
+    median device time (D2C, issue -> complete) and block-layer time (Q2C, queue -> complete) in ns, and
+    window.block.d2c.sum (ns of device time). {} when the run has no markers or no block table."""
+    import polars as pl
+
+    tables = run_path / "tables"
+    if not (tables / "trace_marker.parquet").exists() or not (tables / "block_rq.parquet").exists():
+        return {}
+    marks = pl.read_parquet(tables / "trace_marker.parquet").filter(pl.col("rep") == 0)
+    start = marks.filter(pl.col("text").str.contains("timed_start"))["ts"]
+    end = marks.filter(pl.col("text").str.contains("timed_end"))["ts"]
+    if start.len() == 0 or end.len() == 0:
+        return {}
+    rq = pl.read_parquet(tables / "block_rq.parquet").filter(
+        (pl.col("rep") == 0) & pl.col("issue_ts").is_not_null() & pl.col("complete_ts").is_not_null()
+        & (pl.col("issue_ts") >= start.min()) & (pl.col("complete_ts") <= end.max()))
+    out: dict[str, float] = {}
+    for (op,), group in rq.group_by(["op"]):
+        d2c = (group["complete_ts"] - group["issue_ts"]).cast(pl.Float64)
+        out[f"window.block.requests{{op={op}}}"] = float(group.height)
+        out[f"window.block.bytes{{op={op}}}"] = float(group["size_bytes"].sum())
+        out[f"window.block.d2c.mean{{op={op}}}"] = float(d2c.mean())
+        out[f"window.block.d2c.p50{{op={op}}}"] = float(d2c.median())
+        out[f"window.block.d2c.sum{{op={op}}}"] = float(d2c.sum())
+        queued = group.filter(pl.col("queue_ts").is_not_null())
+        if queued.height:
+            q2c = (queued["complete_ts"] - queued["queue_ts"]).cast(pl.Float64)
+            out[f"window.block.q2c.mean{{op={op}}}"] = float(q2c.mean())
+            out[f"window.block.q2c.p50{{op={op}}}"] = float(q2c.median())
+    out["window.elapsed"] = (end.max() - start.min()) / 1e9
+    return out
 
 
 def counter_metrics(counters: dict) -> dict[str, float]:

@@ -52,7 +52,7 @@ def test_plan_of_a_bfuse_cell_is_a_stack_and_a_timed_command():
     assert plan.stack == "ext4+bfuse:io_unit=4k,buffer=0,flush_ms=10ms"
     assert plan.device == "emmc-2012" and plan.scheduler == "mq-deadline"
     assert plan.command[:2] == ["sh", "-c"]
-    assert "mobibench -p . -q --no-drop-caches -f 32768 -r 512 -a 4 -y 0 -t 1" in plan.command[2]
+    assert "mobibench -p . -q --no-drop-caches --json=- -f 32768 -r 512 -a 4 -y 0 -t 1" in plan.command[2]
     assert plan.command[2].endswith("&& sync ./test.dat0")
     assert plan.bytes_moved == 32 << 20
 
