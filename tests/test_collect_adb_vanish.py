@@ -1,0 +1,65 @@
+"""The device disappears mid-run (the loopback adbd is killed while the workload runs and ftrace streams):
+`mobiperf run` ends with an error instead of hanging, the partial run is kept, marked incomplete, and can be
+re-analysed offline from what was streamed before the device went away."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import needs_root
+
+pytest_plugins = ["adb_fixtures"]
+pytestmark = needs_root
+MOBIPERF = [sys.executable, "-m", "mobiperf"]
+INSTANCES = Path("/sys/kernel/tracing/instances")
+
+
+def _instances() -> set[str]:
+    return set(os.listdir(INSTANCES)) if INSTANCES.is_dir() else set()
+
+
+def test_device_vanishes_mid_run(start_loopback, tmp_path):
+    device = start_loopback()
+    before = _instances()
+    base = tmp_path / "device-storage"
+    base.mkdir()
+    out = tmp_path / "vanished"
+    env = dict(os.environ, ANDROID_ADB_SERVER_PORT=str(device.server_port))
+    proc = subprocess.Popen([*MOBIPERF, "run", "-t", f"adb:{device.serial}", "--stack", f"dir:{base}", "-o",
+                             str(out), "--", "sh", "-c", "dd if=/dev/zero of=f bs=4k count=64 oflag=direct; "
+                             "sync; sleep 39.5"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        trace = out / "raw" / "rep0" / "ftrace.txt"
+        deadline = time.monotonic() + 120
+        while not (trace.exists() and b"block_rq_complete" in trace.read_bytes()):
+            assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
+            time.sleep(0.2)
+        device.kill()
+        _, stderr = proc.communicate(timeout=180)  # every adb call has a timeout: no hang
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        # The "device" is this host: what the vanished device kept (its tracefs instance) is removed here,
+        # as a phone would drop it at its next boot.
+        for name in _instances() - before:
+            if name.startswith("mobiperf"):
+                subprocess.run(["rmdir", str(INSTANCES / name)], timeout=30)
+    assert proc.returncode != 0 and "Traceback" not in stderr, stderr[-2000:]
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["status"] == "incomplete"
+    # Re-analysable offline from the streamed part of the trace.
+    done = subprocess.run([*MOBIPERF, "analyze", str(out), "--format", "json"], capture_output=True, text=True,
+                          timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    import polars as pl
+
+    events = pl.read_parquet(out / "tables" / "block_event.parquet")
+    assert len(events.filter(pl.col("event") == "block_rq_complete")) >= 64
