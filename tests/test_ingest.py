@@ -95,3 +95,17 @@ def test_ingest_trace_cmd_dat(tmp_path):
     counts = dict(events.group_by("event").len().iter_rows())
     assert counts == {"block_bio_queue": 10, "block_getrq": 10, "block_rq_issue": 10}
     assert set(events["size_bytes"]) == {4096}
+
+
+def test_lost_events_are_reported_per_source(tmp_path):
+    """`CPU:N [LOST n EVENTS]` in a phone's trace: run.json's parse summary names the source, show warns."""
+    trace = tmp_path / "lossy.txt"
+    lines = (FIX / "ftrace" / "k4.14-android-ufs.txt").read_text().splitlines()
+    lines.insert(5, "CPU:2 [LOST 4321 EVENTS]")
+    trace.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "lossy"
+    assert ingest(str(trace), "-o", str(out)).returncode == 0
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["parse"]["repetitions"]["0"]["lost_events"] == {"ftrace": 4321}
+    show = subprocess.run([*MOBIPERF, "show", str(out)], capture_output=True, text=True, timeout=60)
+    assert "ftrace: 4321 events were lost" in show.stdout
