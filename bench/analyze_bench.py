@@ -17,6 +17,7 @@ Prints a table of medians and ranges over the repetitions; the machine is shared
 from __future__ import annotations
 
 import argparse
+import resource
 import shutil
 import statistics
 import subprocess
@@ -135,6 +136,7 @@ def run_mobiperf(stem: Path) -> tuple[float, dict]:
     from mobiperf.collectors.parse.blktrace import parse_blktrace
 
     files = sorted(stem.parent.glob(f"{stem.name}.blktrace.*"))
+    c0 = time.process_time()
     t0 = time.perf_counter()
     parsed = parse_blktrace(files)
     t1 = time.perf_counter()
@@ -144,21 +146,28 @@ def run_mobiperf(stem: Path) -> tuple[float, dict]:
     count_io_classes(bio), share_block_io(bio)
     lat = summarize_block_latency(bio)
     t3 = time.perf_counter()
+    cpu = time.process_time() - c0
     d2c = lat.filter((pl.col("phase") == "d2c") & (pl.col("op") == "write"))["mean_ns"]
-    return t3 - t0, {"parse_s": t1 - t0, "pair_s": t2 - t1, "classify_s": t3 - t2, "requests": stats.requests,
+    return t3 - t0, {"cpu_s": cpu, "parse_s": t1 - t0, "pair_s": t2 - t1, "classify_s": t3 - t2, "requests": stats.requests,
                      "matched": stats.matched_share, "d2c_write_mean_us": float(d2c[0]) / 1e3 if len(d2c) else None}
 
 
-def run_peers(stem: Path, work: Path) -> tuple[float, float, str]:
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def run_peers(stem: Path, work: Path) -> tuple[float, float, float]:
     merged = work / "merged.bin"
+    c0 = _children_cpu()
     t0 = time.perf_counter()
     subprocess.run(["blkparse", "-q", "-i", stem.name, "-D", str(stem.parent), "-d", str(merged), "-o",
                     "/dev/null"], check=True, timeout=3600, stdout=subprocess.DEVNULL)
     t1 = time.perf_counter()
-    out = subprocess.run(["btt", "-i", str(merged), "-o", str(work / "btt")], check=True, timeout=3600,
-                         capture_output=True, text=True)
+    subprocess.run(["btt", "-i", str(merged), "-o", str(work / "btt")], check=True, timeout=3600,
+                   capture_output=True, text=True)
     t2 = time.perf_counter()
-    return t1 - t0, t2 - t1, out.stdout
+    return t1 - t0, t2 - t1, _children_cpu() - c0
 
 
 def main() -> None:
@@ -178,14 +187,15 @@ def main() -> None:
         small = work / "warm"
         write_blktrace(base, small)
         run_mobiperf(small)  # numba compile / cache load, imports
-        ours, parts, peers_parse, peers_btt = [], [], [], []
+        ours, parts, peers_parse, peers_btt, peers_cpu = [], [], [], [], []
         for _ in range(args.repeat):
             t, info = run_mobiperf(stem)
             ours.append(t)
             parts.append(info)
-            p, b, _ = run_peers(stem, work)
+            p, b, c = run_peers(stem, work)
             peers_parse.append(p)
             peers_btt.append(b)
+            peers_cpu.append(c)
 
     def fmt(xs):
         return f"{statistics.median(xs):7.2f} s  [{min(xs):.2f}-{max(xs):.2f}]"
@@ -193,7 +203,7 @@ def main() -> None:
     peers = [p + b for p, b in zip(peers_parse, peers_btt)]
     med = statistics.median
     print(f"events: {n:,} (block events of {len(base):,} from the golden traces, replayed); repeat {args.repeat}")
-    print(f"{'tool':<34} {'time (median [range])':<26} {'M events/s':>10}")
+    print(f"{'tool (wall time unless CPU)':<34} {'time (median [range])':<26} {'M events/s':>10}")
     print(f"{'mobiperf parse+pair+classify':<34} {fmt(ours):<26} {n / med(ours) / 1e6:>10.2f}")
     for key, label in (("parse_s", "  parse_blktrace"), ("pair_s", "  pair_block_requests"),
                        ("classify_s", "  block_io + io_class/share/latency")):
@@ -202,7 +212,13 @@ def main() -> None:
     print(f"{'blkparse -d + btt':<34} {fmt(peers):<26} {n / med(peers) / 1e6:>10.2f}")
     print(f"{'  blkparse -d':<34} {fmt(peers_parse):<26} {n / med(peers_parse) / 1e6:>10.2f}")
     print(f"{'  btt':<34} {fmt(peers_btt):<26} {n / med(peers_btt) / 1e6:>10.2f}")
-    print(f"speed-up vs blkparse+btt: {med(peers) / med(ours):.2f}x; requests {parts[-1]['requests']:,}, "
+    ours_cpu = [p["cpu_s"] for p in parts]
+    print(f"{'CPU time: mobiperf':<34} {fmt(ours_cpu):<26} {n / med(ours_cpu) / 1e6:>10.2f}")
+    print(f"{'CPU time: blkparse -d + btt':<34} {fmt(peers_cpu):<26} {n / med(peers_cpu) / 1e6:>10.2f}")
+    print(f"speed-up vs blkparse+btt: wall {med(peers) / med(ours):.2f}x, CPU {med(peers_cpu) / med(ours_cpu):.2f}x; "
+          f"load average {open('/proc/loadavg').read().split()[0]} on {len(__import__('os').sched_getaffinity(0))} "
+          "cores")
+    print(f"requests {parts[-1]['requests']:,}, "
           f"fully matched {parts[-1]['matched']:.4f}, mean write D2C {parts[-1]['d2c_write_mean_us']:.1f} us")
 
 
