@@ -28,7 +28,7 @@ _FIGURES_JS = """
   const divs = Array.from(document.querySelectorAll('.js-plotly-plot, .plotly-graph-div'));
   const uniq = Array.from(new Set(divs));
   return JSON.stringify({now: performance.now(), figures: uniq.map(d => ({
-    id: d.id, traces: (d.data || []).length,
+    id: d.id, traces: (d.data || []).length, on_first_screen: d.getBoundingClientRect().top < window.innerHeight,
     points: (d._fullData || []).reduce((n, t) => n + ((t.x && t.x.length) || (t.y && t.y.length) || 0), 0),
     drawn: !!d.querySelector('.main-svg') && !!d._fullLayout,
     title: (d.layout && d.layout.title && (d.layout.title.text || d.layout.title)) || ''
@@ -54,6 +54,7 @@ class PageCheck:
     console_errors: list[str] = field(default_factory=list)
     figures: list[dict] = field(default_factory=list)
     load_s: float = 0.0            # navigation start -> every figure drawn, by the page's own clock
+    first_screen_s: float = 0.0    # navigation start -> the figures of the first screen drawn
     js_heap_bytes: int = 0
     screenshot: Path | None = None
     text: str = ""                 # the page's visible text
@@ -164,6 +165,8 @@ def _run_check(dt: _DevTools, path: Path, screenshot: Path | None, timeout: floa
         if not loaded:
             continue
         state = _figures_state(dt)
+        if not check.first_screen_s and all(f["drawn"] for f in state["figures"] if f["on_first_screen"]):
+            check.first_screen_s = state["now"] / 1e3
         if all(f["drawn"] for f in state["figures"]):
             break
     else:

@@ -90,7 +90,7 @@ def _table3(groups: list[RunGroup], tables: list[dict[str, pl.DataFrame]]) -> st
 def render_compare(result: CompareResult) -> str:
     groups = [result.base] + [p.new for p in result.pairs]
     labels = [f"BASE {result.base.label}"] + [f"NEW {p.new.label}" for p in result.pairs]
-    tables = [group_tables(g, ("io_class", "block_io", "syscall_class", "fuse_latency")) for g in groups]
+    tables = [group_tables(g, ("io_class", "block_io", "syscall_class", "fuse_latency", "waterfall")) for g in groups]
     status = status_label(g.status for g in groups)
     parts = [f"<h1>Compare: {esc(result.base.label)} → {esc(', '.join(p.new.label for p in result.pairs))}</h1>",
              f"<p class='sub'>{esc(method_description(result.options))}</p>"]
@@ -133,6 +133,9 @@ def render_compare(result: CompareResult) -> str:
         figs.append(figure_div(figures.fig_cdf_overlay(with_block, "d2c"), "fig-cdf-d2c"))
         figs.append(figure_div(figures.fig_cdf_overlay(with_block, "q2c"), "fig-cdf-q2c"))
         figs.append(figure_div(figures.fig_breakdown_overlay(with_block), "fig-breakdown-overlay"))
+    with_waterfall = {label: t["waterfall"] for label, t in zip(labels, tables) if "waterfall" in t}
+    if len(with_waterfall) == len(labels):
+        figs.append(figure_div(figures.fig_layers_overlay(with_waterfall), "fig-layers-overlay"))
     lacking = [label for label, t in zip(labels, tables) if "block_io" not in t or "io_class" not in t]
     if lacking:
         parts.append(missing(f"The figures of {', '.join(lacking)}",

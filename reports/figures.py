@@ -163,7 +163,7 @@ def fig_layer_breakdown(block_io: pl.DataFrame, waterfall: pl.DataFrame | None =
         for name, color in WATERFALL_LAYERS:
             fig.add_bar(name=name, x=[f"{g} (n={rows[g]['n']:,})" for g in groups],
                         y=[rows[g][name] / 1e3 for g in groups], marker_color=color)
-        return _layout(fig, "Time of synchronous calls by layer and IO size (mean per call)", barmode="stack",
+        return _layout(fig, "Sync call time by layer and IO size (mean)", barmode="stack",
                        yaxis_title="mean time per call (µs)")
     # Writes are the papers' subject (and reads, often a few cache misses, would dwarf them): writes when any.
     op = "write" if (block_io["op"] == "write").any() else "read"
@@ -494,3 +494,17 @@ def fig_breakdown_overlay(block_ios: dict[str, pl.DataFrame], op: str = "write")
                     text=[f"{y:.0f}" for y in ys], textposition="inside")
     return _layout(fig, f"Block latency breakdown of {op}s by run (mean per request)", barmode="stack",
                    yaxis_title="µs")
+
+
+def fig_layers_overlay(waterfalls: dict[str, pl.DataFrame]) -> go.Figure:
+    """Seed 000 Fig. 3 across runs: the mean time of a synchronous call in each layer (fs+kernel, FUSE, block
+    queue, device), stacked, one bar per run."""
+    fig = go.Figure()
+    labels = list(waterfalls)
+    means = {label: waterfall_layers(df).select([pl.col(n).mean() for n, _ in WATERFALL_LAYERS]).row(0, named=True)
+             for label, df in waterfalls.items()}
+    for name, color in WATERFALL_LAYERS:
+        ys = [(means[label][name] or 0) / 1e3 for label in labels]
+        fig.add_bar(name=name, x=labels, y=ys, marker_color=color, text=[f"{y:.0f}" for y in ys],
+                    textposition="inside")
+    return _layout(fig, "Time of a synchronous call by layer, by run (mean)", barmode="stack", yaxis_title="µs")

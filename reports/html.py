@@ -5,6 +5,7 @@ figures as divs, and tables of result rows."""
 from __future__ import annotations
 
 import html
+import json
 from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Any, Iterable
@@ -50,9 +51,31 @@ footer { color: #888; font-size: 0.8em; text-align: center; padding: 1em; }
 """
 
 
-# Figures are drawn while the page is still being parsed; once layout is final, fit each to its box.
-_RESIZE_JS = ("window.addEventListener('load', function () { document.querySelectorAll('.js-plotly-plot')"
-              ".forEach(function (d) { Plotly.Plots.resize(d); }); });")
+# Figures are drawn lazily: those on (or near) the screen first, as soon as the layout is final, then the others
+# one by one while the browser is idle. A report with a dozen figures and a million requests is readable in the
+# time the first screen takes, and the page never freezes while plotly draws what nobody looks at yet.
+_DRAW_JS = """
+(function () {
+  var figs = Array.prototype.slice.call(document.querySelectorAll('.mp-fig'));
+  var later = window.requestIdleCallback || function (f) { return setTimeout(f, 1); };
+  function draw(div) {
+    if (div.getAttribute('data-drawn')) return;
+    div.setAttribute('data-drawn', '1');
+    var spec = JSON.parse(document.getElementById(div.id + '-spec').textContent);
+    Plotly.newPlot(div, spec.data, spec.layout, spec.config);
+  }
+  var seen = new IntersectionObserver(function (entries) {
+    entries.forEach(function (e) { if (e.isIntersecting) { seen.unobserve(e.target); draw(e.target); } });
+  }, {rootMargin: '400px'});
+  figs.forEach(function (d) { seen.observe(d); });
+  function drawNext() {
+    for (var i = 0; i < figs.length; i++) {
+      if (!figs[i].getAttribute('data-drawn')) { draw(figs[i]); later(drawNext); return; }
+    }
+  }
+  window.addEventListener('load', function () { later(drawNext); });
+})();
+"""
 
 
 @lru_cache(maxsize=1)
@@ -67,10 +90,13 @@ def esc(value: Any) -> str:
 
 
 def figure_div(fig, div_id: str) -> str:
-    """A plotly figure as a div (plotly.js is in the page head)."""
-    body = pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=div_id, config=PLOTLY_CONFIG,
-                       validate=False)
-    return f'<div class="fig">{body}</div>'
+    """A plotly figure as an empty div of its final height plus its JSON spec; _DRAW_JS draws it."""
+    spec = pio.to_json(fig, validate=False, pretty=False)
+    spec = spec[:-1] + ',"config":' + json.dumps(PLOTLY_CONFIG) + "}"
+    spec = spec.replace("</", "<\\/")  # a string in the data must not close the script element
+    height = fig.layout.height or 380
+    return (f'<div class="fig"><div id="{div_id}" class="mp-fig plotly-graph-div" style="height:{height}px;'
+            f'width:100%"></div><script type="application/json" id="{div_id}-spec">{spec}</script></div>')
 
 
 def status_label(statuses: Iterable[str | None]) -> str | None:
@@ -97,7 +123,7 @@ def page(title: str, nav: list[tuple[str, str]], body: str, status: str | None) 
             f"<script>{plotly_js()}</script></head><body>"
             f"<nav><span class='brand'>mobiperf</span>{badge}{links}</nav><main>{body}</main>"
             f"<footer>generated {generated} by mobiperf; self-contained, works offline</footer>"
-            f"<script>{_RESIZE_JS}</script></body></html>")
+            f"<script>{_DRAW_JS}</script></body></html>")
 
 
 def format_cell(column: str, value: Any) -> tuple[str, bool]:

@@ -116,9 +116,10 @@ def test_million_request_report_opens_in_under_5_s_and_stays_under_50_mb(tmp_pat
     floor_page.write_text(f"<html><head><script>{plotly_js()}</script></head><body></body></html>")
     floor = check_page(floor_page).load_s
     print(f"\n1M requests: synthesise+analyse {t1 - t0:.1f} s, report {t2 - t1:.1f} s, "
-          f"{size / 2**20:.1f} MiB, opened in {check.load_s:.2f} s (plotly.js alone {floor:.2f} s), "
-          f"JS heap {check.js_heap_bytes / 2**20:.0f} MiB")
+          f"{size / 2**20:.1f} MiB, first screen drawn in {check.first_screen_s:.2f} s, every figure in "
+          f"{check.load_s:.2f} s (plotly.js alone {floor:.2f} s), JS heap {check.js_heap_bytes / 2**20:.0f} MiB")
     assert check.console_errors == []
     assert all(f["drawn"] for f in check.figures)
     assert size < 50 * 2**20
-    assert check.load_s < max(5.0, 1.5 * floor)
+    # "Opens": the first screen is drawn (the rest is drawn lazily, see reports/html.py).
+    assert check.first_screen_s < max(5.0, 1.5 * floor)
