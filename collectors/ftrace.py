@@ -286,9 +286,13 @@ class FtraceCollector(Collector):
         return sum(s.get("entries", 0) for s in self._per_cpu_stats().values())
 
 
-def block_event_specs(devices: list[tuple[int, int]]) -> list[EventSpec]:
+def block_event_specs(devices: list[tuple[int, int]], *, with_plugs: bool = False) -> list[EventSpec]:
+    """The block events of these devices. block_plug/unplug carry no device, so no filter can keep them to the
+    stack: they would record every process of the machine (noise and overhead on a busy host) and no analyzer
+    uses them, so they come only when asked (with_plugs, or --event block:block_plug)."""
     dev_filter = " || ".join(f"dev == {kernel_dev_t(major, minor)}" for major, minor in devices)
-    return [EventSpec("block", name, None if name in DEVICELESS_EVENTS else dev_filter) for name in BLOCK_EVENTS]
+    return [EventSpec("block", name, None if name in DEVICELESS_EVENTS else dev_filter) for name in BLOCK_EVENTS
+            if with_plugs or name not in DEVICELESS_EVENTS]
 
 
 def parse_event_names(names: list[str]) -> list[EventSpec]:
