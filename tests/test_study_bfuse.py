@@ -33,8 +33,18 @@ def run_quick_study(name: str, out: Path, *extra: str, timeout: float = 600) -> 
     return result
 
 
+class _Claims(dict):
+    """The study's checks by claim; a key may be the start of a claim."""
+
+    def __missing__(self, start: str) -> dict:
+        found = [c for claim, c in self.items() if claim.startswith(start)]
+        if len(found) != 1:
+            raise KeyError(f"{start!r}: {len(found)} checks match; claims: {list(self)}")
+        return found[0]
+
+
 def checks_by_claim(result: dict) -> dict[str, dict]:
-    return {c["claim"].split(" (")[0]: c for c in result["checks"]}
+    return _Claims({c["claim"]: c for c in result["checks"]})
 
 
 def section_rows(result: dict, title_start: str) -> dict[str, dict]:

@@ -170,3 +170,27 @@ def test_summaries_and_matrix_text_show_median_ci_and_failures(tmp_path):
     page = write_matrix_page(data, tmp_path / "m.html").read_text()
     assert "Plotly.newPlot" in page and "<script src=" not in page
     assert "95% CI (bootstrap)" in page and "mobibench: boom" in page
+
+
+def test_cli_bad_input_lists_the_valid_choices(tmp_path):
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parent.parent
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "mobiperf", "sweep", "-o", str(tmp_path / "s"), *args],
+                              cwd=repo, capture_output=True, text=True, timeout=60)
+
+    bad = cli("-p", "filesystem=ext4")
+    assert bad.returncode == 2 and "valid parameters: fs, fs_journal, scheduler" in bad.stderr
+    bad = cli("-p", "layer=fuse3")
+    assert bad.returncode == 2 and "valid values: native, fuse, bfuse, fjord" in bad.stderr
+    resume = cli()
+    assert resume.returncode == 2 and "no sweep to resume" in resume.stderr
+    dry = cli("-p", "fs=ext4,f2fs", "-p", "layer=bfuse", "-p", "io_unit=4k,512k", "--dry-run")
+    assert dry.returncode == 0
+    assert "--stack ext4+bfuse:io_unit=4k" in dry.stdout and "--stack ext4+bfuse:io_unit=512k" in dry.stdout
+    if "f2fs" not in sweep.kernel_filesystems():
+        assert dry.stdout.count("skipped: this kernel has no f2fs") == 2
+    assert not (tmp_path / "s").exists()
