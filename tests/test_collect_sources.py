@@ -16,11 +16,21 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from conftest import _machine_state, needs_root
+from conftest import needs_root
 
 pytestmark = needs_root
 TRACEFS = "/sys/kernel/tracing"
 TOP_KNOBS = ("current_tracer", "options/bin", "options/context-info", "tracing_on")
+
+
+def ours(pid: int) -> dict[str, list[str]]:
+    """What the run of process pid has on the machine: its stack's mounts and loop devices, its instances."""
+    mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()
+              if f"/stack-{pid}-" in line]
+    loops = [line for line in subprocess.run(["losetup", "-a"], capture_output=True, text=True,
+                                             timeout=30).stdout.splitlines() if f"/stack-{pid}-" in line]
+    instances = [i for i in os.listdir(f"{TRACEFS}/instances") if i.startswith(f"mobiperf-cxtest-{pid}-")]
+    return {"mounts": mounts, "loop devices": loops, "tracefs instances": instances}
 
 
 def top_level_state() -> dict[str, str]:
@@ -36,11 +46,17 @@ def driver(tmp_path: Path, sources: list[str], event_sets: list[str]) -> Path:
     """A `mobiperf run` whose plan asks for these sources (the CLI itself has no option for them yet)."""
     script = tmp_path / "run_with_sources.py"
     script.write_text(textwrap.dedent(f"""
-        import functools, sys
+        import functools, itertools, os, sys
         from mobiperf import pipeline
-        from mobiperf.collectors import plan_collectors
+        from mobiperf.collectors import ftrace, plan_collectors
         pipeline.plan_collectors = functools.partial(plan_collectors, sources={sources!r},
                                                      event_sets={event_sets!r})
+        # Instance names this test can recognise on a machine shared with other runs.
+        counter, init = itertools.count(), ftrace.FtraceCollector.__init__
+        def named(self, *a, **kw):
+            kw.setdefault("name", f"mobiperf-cxtest-{{os.getpid()}}-{{next(counter)}}")
+            init(self, *a, **kw)
+        ftrace.FtraceCollector.__init__ = named
         from mobiperf.cli import main
         sys.argv = ["mobiperf", *sys.argv[1:]]
         main()
@@ -57,14 +73,21 @@ def sources():
 
 
 def test_every_source_collects_and_parses(tmp_path, sources):
-    before_top, before = top_level_state(), _machine_state()
+    before_top = top_level_state()
     out = tmp_path / "all"
     script = driver(tmp_path, sources, ["ext4", "jbd2", "writeback"])
-    done = subprocess.run([sys.executable, str(script), "run", "--stack", "ext4", "-o", str(out), "--",
-                           "dd", "if=/dev/zero", "of=f", "bs=4k", "count=200", "oflag=direct", "conv=fsync"],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert top_level_state() == before_top and _machine_state() == before
+    proc = subprocess.Popen([sys.executable, str(script), "run", "--stack", "ext4", "-o", str(out), "--",
+                             "dd", "if=/dev/zero", "of=f", "bs=4k", "count=200", "oflag=direct", "conv=fsync"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    assert proc.returncode == 0, stderr[-2000:]
+    assert top_level_state() == before_top and ours(proc.pid) == {"mounts": [], "loop devices": [],
+                                                                  "tracefs instances": []}
     meta = json.loads((out / "run.json").read_text())
     rep = meta["repetitions"][0]
     assert {"ftrace", "syscalls", "strace", "layout", "facts"} <= set(rep)
@@ -98,7 +121,7 @@ def test_every_source_collects_and_parses(tmp_path, sources):
 
 
 def test_sigint_mid_run_restores_everything(tmp_path, sources):
-    before_top, before = top_level_state(), _machine_state()
+    before_top = top_level_state()
     out = tmp_path / "interrupted"
     script = driver(tmp_path, sources, ["ext4", "jbd2"])
     proc = subprocess.Popen([sys.executable, str(script), "run", "--stack", "ext4", "-o", str(out), "--",
@@ -110,6 +133,8 @@ def test_sigint_mid_run_restores_everything(tmp_path, sources):
                 b"sleep" not in (out / "raw" / "rep0" / "strace.log").read_bytes():
             assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
             time.sleep(0.1)
+        during = ours(proc.pid)
+        assert len(during["tracefs instances"]) == 2 and during["mounts"] and during["loop devices"], during
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=90)
     finally:
@@ -119,7 +144,7 @@ def test_sigint_mid_run_restores_everything(tmp_path, sources):
     assert proc.returncode == 130, stderr[-2000:]
     assert json.loads((out / "run.json").read_text())["status"] == "incomplete"
     assert top_level_state() == before_top
-    assert _machine_state() == before
+    assert ours(proc.pid) == {"mounts": [], "loop devices": [], "tracefs instances": []}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
