@@ -216,3 +216,36 @@ def test_sqlite_truncate_journal_through_each_preset(fjord_mount, preset):
         assert policy["fsyncs_relaxed"] >= 60  # the whitelisted database's commits
     else:
         assert policy["fsyncs_relaxed"] == 0
+
+
+def test_whitelisted_directory_sync_is_skipped_only_when_nothing_changed(fjord_mount):
+    m = fjord_mount("fjord-ram", whitelist="cache")
+    cache = m.mountpoint / "cache"
+    cache.mkdir()
+
+    def sync_dir(path):
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def dirsyncs():
+        policy = m.counters()["policy"]
+        return policy["dirsyncs_honoured"], policy["dirsyncs_skipped"]
+
+    (cache / "journal").write_bytes(b"")
+    time.sleep(0.1)
+    sync_dir(cache)  # the new entry must become durable
+    assert dirsyncs() == (1, 0)
+    sync_dir(cache)  # nothing changed since: nothing to make durable
+    sync_dir(cache)
+    assert dirsyncs() == (1, 2)
+    (cache / "journal").rename(cache / "journal2")  # a change: honoured again
+    sync_dir(cache)
+    assert dirsyncs() == (2, 2)
+    (m.mountpoint / "data").mkdir()
+    sync_dir(m.mountpoint / "data")  # a critical directory: always a real sync, not counted here
+    sync_dir(m.mountpoint / "data")
+    assert dirsyncs() == (2, 2)
+    assert m.unmount()["policy"]["dirsyncs_skipped"] == 2

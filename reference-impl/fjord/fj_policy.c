@@ -151,6 +151,20 @@ bool fj_config_is_whitelisted(const struct fj_config *c, const char *rel)
 	return false;
 }
 
+bool fj_config_dir_whitelisted(const struct fj_config *c, const char *rel)
+{
+	while (*rel == '/')
+		rel++;
+	for (unsigned int i = 0; i < c->n_whitelist; i++) {
+		size_t n = strlen(c->whitelist[i]);
+
+		if (!strncmp(rel, c->whitelist[i], n) &&
+		    (rel[n] == '/' || rel[n] == '\0'))
+			return true;
+	}
+	return false;
+}
+
 void fj_config_free(struct fj_config *c)
 {
 	for (unsigned int i = 0; i < c->n_whitelist; i++)

@@ -55,6 +55,10 @@ int fj_config_whitelist(struct fj_config *c, const char *list,
  */
 bool fj_config_is_whitelisted(const struct fj_config *c, const char *rel);
 
+/* Is the directory at rel (relative to the mount root) whitelisted itself
+ * or below a whitelisted directory? */
+bool fj_config_dir_whitelisted(const struct fj_config *c, const char *rel);
+
 void fj_config_free(struct fj_config *c);
 
 #endif

@@ -37,9 +37,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <stdarg.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../fusecore/fusecore.h"
@@ -191,29 +191,103 @@ out:
 	return r;
 }
 
+/* ---- directory syncs --------------------------------------------------- */
+
 /*
- * WORKAROUND for fusecore (reported, not ours to edit): fc_ll_open reopens
- * the inode through "/proc/self/fd/N" with the application's flags, and
- * O_NOFOLLOW on that magic symlink fails with ELOOP, so SQLite (which opens
- * with O_NOFOLLOW) cannot reopen its journal. The kernel has already refused
- * a symlink before sending FUSE_OPEN, so dropping O_NOFOLLOW there is exact.
- * This definition of open() takes precedence over libc's for the whole
- * executable; remove it once fusecore strips O_NOFOLLOW itself.
+ * SQLite (journal_mode=TRUNCATE, synchronous=FULL) fsyncs the journal's
+ * directory at every transaction, although the directory has not changed:
+ * on ext4 each of those is still a device cache flush. In fjord-* presets a
+ * directory sync inside a whitelisted directory is honoured whenever the
+ * directory changed (its ctime moved) since its last honoured sync, and
+ * skipped when it would make nothing new durable. Metadata durability is
+ * therefore kept: every create/unlink/rename an application syncs is synced.
+ * A ctime is trusted only if it is 50 ms older than the start of the sync
+ * that recorded it, so a change within the same clock tick is never missed.
+ *
+ * WORKAROUND: fusecore has no fsyncdir hook (it calls fsync()/fdatasync()
+ * on the directory itself), so fjord defines these two functions for the
+ * whole executable and looks at directory descriptors here; every other
+ * descriptor goes straight to the system call.
  */
-int open(const char *path, int flags, ...)
+#define FJ_DIRSYNC_SLOTS 256
+#define FJ_DIRSYNC_MARGIN_NS (50 * 1000000LL)
+
+struct fj_dirsync {
+	dev_t dev;
+	ino_t ino;
+	int64_t ctime_ns;	/* directory ctime seen before the sync */
+	int64_t synced_ns;	/* realtime at the start of that sync */
+};
+
+static pthread_mutex_t fj_dirsync_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct fj_dirsync fj_dirsyncs[FJ_DIRSYNC_SLOTS];	/* fj_dirsync_lock */
+static uint64_t fj_c_dirsync_honoured, fj_c_dirsync_skipped;	/* atomic */
+
+static int fj_raw_sync(int fd, bool datasync)
 {
-	mode_t mode = 0;
+	return syscall(datasync ? SYS_fdatasync : SYS_fsync, fd);
+}
 
-	if (flags & (O_CREAT | O_TMPFILE)) {
-		va_list ap;
+static bool fj_dir_whitelisted(int fd)
+{
+	char proc[64], abs[PATH_MAX];
+	size_t n = strlen(fc_cfg.source);
+	ssize_t len;
 
-		va_start(ap, flags);
-		mode = va_arg(ap, mode_t);
-		va_end(ap);
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	len = readlink(proc, abs, sizeof(abs) - 1);
+	if (len < 0)
+		return false;
+	abs[len] = '\0';
+	if (strncmp(abs, fc_cfg.source, n) || abs[n] != '/')
+		return false;
+	return fj_config_dir_whitelisted(&fj_cfg, abs + n + 1);
+}
+
+static int fj_sync_fd(int fd, bool datasync)
+{
+	struct fj_dirsync *e;
+	struct timespec now;
+	struct stat st;
+	int64_t ctime_ns, start;
+	bool skip;
+	int r;
+
+	if (!fj_cfg.relax || !fc_cfg.source || fstat(fd, &st) ||
+	    !S_ISDIR(st.st_mode) || !fj_dir_whitelisted(fd))
+		return fj_raw_sync(fd, datasync);
+	ctime_ns = st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec;
+	e = &fj_dirsyncs[(st.st_ino * 0x9e3779b97f4a7c15ULL ^ st.st_dev) %
+			 FJ_DIRSYNC_SLOTS];
+	pthread_mutex_lock(&fj_dirsync_lock);
+	skip = e->dev == st.st_dev && e->ino == st.st_ino &&
+	       e->ctime_ns == ctime_ns &&
+	       e->synced_ns > ctime_ns + FJ_DIRSYNC_MARGIN_NS;
+	pthread_mutex_unlock(&fj_dirsync_lock);
+	if (skip) {
+		FJ_ADD(fj_c_dirsync_skipped, 1);
+		return 0;
 	}
-	if (!strncmp(path, "/proc/self/fd/", 14))
-		flags &= ~O_NOFOLLOW;
-	return syscall(SYS_openat, AT_FDCWD, path, flags, mode);
+	clock_gettime(CLOCK_REALTIME, &now);
+	start = now.tv_sec * 1000000000LL + now.tv_nsec;
+	r = fj_raw_sync(fd, datasync);
+	if (!r) {
+		pthread_mutex_lock(&fj_dirsync_lock);
+		*e = (struct fj_dirsync){ st.st_dev, st.st_ino, ctime_ns, start };
+		pthread_mutex_unlock(&fj_dirsync_lock);
+		FJ_ADD(fj_c_dirsync_honoured, 1);
+	}
+	return r;
+}
+
+int fsync(int fd)
+{
+	return fj_sync_fd(fd, false);
+}
+
+int fdatasync(int fd)
+{
+	return fj_sync_fd(fd, true);
 }
 
 /* ---- hooks ------------------------------------------------------------- */
@@ -793,6 +867,8 @@ static void fj_counters_json(FILE *out)
 	FJ_KV("fsyncs_relaxed", FJ_GET(fj_c_fsync_relaxed));
 	FJ_KV("fsyncs_failed", FJ_GET(fj_c_fsync_failed));
 	FJ_KV("fsyncs_native_sync", FJ_GET(fj_c_datasyncs));
+	FJ_KV("dirsyncs_honoured", FJ_GET(fj_c_dirsync_honoured));
+	FJ_KV("dirsyncs_skipped", FJ_GET(fj_c_dirsync_skipped));
 	FJ_KV("bytes_native", FJ_GET(fj_c_bytes_native));
 	FJ_KV("native_writes", FJ_GET(fj_c_native_writes));
 	FJ_KV("bytes_log", ls.bytes_written);

@@ -51,6 +51,12 @@ static void test_whitelist(void)
 	CHECK(!fj_config_is_whitelisted(&c, "cachex/f"));
 	CHECK(!fj_config_is_whitelisted(&c, "a/f"));
 	CHECK(!fj_config_is_whitelisted(&c, "db/cache/f"));
+	CHECK(fj_config_dir_whitelisted(&c, "cache"));
+	CHECK(fj_config_dir_whitelisted(&c, "cache/sub"));
+	CHECK(fj_config_dir_whitelisted(&c, "a/b"));
+	CHECK(!fj_config_dir_whitelisted(&c, "a"));
+	CHECK(!fj_config_dir_whitelisted(&c, "cachex"));
+	CHECK(!fj_config_dir_whitelisted(&c, ""));
 	fj_config_free(&c);
 
 	fj_config_init(&c);
