@@ -109,3 +109,13 @@ def test_lost_events_are_reported_per_source(tmp_path):
     assert meta["parse"]["repetitions"]["0"]["lost_events"] == {"ftrace": 4321}
     show = subprocess.run([*MOBIPERF, "show", str(out)], capture_output=True, text=True, timeout=60)
     assert "ftrace: 4321 events were lost" in show.stdout
+
+
+def test_ingest_binary_pages_with_their_formats(tmp_path):
+    out = tmp_path / "pages"
+    done = ingest(str(FIX / "ftrace" / "raw-6.18-dd12"), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "ftrace-raw 1 file(s)" in done.stdout
+    rq = pl.read_parquet(out / "tables" / "block_rq.parquet")
+    assert len(rq) == 12 and set(rq["size_bytes"]) == {4096}
+    assert pl.read_parquet(out / "tables" / "trace_marker.parquet")["text"].to_list() == ["hello marker"]

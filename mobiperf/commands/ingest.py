@@ -4,7 +4,7 @@ a trace-cmd .dat, a strace log), analysed and reported like a run of `mobiperf r
 Each input is copied into raw/rep0/ under the name its parser looks for (ftrace.txt, blktrace/, strace.log),
 then the same parse, analyze and report stages run (pipeline.analyze, pipeline.report). The kind of an input is
 sniffed from its first bytes unless --kind says it: blktrace magic, trace-cmd's `\\x17\\x08Dtracing`, strace's
-`[pid] secs.usecs name(` lines, else ftrace text. A trace-cmd .dat is turned into text with `trace-cmd report`
+`[pid] secs.usecs name(` lines, a directory with formats/ (binary trace_pipe_raw pages), else ftrace text. A trace-cmd .dat is turned into text with `trace-cmd report`
 (the tool must be installed; libtraceevent prints ioprio as `0x2,0,4`, which the text parser reads).
 """
 
@@ -21,7 +21,7 @@ import click
 
 from mobiperf.errors import MobiperfError, UsageError
 
-KINDS = ("auto", "ftrace", "blktrace", "strace", "trace-cmd")
+KINDS = ("auto", "ftrace", "ftrace-raw", "blktrace", "strace", "trace-cmd")
 TRACE_CMD_MAGIC = b"\x17\x08\x44tracing"
 STRACE_LINE = re.compile(rb"^(?:\d+\s+)?\d{9,}\.\d+ (?:\w+\(|<\.\.\. |\+\+\+ |--- )")
 EPILOG = """
@@ -31,6 +31,7 @@ Examples:
   mobiperf ingest phone-trace.txt -o runs/pixel-ftrace
   mobiperf ingest sda.blktrace.0 sda.blktrace.1 -o runs/blk
   mobiperf ingest trace.dat --kind trace-cmd -o runs/tc
+  mobiperf ingest pixel-pages/ -o runs/raw      (cpuN trace_pipe_raw files and the formats/ saved with them)
   mobiperf ingest ftrace.txt app.strace -o runs/app --label "Pixel 6, app launch"
 """
 
@@ -38,6 +39,9 @@ Examples:
 def sniff_kind(path: Path) -> str:
     """The kind of a trace file from its first bytes."""
     if path.is_dir():
+        # trace_pipe_raw pages: cpuN files with the formats/ saved beside them (as `mobiperf run` keeps them)
+        if (path / "formats").is_dir() or (path.parent / "formats").is_dir():
+            return "ftrace-raw"
         return "blktrace"
     try:
         with open(path, "rb") as f:
@@ -71,6 +75,12 @@ def place_inputs(inputs: list[Path], kind: str, raw: Path) -> dict[str, list[str
                 if ".blktrace." not in name and not name.endswith((".blktrace", ".blkbin")):
                     name += ".blkbin"  # a single stream (blkparse -d output, blk tracer capture)
                 shutil.copyfile(src, dest / name)
+        elif k == "ftrace-raw":
+            formats = path / "formats" if (path / "formats").is_dir() else path.parent / "formats"
+            pages = path / "ftrace_raw" if (path / "ftrace_raw").is_dir() else path
+            shutil.copytree(formats, raw / "formats", dirs_exist_ok=True)
+            shutil.copytree(pages, raw / "ftrace_raw", dirs_exist_ok=True,
+                            ignore=lambda d, names: [n for n in names if n == "formats"])
         elif k == "ftrace":
             ftrace_parts.append(path)
         elif k == "strace":
