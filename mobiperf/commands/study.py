@@ -19,7 +19,7 @@ Studies:
 \b
 The study directory is a sweep directory (sweep.json, runs/): re-running the same command continues where it
 stopped. study.json holds the tables and checks, study.html draws them beside the paper's numbers.
---quick is the reduced size the tests use (small files, the host's disk unless --device is given).
+--quick is the reduced size the tests use (small files, few cells and repetitions).
 
 \b
 Examples:
