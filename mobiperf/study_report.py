@@ -69,7 +69,8 @@ def fig_matrix(summaries: list[CellSummary], x_param: str | None, y_params: list
         st = s.stat(metric)
         if st["n"]:
             z[i][j] = st["median"]
-            ci = "" if math.isnan(st["ci_low"]) else f"<br>95% CI [{_fmt(st['ci_low'], unit)}, {_fmt(st['ci_high'], unit)}]"
+            ci = ("" if math.isnan(st["ci_low"])
+                  else f"<br>95% CI [{_fmt(st['ci_low'], unit)}, {_fmt(st['ci_high'], unit)}]")
             text[i][j] = f"{_fmt(st['median'], unit)}<br>n={st['n']}{ci}"
         else:
             text[i][j] = f"{s.status}: {(s.reason or '')[:80]}"

@@ -180,11 +180,13 @@ def analyse(res: Results, config: Config) -> tuple[list[Section], list[Check]]:
               {"legacy": legacy, "bfuse": bfuse}, lambda legacy, bfuse: legacy <= 0.67 * bfuse,
               "legacy {legacy:.1f} MB/s vs bFUSE {bfuse:.1f} MB/s"),
         check("legacy FUSE <= 40 % of native (Fig. 2: FUSE < 20 % of raw)", {"legacy": legacy, "native": native},
-              lambda legacy, native: legacy <= 0.40 * native, lambda legacy, native: f"legacy {legacy:.1f} MB/s = {100 * legacy / native:.0f} % of native "
-              f"{native:.1f} MB/s"),
+              lambda legacy, native: legacy <= 0.40 * native,
+              lambda legacy, native: f"legacy {legacy:.1f} MB/s = {100 * legacy / native:.0f} % of native "
+                                     f"{native:.1f} MB/s"),
         check("bFUSE >= 90 % of native (Fig. 17: 91-99 % of raw)", {"bfuse": bfuse, "native": native},
-              lambda bfuse, native: bfuse >= 0.90 * native, lambda bfuse, native: f"bFUSE {bfuse:.1f} MB/s = {100 * bfuse / native:.0f} % of native "
-              f"{native:.1f} MB/s"),
+              lambda bfuse, native: bfuse >= 0.90 * native,
+              lambda bfuse, native: f"bFUSE {bfuse:.1f} MB/s = {100 * bfuse / native:.0f} % of native "
+                                    f"{native:.1f} MB/s"),
     ]
     if device_bw:
         checks.insert(0, check("native within 10 % of the device's bandwidth (Fig. 2: raw 39-40 MB/s)",
