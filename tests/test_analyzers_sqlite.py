@@ -58,3 +58,30 @@ def test_sqlite_table_has_the_papers_ordering(per_mode, capsys):
 ])
 def test_sync_period(inodes, period):
     assert _sync_period(inodes) == period
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(__import__("os").geteuid() != 0, reason="needs root (loop device, mount, tracefs)")
+def test_sqlite_table_on_fresh_captures(tmp_path, capsys):
+    """The same table from traces captured now (mobiperf run, ~10 s per journal mode)."""
+    import sys
+
+    sys.path.insert(0, str(GOLDEN))
+    from capture import capture
+
+    rows = []
+    for mode in MODES:
+        dest = capture(f"sqlite-{mode}", dest_root=tmp_path)
+        for sub in ("tables", "results"):
+            (dest / sub).mkdir(exist_ok=True)
+        results = pipeline.analyze(RunDir.open(dest), reparse=True)
+        rows.append({**results["sqlite_summary"].row(0, named=True), "journal_mode": mode})
+    table = pl.DataFrame(rows)
+    with capsys.disabled(), pl.Config(tbl_cols=10, tbl_width_chars=160, tbl_hide_dataframe_shape=True,
+                                      float_precision=2):
+        print("\nSQLite per transaction, fresh captures:")
+        print(table.drop("rep"))
+    by = {r["journal_mode"]: r for r in table.iter_rows(named=True)}
+    assert all(by["wal"]["fsync_per_txn"] < by[m]["fsync_per_txn"] for m in MODES if m != "wal")
+    assert all(by["wal"]["block_kib_per_txn"] < by[m]["block_kib_per_txn"] for m in MODES if m != "wal")
+    assert all(by["persist"]["fsync_per_txn"] >= by[m]["fsync_per_txn"] for m in MODES)
