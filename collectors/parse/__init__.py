@@ -92,6 +92,12 @@ def parse_raw_dir(raw: Path, rep: int) -> ParsedRaw:
         add("file_extent", extents)
         out.summary["layout"] = {"extents": len(extents)}
         out.warnings += warnings
+    if "fs_event" in parts:  # block mappings of ext4 files, short-lived ones included
+        from mobiperf.collectors.parse.layout import layout_block_size, mapped_extents
+
+        mapped = mapped_extents(pl.concat(parts["fs_event"]), layout_block_size(raw / "layout"), rep)
+        if len(mapped):
+            add("file_extent", mapped)
     for name, frames in parts.items():
         out.tables[name] = pl.concat(frames, how="vertical_relaxed") if len(frames) > 1 else frames[0]
     lost = {src: s["lost_events"] for src, s in out.summary.items() if isinstance(s, dict) and s.get("lost_events")}

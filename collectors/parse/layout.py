@@ -7,6 +7,10 @@
   journal.txt   debugfs `stat <8>` EXTENTS `(logical-end):physical-end` of the journal inode -> region "journal"
   xfs_sb.txt    xfs_db superblock print: logstart (an AG-encoded fs block) and logblocks -> region "journal"
 Offsets are bytes from the start of the device (the file system is the whole loop device in mobiperf's stacks).
+
+Files that lived only during the run (created and deleted before the snapshot) are not in filefrag.txt; the ext4
+event set's ext4_ext_map_blocks_exit events (`ino %lu flags %s lblk %u pblk %llu len %u ...`) record every block
+mapping as it is made, and mapped_extents() turns them into region "mapped" rows (path `ino:<n>`).
 """
 
 from __future__ import annotations
@@ -98,6 +102,37 @@ def parse_layout(layout: Path, rep: int = 0) -> tuple[pl.DataFrame, list[str]]:
                                  ext.group(6).strip()))
     df = pl.DataFrame(rows, schema=FILE_EXTENT.columns) if rows else FILE_EXTENT.empty()
     return FILE_EXTENT.validate(df), warnings
+
+
+MAP_EXIT = (r"^dev (?P<major>\d+),(?P<minor>\d+) ino (?P<ino>\d+) flags (?P<flags>\S*) lblk (?P<lblk>\d+) "
+            r"pblk (?P<pblk>\d+) len (?P<len>\d+) mflags (?P<mflags>\S*) ret (?P<ret>-?\d+)")
+
+
+def layout_block_size(layout: Path, default: int = 4096) -> int:
+    dump = layout / "dumpe2fs.txt"
+    if dump.exists():
+        m = re.search(r"^Block size:\s+(\d+)", dump.read_text(errors="replace"), re.M)
+        if m:
+            return int(m.group(1))
+    return default
+
+
+def mapped_extents(fs_event: pl.DataFrame, block_size: int, rep: int = 0) -> pl.DataFrame:
+    """file_extent rows (region "mapped") of the ext4_ext_map_blocks_exit events that mapped blocks."""
+    rows = fs_event.filter(pl.col("event") == "ext4_ext_map_blocks_exit")
+    got = rows["body"].str.extract_groups(MAP_EXIT).struct.unnest()
+    got = got.filter(pl.col("ret").cast(pl.Int64, strict=False) > 0)
+    if not len(got):
+        return FILE_EXTENT.empty()
+    df = got.select(
+        pl.lit(rep, pl.Int32).alias("rep"), pl.lit("mapped").alias("region"),
+        (pl.lit("ino:") + pl.col("ino")).alias("path"),
+        (pl.col("lblk").cast(pl.Int64) * block_size).alias("logical_bytes"),
+        (pl.col("pblk").cast(pl.Int64) * block_size).alias("physical_bytes"),
+        (pl.col("ret").cast(pl.Int64) * block_size).alias("length_bytes"),
+        pl.col("major").cast(pl.Int32).alias("dev_major"), pl.col("minor").cast(pl.Int32).alias("dev_minor"),
+        pl.col("mflags").alias("flags")).unique(maintain_order=True)
+    return FILE_EXTENT.validate(df)
 
 
 def _row(rep, region, path, logical, physical, length, dev, flags) -> dict:
