@@ -62,7 +62,8 @@ def plan_collectors(transport, caps, stack, raw_dir: Path, *, extra_events=(), s
     `notes` (the pipeline can put them in run.json); asking for a source the target cannot provide is an error.
     Order matters for wrap_command: the syscalls wrapper sits inside strace, so strace sees the workload exec.
     """
-    from mobiperf.collectors.ftrace import LIGHT_EVENTS, FtraceCollector, block_event_specs, event_set_specs
+    from mobiperf.collectors.ftrace import (LIGHT_EVENTS, FtraceCollector, block_event_specs, event_set_specs,
+                                            fuse_connection)
     from mobiperf.errors import TargetError, UsageError
 
     notes = notes if notes is not None else []
@@ -93,8 +94,10 @@ def plan_collectors(transport, caps, stack, raw_dir: Path, *, extra_events=(), s
             if bad:
                 raise UsageError(f"unknown event set(s) {', '.join(bad)}; sets are {', '.join(EVENT_SET_NAMES)}")
             chosen = [(name, None) for name in event_sets if name != "block"]
+        mounts = [layer.get("mountpoint") for layer in (getattr(stack, "layers", None) or [])]
+        connections = [c for c in (fuse_connection(transport, m) for m in mounts if m) if c is not None]
         for name, only in chosen:
-            specs, missing = event_set_specs(name, available, devices, only=only)
+            specs, missing = event_set_specs(name, available, devices, only=only, fuse_connections=connections)
             events += specs
             if missing:
                 notes.append(f"ftrace: this kernel lacks {', '.join(missing)}")

@@ -308,14 +308,15 @@ def parse_event_names(names: list[str]) -> list[EventSpec]:
 
 # Events of each set, by tracefs system. Sets filtered to the stack's devices name the field that carries them.
 EVENT_SETS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
-    # set: (system, events, filter field: "dev" = kernel dev_t, "bdi" = the bdi name, None = unfiltered)
+    # set: (system, events, filter field: "dev" = kernel dev_t, "bdi" = the bdi name, "connection" = the FUSE
+    # connection (the kernel dev_t of the FUSE mount, 0:N), None = unfiltered)
     "ext4": ("ext4", ("ext4_sync_file_enter", "ext4_sync_file_exit", "ext4_writepages", "ext4_writepages_result",
                       "ext4_ext_map_blocks_exit", "ext4_free_blocks", "ext4_discard_blocks"), "dev"),
     "jbd2": ("jbd2", ("jbd2_start_commit", "jbd2_commit_locking", "jbd2_commit_flushing", "jbd2_commit_logging",
                       "jbd2_end_commit", "jbd2_run_stats"), "dev"),
     "f2fs": ("f2fs", ("f2fs_sync_file_enter", "f2fs_sync_file_exit", "f2fs_write_checkpoint",
                       "f2fs_issue_flush"), "dev"),
-    "fuse": ("fuse", ("fuse_request_send", "fuse_request_end"), None),
+    "fuse": ("fuse", ("fuse_request_send", "fuse_request_end"), "connection"),
     "writeback": ("writeback", ("writeback_dirty_folio", "writeback_dirty_page", "writeback_start",
                                 "writeback_written", "writeback_single_inode"), "bdi"),
     "syscalls": ("syscalls", tuple(f"sys_{edge}_{call}" for call in (
@@ -329,7 +330,8 @@ LIGHT_EVENTS = {"ext4": ("ext4_sync_file_enter", "ext4_sync_file_exit"), "jbd2":
 
 
 def event_set_specs(set_name: str, available: dict[str, list[str]], devices: list[tuple[int, int]], *,
-                    only: tuple[str, ...] | None = None) -> tuple[list[EventSpec], list[str]]:
+                    only: tuple[str, ...] | None = None,
+                    fuse_connections: list[int] | None = None) -> tuple[list[EventSpec], list[str]]:
     """The EventSpecs of a set that this kernel has, and the names of those it lacks."""
     if set_name not in EVENT_SETS:
         raise UsageError(f"unknown event set {set_name!r}; sets are block, {', '.join(EVENT_SETS)}")
@@ -340,6 +342,8 @@ def event_set_specs(set_name: str, available: dict[str, list[str]], devices: lis
         flt = " || ".join(f"dev == {kernel_dev_t(major, minor)}" for major, minor in devices)
     elif field == "bdi":
         flt = " || ".join(f'name == "{major}:{minor}"' for major, minor in devices)
+    elif field == "connection" and fuse_connections:  # else every FUSE mount of the machine is traced
+        flt = " || ".join(f"connection == {c}" for c in fuse_connections)
     else:
         flt = None
     specs = [EventSpec(system, n, flt or None) for n in wanted if n in have]
@@ -347,3 +351,18 @@ def event_set_specs(set_name: str, available: dict[str, list[str]], devices: lis
     if set_name == "writeback":  # dirty_folio replaced dirty_page: one of the two is expected to be missing
         missing = [m for m in missing if not m.endswith(("dirty_page", "dirty_folio"))]
     return specs, missing
+
+
+def fuse_connection(transport: Transport, mountpoint: str) -> int | None:
+    """The FUSE connection number of a mount (what fuse_request_* events carry): its dev_t, 0:N -> N."""
+    try:
+        text = transport.read_file("/proc/self/mountinfo").decode(errors="replace")
+    except TargetError:
+        return None
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) > 4 and fields[4] == mountpoint and ":" in fields[2]:
+            major, minor = fields[2].split(":", 1)
+            if major.isdigit() and minor.isdigit():
+                return kernel_dev_t(int(major), int(minor))
+    return None
