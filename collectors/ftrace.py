@@ -6,14 +6,19 @@ way out saves the events' format files and the per-CPU overrun counts, then remo
 top level of tracefs changes, so other tracing users are undisturbed. Only where a kernel has no instances does
 it fall back to the top level, and then it restores every setting it touched.
 
-Event sets (EVENT_SETS): block (the request life cycle, filtered to the stack's devices), ext4, jbd2, f2fs
-(filtered to the devices), fuse, writeback (filtered to the devices' bdi), and syscalls. The syscalls set traces
-only the workload: it runs in a second instance whose set_event_pid holds the workload's pid, with event-fork on so
-its children are added as they are forked. The pid is known before the first system call because the workload is
-wrapped in `sh -c 'echo $$ > .../set_event_pid; exec "$@"'`: the shell writes its own pid and then becomes the
-workload. (A common_pid filter set after the start would miss the first calls and every child, and filters
+Event sets (EVENT_SETS): block (the request life cycle, filtered to the stack's devices; plug/unplug carry no
+device and come only when asked), ext4, jbd2, f2fs (filtered to the devices), fuse (filtered to the stack's FUSE
+connections), writeback (filtered to the devices' bdi), and syscalls. The syscalls set traces only the workload:
+it runs in a second instance whose set_event_pid holds the workload's pid, with event-fork on so its children are
+added as they are forked. The pid is known before the first system call because the workload is wrapped in
+`sh -c 'echo $$ > .../set_event_pid && echo 1 > .../tracing_on && exec "$@"'`: the shell writes its own pid, turns
+the instance on, and then becomes the workload. (A common_pid filter set after the start would miss the first calls and every child, and filters
 cannot follow forks.) Its own instance because set_event_pid filters every event of an instance, and block
 completions run in interrupt or kworker context, not in the workload's pids.
+
+raw_pages reads the per-CPU trace_pipe_raw files instead (binary pages, exact ns timestamps, decoded by
+parse/ftrace_raw.py with the saved format files); buffer_percent is set to 0 so the blocked readers drain every
+page, also the last partial ones after tracing stops.
 
 Why trace_pipe and not the `trace` file: trace_pipe consumes the ring buffer as it is read, so a run longer than
 the buffer loses nothing as long as the reader keeps up; lost events show up as overruns in per_cpu stats.
