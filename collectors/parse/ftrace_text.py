@@ -99,7 +99,7 @@ def parse_ftrace_text(path: Path, rep: int = 0) -> FtraceTables:
     data = read_trace_bytes(path)
     buf = np.frombuffer(data, np.uint8)
     n_lines, (ev_first, ev_kind), block_cols, text_cols, (bad, bad_s, bad_e) = scan.scan_trace(
-        buf, np.flatnonzero(buf == 10), _KNOWN_HASH, _KNOWN_KIND)
+        buf, scan.find_newlines(buf), _KNOWN_HASH, _KNOWN_KIND)
     truncated_at = None
     if len(bad) and not data.endswith(b"\n") and bad_e[-1] >= len(data.rstrip(b"\r")):
         truncated_at = int(bad_s[-1])  # a cut last line: keep everything before it, say so
