@@ -46,6 +46,7 @@ class Collector:
 
 SOURCES = ("ftrace", "ftrace_raw", "syscalls", "strace", "blktrace", "layout", "facts")
 DEFAULT_SOURCES = ("ftrace", "layout", "facts")
+BATCH_INTERVAL_S = 0.2
 EVENT_SET_NAMES = ("block", "ext4", "jbd2", "f2fs", "fuse", "writeback")
 
 
@@ -72,6 +73,8 @@ def plan_collectors(transport, caps, stack, raw_dir: Path, *, extra_events=(), s
     if unknown:
         raise UsageError(f"unknown trace source(s) {', '.join(unknown)}; sources are {', '.join(SOURCES)}")
     devices = getattr(stack, "traced_devices", None) or [(stack.dev_major, stack.dev_minor)]
+    # Batched trace reading where the target's dd can read non-blocking (GNU coreutils: the local host).
+    batch = BATCH_INTERVAL_S if getattr(transport, "name", "") == "local" else None
     available = getattr(caps, "events", {}) or {}
     collectors: list[Collector] = []
     if "facts" in wanted:
@@ -79,7 +82,7 @@ def plan_collectors(transport, caps, stack, raw_dir: Path, *, extra_events=(), s
         collectors.append(FactsCollector(transport, stack.device, stack.workdir.rsplit("/", 1)[0]))
     if "ftrace_raw" in wanted and "ftrace" not in wanted:
         collectors.append(FtraceCollector(transport, caps.tracefs_path, block_event_specs(devices)
-                                          + list(extra_events), raw_dir, raw_pages=True))
+                                          + list(extra_events), raw_dir, raw_pages=True, batch_interval_s=batch))
         if event_sets:
             notes.append("ftrace_raw: event sets other than block are not decoded from binary pages; "
                          "add the ftrace source for them")
@@ -101,7 +104,8 @@ def plan_collectors(transport, caps, stack, raw_dir: Path, *, extra_events=(), s
             events += specs
             if missing:
                 notes.append(f"ftrace: this kernel lacks {', '.join(missing)}")
-        collectors.append(FtraceCollector(transport, caps.tracefs_path, events + list(extra_events), raw_dir))
+        collectors.append(FtraceCollector(transport, caps.tracefs_path, events + list(extra_events), raw_dir,
+                                          batch_interval_s=batch))
     if "syscalls" in wanted:
         specs, missing = event_set_specs("syscalls", available, devices)
         if not specs:
@@ -110,7 +114,8 @@ def plan_collectors(transport, caps, stack, raw_dir: Path, *, extra_events=(), s
         if missing:
             notes.append(f"syscalls: this kernel lacks {', '.join(missing)}")
         collectors.append(FtraceCollector(transport, caps.tracefs_path, specs, raw_dir, trace_name="syscalls.txt",
-                                          workload_pids_only=True, collector_name="syscalls"))
+                                          workload_pids_only=True, collector_name="syscalls",
+                                          batch_interval_s=batch))
     if "strace" in wanted:
         from mobiperf.collectors.strace import StraceCollector
         if not getattr(caps, "strace", None):

@@ -81,7 +81,8 @@ class FtraceCollector(Collector):
 
     def __init__(self, transport: Transport, tracefs: str, events: list[EventSpec], out_dir: Path, *,
                  buffer_size_kb: int = 32768, name: str | None = None, trace_name: str = "ftrace.txt",
-                 workload_pids_only: bool = False, collector_name: str = "ftrace", raw_pages: bool = False):
+                 workload_pids_only: bool = False, collector_name: str = "ftrace", raw_pages: bool = False,
+                 batch_interval_s: float | None = None):
         self.transport = transport
         self.tracefs = tracefs
         self.events = events
@@ -94,6 +95,11 @@ class FtraceCollector(Collector):
         # Binary capture: one `cat per_cpu/cpuN/trace_pipe_raw` per CPU into ftrace_raw/cpuN (whole pages, exact
         # ns timestamps, no text formatting in the kernel); parse/ftrace_raw.py decodes them with the formats.
         self.raw_pages = raw_pages
+        # Batched reading: a blocking reader wakes for every event, and on a busy 2-core machine that reader
+        # competes with the workload. With an interval, a non-blocking `dd` empties the buffer every interval
+        # and the ring buffer holds what comes in between (32 MiB per CPU by default). None: a blocking `cat`
+        # (the only portable choice: toybox dd on Android has no iflag=nonblock).
+        self.batch_interval_s = batch_interval_s
         self._raw_readers: list[BackgroundProcess] = []
         self.root: str | None = None
         self._reader: BackgroundProcess | None = None
@@ -147,15 +153,23 @@ class FtraceCollector(Collector):
                   f'echo 1 > {shlex.quote(self.root + "/tracing_on")} && exec "$@"')
         return ["sh", "-c", script, "mobiperf-workload", *argv]
 
+    def _reader_argv(self, path: str) -> list[str]:
+        if not self.batch_interval_s:
+            return ["cat", path]
+        loop = (f"while :; do dd if={shlex.quote(path)} iflag=nonblock bs=1M 2>/dev/null; "
+                f"sleep {self.batch_interval_s:g}; done")
+        return ["sh", "-c", loop]
+
     def start(self) -> None:
         if self.raw_pages:
             raw = self.out_dir / "ftrace_raw"
             raw.mkdir(exist_ok=True)
             for cpu in self._cpu_dirs():
                 self._raw_readers.append(self.transport.start(
-                    ["cat", f"{self.root}/per_cpu/{cpu}/trace_pipe_raw"], stdout_path=raw / cpu))
+                    self._reader_argv(f"{self.root}/per_cpu/{cpu}/trace_pipe_raw"), stdout_path=raw / cpu))
         else:
-            self._reader = self.transport.start(["cat", f"{self.root}/trace_pipe"], stdout_path=self.trace_file)
+            self._reader = self.transport.start(self._reader_argv(f"{self.root}/trace_pipe"),
+                                                stdout_path=self.trace_file)
         if not self.workload_pids_only:  # else the workload's wrapper turns it on once its pid is set
             self._write("tracing_on", "1")
         self._started_ns = time.monotonic_ns()
@@ -167,7 +181,7 @@ class FtraceCollector(Collector):
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and self._buffered_entries() > 0:
             time.sleep(0.05)
-        time.sleep(0.1)  # the reader may still hold the last page it took
+        time.sleep(0.1 + (self.batch_interval_s or 0))  # the reader may still hold the last page it took
         if self._reader is not None:
             self._reader.kill()
             self._reader = None
@@ -219,7 +233,7 @@ class FtraceCollector(Collector):
             dest = formats / ev.system / ev.name
             dest.mkdir(parents=True, exist_ok=True)
             (dest / "format").write_bytes(self.transport.read_file(f"{self.tracefs}/{ev.path}/format"))
-        if self.raw_pages and self.transport.exists(f"{self.root}/buffer_percent"):
+        if self.raw_pages and not self.batch_interval_s and self.transport.exists(f"{self.root}/buffer_percent"):
             # A blocked trace_pipe_raw reader wakes only when the buffer is this full (default 50 %): with 0 it
             # takes every page as it comes, and after tracing stops it drains the rest instead of sleeping on it.
             self._write("buffer_percent", "0")
