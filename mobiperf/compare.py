@@ -18,7 +18,6 @@ import fnmatch
 import io
 import json
 import math
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -412,7 +411,3 @@ def _csv_num(v: Any) -> str:
 
 def dump_json(result: CompareResult) -> str:
     return json.dumps(to_json(result), indent=2, default=str) + "\n"
-
-
-def describe_command(argv: Sequence[str]) -> str:
-    return shlex.join(argv)

@@ -21,6 +21,8 @@ LOCALITY_COLORS = {"sequential": "#2ca02c", "random": "#ff7f0e", "none": "#c7c7c
 SYNC_COLORS = {"async": "#9ecae1", "buffered": "#9ecae1", "sync": "#3182bd", "fua": "#e6550d", "preflush": "#fd8d3c",
                "flush": "#7f7f7f", "o_sync": "#3182bd", "o_dsync": "#6baed6", "o_direct": "#31a354",
                "fsync": "#e6550d", "fdatasync": "#fd8d3c", "msync": "#fdae6b"}
+FILE_TYPE_COLORS = {"db": "#9467bd", "db-journal": "#8c564b", "db-wal": "#e377c2", "db-shm": "#bcbd22",
+                    "media": "#17becf", "other": "#7f7f7f", "unknown": "#c7c7c7"}
 REGION_COLORS = {"data": "#1f77b4", "metadata": "#ff7f0e", "journal": "#2ca02c", "unknown": "#c7c7c7"}
 PHASE_COLORS = {"q2g": "#c6dbef", "g2i": "#6baed6", "i2d": "#2171b5", "d2c": "#d62728", "q2c": "#444444"}
 PHASE_NAMES = {"q2g": "Q2G queue→get request", "g2i": "G2I →insert", "i2d": "I2D scheduler→driver",
@@ -89,7 +91,7 @@ def fig_io_characterisation(io_class: pl.DataFrame, block_io: pl.DataFrame | Non
               ("(b) locality", "locality", ["sequential", "random"], LOCALITY_COLORS, rows),
               ("(c) IO mode", "sync_mode", None, SYNC_COLORS, rows),
               (f"(d) block type{note}", "region", ["data", "metadata", "journal"], REGION_COLORS, regions),
-              ("(e) file type", "file_type", None, {}, rows)]
+              ("(e) file type", "file_type", None, FILE_TYPE_COLORS, rows)]
     usable = []
     for title, dim, order, colors, data in panels:
         if data is None or dim not in data.columns:
@@ -369,7 +371,7 @@ def fig_lba_scatter(block_io: pl.DataFrame, color_by: str | None = None) -> go.F
     t0 = int(rows["ts"].min()) if total else 0
     rows = thin_scatter(rows, "ts", "sector", color_by)
     fig = go.Figure()
-    colors = {"op": OP_COLORS, "region": REGION_COLORS}.get(color_by, {})
+    colors = {"op": OP_COLORS, "region": REGION_COLORS, "file_type": FILE_TYPE_COLORS}.get(color_by, {})
     for i, cat in enumerate(sorted(rows[color_by].drop_nulls().unique().to_list())):
         sub = rows.filter(pl.col(color_by) == cat)
         fig.add_trace(go.Scattergl(

@@ -124,7 +124,9 @@ def _characterisation(meta, tables) -> str:
     totals = (io_class.group_by(*(["layer"] if "layer" in io_class.columns else []), "op")
               .agg(pl.col("count").sum().alias("requests"), pl.col("bytes").sum()).sort(pl.all()))
     out.append("<p class='sub'>percentages are of the requests of each direction; counts are inside the bars. "
-               "Locality: strict, per device and direction in issue order.</p>" + table_html(totals))
+               "Locality is strict (starts where the previous request ended): at the block layer per device and "
+               "direction in issue order, at the syscall layer per process and file; a stream's first request "
+               "is left out.</p>" + table_html(totals))
     return "".join(out)
 
 

@@ -46,7 +46,7 @@ def test_complete_report_has_every_block_figure_and_says_why_others_are_absent(s
     # Table 3's block rows, one column per repetition, equal to the block_io counts.
     bio = synthetic_run.read_table("block_io")
     writes = bio.filter(pl.col("op") == "write").group_by("rep").len().sort("rep")["len"].to_list()
-    assert f"<th># of IO requests (block writes)</th>" in html
+    assert "<th># of IO requests (block writes)</th>" in html
     for n in writes:
         assert f"<td class='num'>{n:,}</td>" in html
 
