@@ -10,8 +10,8 @@ previous one ended (the first at the window start). IO after the last commit in 
 Per transaction: fsync and fdatasync calls (on any file), write calls and their bytes, and the block writes
 queued inside it (any process: the journal thread's commits belong to it) with their journal and metadata bytes
 and the flushes. sqlite_summary averages them per transaction and infers the journal mode from the files:
-a -wal file: wal; else a -journal file that is unlinked: delete; truncated (ftruncate/truncate): truncate;
-else persist.
+a -wal file: wal; else a -journal file that is unlinked (or, when the parser kept no path for unlink, any
+unlink): delete; truncated (ftruncate/truncate): truncate; else persist.
 
 Without paths (no strace, only the ext4_sync_file events of fsync_event), the cut uses the rhythm of the
 syncs instead: a SQLite transaction makes the same sequence of sync calls each time (e.g. journal, directory,
@@ -164,7 +164,10 @@ def infer_journal_mode(syscall_io: pl.DataFrame) -> pl.DataFrame:
         j = k.filter(pl.col("ft") == "db-journal")
         if (k["ft"] == "db-wal").any():
             mode = "wal"
-        elif j.filter(pl.col("syscall").is_in(["unlink", "unlinkat"])).height:
+        elif k.filter(pl.col("syscall").is_in(["unlink", "unlinkat"])
+                      & pl.col("ft").is_in(["db-journal", "unknown"])).height:
+            # unlink takes a path string, which strace parsers may not keep: an unlink of an unknown path
+            # by a process that writes a rollback journal counts as the journal's deletion
             mode = "delete"
         elif j.filter(pl.col("syscall").is_in(["ftruncate", "truncate"])).height:
             mode = "truncate"

@@ -22,7 +22,8 @@ GOLDEN = Path(__file__).resolve().parent / "fixtures" / "golden"
 FIXTURES = sorted(p.name for p in GOLDEN.iterdir() if (p / "run.json").exists())
 # the tables pinned per fixture (when the fixture produces them)
 PINNED = ("block_rq", "block_io", "io_class", "io_share", "latency_summary", "fs_latency", "fuse_latency",
-          "sqlite_txn", "sqlite_summary")
+          "sqlite_txn", "sqlite_summary", "syscall_class", "syscall_latency", "waterfall", "layer_breakdown",
+          "block_cause", "amplification")
 REGEN = os.environ.get("MOBIPERF_REGEN_GOLDEN") == "1"
 
 
@@ -134,3 +135,25 @@ def test_golden_fuse_latency(analyzed):
     fuse = run.read_table("fuse_latency")
     write = fuse.filter(pl.col("op") == "write")
     assert write["count"][0] > 0 and write["p50_ns"][0] > 0
+
+
+def test_golden_strace_sqlite_layers(analyzed):
+    """Under strace the syscall layer is there: the SQLite cut by paths, the journal mode, the waterfall."""
+    for name, mode, syncs in (("strace-sqlite-wal", "wal", 1.0), ("strace-sqlite-delete", "delete", 4.0)):
+        run, results = analyzed(name)
+        summary = results["sqlite_summary"].row(0, named=True)
+        assert summary["journal_mode"] == mode and summary["transactions"] >= 10
+        assert summary["fsync_per_txn"] == pytest.approx(syncs, abs=0.2)
+        wf = results["waterfall"]
+        commits = wf.filter(pl.col("file_type").is_in(["db", "db-wal", "db-journal"]))
+        # the strace clock was aligned to the trace clock: the commits' block IO is found inside them
+        assert (commits["block_requests"] > 0).mean() > 0.8
+        assert (commits["journal_bytes"] > 0).mean() > 0.3  # fdatasync commits jbd2 only when metadata changed
+
+
+def test_golden_strace_amplification(analyzed):
+    run, results = analyzed("strace-rand4k-fsync")
+    amp = results["amplification"].filter((pl.col("op") == "write") & (pl.col("region") == "all"))
+    by = {r["layer"]: r for r in amp.iter_rows(named=True)}
+    assert by["app"]["bytes"] >= 256 << 10
+    assert by["block"]["ratio_to_app"] > 1.5   # data + journal + metadata for each 4 KiB write + fsync
