@@ -191,8 +191,12 @@ def _throughput(meta, tables) -> str:
     ratios = (amp.filter(pl.col("region") == "all").group_by("layer", "op")
               .agg(pl.col("count").median(), pl.col("bytes").median(), pl.col("ratio_to_app").median())
               .sort("op", "layer"))
-    return (out + "<div class='grid'>" + figure_div(figures.fig_amplification(amp), "fig-amplification")
-            + "<div><h3>Amplification (median over repetitions)</h3>" + table_html(ratios) + "</div></div>")
+    figs = [figure_div(figures.fig_amplification(amp), "fig-amplification")]
+    if "syscall_class" in tables:
+        figs.append(figure_div(figures.fig_layer_throughput(tables["syscall_class"], tables["block_io"]),
+                               "fig-layer-throughput"))
+    return (out + "<div class='grid'>" + "".join(figs) + "</div><h3>Amplification (median over repetitions)</h3>"
+            + table_html(ratios))
 
 
 def _sqlite(meta, tables) -> str:

@@ -36,8 +36,9 @@ def runs(tmp_path_factory):
     before = make_synthetic_run(base / "fuse", n_requests=4000, repetitions=5, seed=1, stack="ext4+fuse",
                                 layer_tables=True)
     after = make_synthetic_run(base / "bfuse", n_requests=4000, repetitions=5, seed=2, latency_scale=0.7,
-                               stack="ext4+bfuse")
-    return before, after
+                               stack="ext4+bfuse", layer_tables=True)
+    block_only = make_synthetic_run(base / "block-only", n_requests=1000, repetitions=2, seed=3)
+    return before, after, block_only
 
 
 def _assert_clean(check, expected_ids):
@@ -59,7 +60,7 @@ def test_report_loads_without_console_errors_and_draws_every_figure(runs, screen
     check = check_page(report, screenshots / "report.png")
     _assert_clean(check, ["fig-characterisation-block", "fig-layer-breakdown", "fig-block-phases", "fig-layer-shares",
                           "fig-latency-cdf", "fig-syscall-cdf", "fig-waterfall", "fig-lba", "fig-throughput",
-                          "fig-amplification", "fig-fuse"])
+                          "fig-amplification", "fig-layer-throughput", "fig-fuse"])
     assert "IO characterisation" in check.text and "Run metadata" in check.text
     assert "Per transaction (seed 002's per-insert table" in check.text
     assert "# of pwrite64()" in check.text and "# of FUSE WRITE requests" in check.text
@@ -68,7 +69,7 @@ def test_report_loads_without_console_errors_and_draws_every_figure(runs, screen
 def test_report_of_a_block_only_run_says_why_sections_are_missing(runs, screenshots):
     from mobiperf import pipeline
 
-    check = check_page(pipeline.report(runs[1]), screenshots / "report-block-only.png", full_page=False)
+    check = check_page(pipeline.report(runs[2]), screenshots / "report-block-only.png", full_page=False)
     assert check.console_errors == []
     assert all(f["drawn"] and f["traces"] for f in check.figures)
     assert "The SQLite per-transaction table (seed 002) is not shown: no sqlite_txn table" in check.text
@@ -76,12 +77,14 @@ def test_report_of_a_block_only_run_says_why_sections_are_missing(runs, screensh
 
 
 def test_compare_page_loads_and_overlays_both_runs(runs, screenshots, tmp_path):
-    before, after = runs
+    before, after, _ = runs
     result = compare.compare_groups(compare.load_group(before.path, "fuse"), [compare.load_group(after.path,
                                                                                                  "bfuse")])
     page = write_compare_page(result, tmp_path / "compare.html")
     check = check_page(page, screenshots / "compare.png")
-    _assert_clean(check, ["fig-changes", "fig-size-overlay", "fig-cdf-d2c", "fig-cdf-q2c", "fig-breakdown-overlay"])
+    _assert_clean(check, ["fig-changes", "fig-size-overlay", "fig-cdf-d2c", "fig-cdf-q2c", "fig-breakdown-overlay",
+                          "fig-layers-overlay"])
+    assert "# of pwrite64()" in check.text  # Table 3, one column per run
     assert "improvement" in check.text  # latency_scale 0.7: D2C is significantly faster
 
 

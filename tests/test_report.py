@@ -214,3 +214,13 @@ def test_every_section_renders_with_the_layer_tables(synthetic_run, layer_tables
     assert "is not shown" not in html.split("Run metadata")[0].replace(
         "FUSE request sizes", "")  # only the run-metadata notes may mention skipped analyzers
     assert "<th># of pwrite64()</th>" in html and "<th># of FUSE WRITE requests</th>" in html
+
+
+def test_layer_throughput_follows_seed_004_definitions():
+    calls = pl.DataFrame({"op": ["write", "write", "read"], "dur": [1_000_000, 1_000_000, 5],
+                          "size_bytes": [1 << 20, 1 << 20, 10]})
+    blocks = pl.DataFrame({"op": ["write"] * 3, "d2c_ns": [500_000] * 3, "size_bytes": [1 << 20, 1 << 20, 1 << 20]})
+    got = dict(figures.layer_throughput(calls, blocks))
+    assert got["application (syscall)"] == pytest.approx(1000.0)   # 2 MiB in 2 ms
+    assert got["block, app IO"] == pytest.approx(2 / 1.5e-3)        # the app's 2 MiB over 1.5 ms of D2C
+    assert got["block, pure"] == pytest.approx(3 / 1.5e-3)          # 3 MiB the device wrote: 1 MiB is the OS's
