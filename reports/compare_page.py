@@ -21,6 +21,8 @@ from mobiperf.reports import figures
 from mobiperf.reports.html import esc, figure_div, missing, page, status_label
 from mobiperf.reports.page import syscall_count_rows
 
+VERDICT_ORDER = {stats.REGRESSION: 0, stats.IMPROVEMENT: 1, stats.CHANGED: 2, stats.UNDECIDED: 3,
+                 stats.NOT_SIGNIFICANT: 4}
 VERDICT_COLORS = {stats.REGRESSION: "#c62828", stats.IMPROVEMENT: "#2e7d32", stats.CHANGED: "#6a1b9a",
                   stats.NOT_SIGNIFICANT: "#9e9e9e", stats.UNDECIDED: "#d4a017"}
 
@@ -57,7 +59,7 @@ def _verdict_table(pair, result: CompareResult) -> str:
     head = ("<tr><th>metric</th><th>base median</th><th>new median</th><th>change</th><th>p</th>"
             "<th>CI of ratio</th><th>n</th><th>verdict</th><th>why</th></tr>")
     rows = []
-    for r in pair.rows:
+    for r in sorted(pair.rows, key=lambda r: (VERDICT_ORDER[r.result.verdict], r.key)):  # findings first
         c = r.result
         change = "-" if math.isnan(c.change) else f"{100 * c.change:+.1f}%"
         p = "-" if math.isnan(c.p_value) else f"{c.p_value:.3g}"
