@@ -88,7 +88,7 @@ def block_events(block_io: pl.DataFrame, rep: int) -> Iterator[dict]:
         args = {c: r[c] for c in arg_cols if r[c] is not None and r[c] != ""}
         start, end = r["_start"], r["_end"]
         yield {"ph": "X", "cat": "block", "name": label, "pid": pid, "tid": lane, "ts": _us(start),
-               "dur": _us(end - start), "args": args}
+               "dur": _us(max(0, end - start)), "args": args}
         # Phases laid end to end from the queue time (Q2C = Q2G + G2I + I2D + D2C); a phase whose events were
         # not seen is skipped, and D2C always ends at completion.
         t = r["queue_ts"] if r.get("queue_ts") is not None else r.get("issue_ts")

@@ -16,7 +16,7 @@ import polars as pl
 from mobiperf.metrics import format_value, metric_key
 from mobiperf.reports import figures
 from mobiperf.reports.html import esc, figure_div, missing, page, status_label, table_html
-from mobiperf.units import format_duration_ns
+from mobiperf.units import format_duration_ns, format_size
 
 # Per-request FUSE table: an event table, shown when the caller passes it along with the results.
 FUSE_REQUESTS = ("fuse_req",)
@@ -221,9 +221,15 @@ def _fuse(meta, tables) -> str:
     if fuse is not None:
         return figure_div(figures.fig_fuse_requests(fuse), "fig-fuse")
     if "fuse_latency" in tables and len(tables["fuse_latency"]):
+        sizes = ""
+        amp = tables.get("amplification")
+        if amp is not None:
+            fuse = amp.filter((pl.col("layer") == "fuse") & (pl.col("count") > 0))
+            sizes = " ".join(f"Mean FUSE {r['op'].upper()} request: {format_size(r['bytes'] / r['count'])} "
+                             f"({r['count']:,} requests, rep {r['rep']})." for r in fuse.iter_rows(named=True))
         return (figure_div(figures.fig_fuse_counts(tables["fuse_latency"]), "fig-fuse")
-                + "<p class='sub'>request sizes need the per-request fuse_req table, which this report was not "
-                  "given.</p>")
+                + f"<p class='sub'>{esc(sizes)} The size histogram needs the per-request fuse_req table, which "
+                  "this report was not given.</p>")
     return missing("FUSE request sizes and counts", absence_reason(meta, "fuse_latency")
                    + " (a stack without FUSE has none)")
 
