@@ -64,10 +64,11 @@ def _analyzer(name: str, needs: tuple[str, ...], produces: str, run: Callable) -
 
 
 def registry() -> list[Analyzer]:
-    from mobiperf.analyzers import (amplification, block_io, io_class, latency, sqlite_txn, syscall,
+    from mobiperf.analyzers import (amplification, block_io, io_class, latency, pairing, sqlite_txn, syscall,
                                     waterfall)
 
     return [
+        _analyzer("pairing_summary", ("block_rq",), "pairing_summary", pairing.summarize_pairing),
         _analyzer("block_io", ("block_rq",), "block_io", block_io.classify_block_io),
         _analyzer("block_io+layout", ("block_rq", "file_extent"), "block_io", block_io.classify_block_io),
         _analyzer("syscall_class", ("syscall_io",), "syscall_class", syscall.classify_syscalls),
@@ -108,6 +109,7 @@ def registry() -> list[Analyzer]:
 
 
 BREAKDOWNS = (
+    ("pairing_summary", "Block request pairing (share of requests fully matched)"),
     ("io_class", "IO classes (block and syscall layers)"),
     ("io_share", "IO characterisation: share per dimension (seed 000 Fig. 4)"),
     ("latency_summary", "Latency by phase (block layer, btt definitions)"),

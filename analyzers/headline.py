@@ -48,6 +48,9 @@ def block_metrics(results: dict[str, pl.DataFrame], rep: int) -> list[Metric]:
 def layer_metrics(results: dict[str, pl.DataFrame], rep: int) -> list[Metric]:
     """Syscall, file system and FUSE latencies, amplification and the SQLite per-transaction figures."""
     out: list[Metric] = []
+    if "pairing_summary" in results:
+        for row in results["pairing_summary"].filter(pl.col("rep") == rep).iter_rows(named=True):
+            out.append(metric("block.pairing.matched_share", row["matched_share"], "ratio"))
     for name, prefix in (("syscall_latency", "latency.syscall"), ("fs_latency", "latency.fs"),
                          ("fuse_latency", "latency.fuse")):
         if name not in results:

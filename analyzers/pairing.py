@@ -451,3 +451,15 @@ def _with_rwbs_flags(df: pl.DataFrame) -> pl.DataFrame:
         "is_fua": [decoded[s].is_fua for s in uniq], "is_preflush": [decoded[s].is_preflush for s in uniq],
         "is_readahead": [decoded[s].is_readahead for s in uniq]}, schema_overrides={"rwbs": pl.Utf8})
     return df.join(flags, on="rwbs", how="left")
+
+
+def summarize_pairing(block_rq: pl.DataFrame) -> pl.DataFrame:
+    """pairing_summary: per repetition, the requests and the share fully matched (see _fully_matched)."""
+    flush_internal = (pl.col("op") == "flush") & pl.col("getrq_ts").is_null()
+    return block_rq.group_by("rep").agg(
+        requests=pl.len().cast(pl.Int64), fully_matched=pl.col("is_complete_match").sum().cast(pl.Int64),
+        no_queue=(pl.col("queue_ts").is_null() & ~flush_internal).sum().cast(pl.Int64),
+        no_issue=pl.col("issue_ts").is_null().sum().cast(pl.Int64),
+        no_complete=pl.col("complete_ts").is_null().sum().cast(pl.Int64),
+    ).with_columns(matched_share=pl.col("fully_matched") / pl.col("requests")).select(
+        "rep", "requests", "fully_matched", "matched_share", "no_queue", "no_issue", "no_complete").sort("rep")

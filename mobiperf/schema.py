@@ -127,6 +127,12 @@ BLOCK_IO = Schema("block_io", {
    " tolerant and global, with `first` for a stream's first request; sync mode from its flags; region data,"
    " metadata, journal or none; file type and path through the layout snapshot) with its btt latency phases.")
 
+PAIRING_SUMMARY = Schema("pairing_summary", {
+    "rep": I32, "requests": I64, "fully_matched": I64, "matched_share": F64, "no_queue": I64, "no_issue": I64,
+    "no_complete": I64,
+}, "How completely the block events paired into requests, per repetition: requests with their queue (or a"
+   " kernel flush), issue and completion all seen, and how many lack each.")
+
 SYSCALL_CLASS = Schema("syscall_class", {
     "rep": I32, "ts": I64, "dur": I64, "pid": I32, "comm": STR, "syscall": STR, "op": STR, "fd": I32,
     "path": STR, "file_type": STR, "size_bytes": I64, "offset_bytes": I64, "size_class": STR,
@@ -207,6 +213,6 @@ SQLITE_SUMMARY = Schema("sqlite_summary", {
    " KiB, file system journal KiB and the journal+metadata share of block write bytes; journal_mode inferred"
    " from the files (wal, delete, truncate, persist).")
 
-RESULTS = {s.name: s for s in (BLOCK_IO, SYSCALL_CLASS, IO_CLASS, IO_SHARE, LATENCY_SUMMARY, SYSCALL_LATENCY,
+RESULTS = {s.name: s for s in (BLOCK_IO, PAIRING_SUMMARY, SYSCALL_CLASS, IO_CLASS, IO_SHARE, LATENCY_SUMMARY, SYSCALL_LATENCY,
                                FS_LATENCY, FUSE_LATENCY, WATERFALL, BLOCK_CAUSE, LAYER_BREAKDOWN, AMPLIFICATION,
                                SQLITE_TXN, SQLITE_SUMMARY)}
