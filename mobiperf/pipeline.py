@@ -10,12 +10,10 @@ import contextlib
 import json
 import os
 import platform
-import shlex
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Sequence
 
 import polars as pl
 
@@ -244,7 +242,3 @@ def report(rundir: RunDir, out: Path | None = None) -> Path:
 def _version() -> str:
     from mobiperf import __version__
     return __version__
-
-
-def describe_command(argv: Sequence[str]) -> str:
-    return shlex.join(argv)

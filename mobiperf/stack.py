@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -439,7 +440,6 @@ def make_stack(transport: Transport, spec: StackSpec, **options):
 
 
 def _in_main_thread() -> bool:
-    import threading
     return threading.current_thread() is threading.main_thread()
 
 
