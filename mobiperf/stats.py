@@ -39,6 +39,7 @@ DIRECTION_RULES: tuple[tuple[str, str], ...] = (
     ("workload.cpu.idle", NEUTRAL), ("workload.cpu.*", LOWER), ("workload.ctx_switches*", LOWER),
     ("block.requests", LOWER), ("block.bytes", LOWER), ("*amplification*", LOWER), ("syscall.count*", LOWER),
     ("*.fsyncs", LOWER), ("*.count", LOWER), ("*journal*", LOWER), ("*metadata*", LOWER),
+    ("sqlite.*_per_txn", LOWER),     # syncs, block writes and KiB per transaction: the cost of durability
 )
 
 METHODS = ("mwu", "bootstrap")
