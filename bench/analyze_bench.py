@@ -139,16 +139,17 @@ def run_mobiperf(stem: Path) -> tuple[float, dict]:
     c0 = time.process_time()
     t0 = time.perf_counter()
     parsed = parse_blktrace(files)
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     rq, stats = pair_block_requests(parsed.block_event)
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
     bio = classify_block_io(rq)
     count_io_classes(bio), share_block_io(bio)
     lat = summarize_block_latency(bio)
     t3 = time.perf_counter()
     cpu = time.process_time() - c0
+    stage_cpu = {"parse_cpu_s": c1 - c0, "pair_cpu_s": c2 - c1, "classify_cpu_s": time.process_time() - c2}
     d2c = lat.filter((pl.col("phase") == "d2c") & (pl.col("op") == "write"))["mean_ns"]
-    return t3 - t0, {"cpu_s": cpu, "parse_s": t1 - t0, "pair_s": t2 - t1, "classify_s": t3 - t2, "requests": stats.requests,
+    return t3 - t0, {"cpu_s": cpu, **stage_cpu, "parse_s": t1 - t0, "pair_s": t2 - t1, "classify_s": t3 - t2, "requests": stats.requests,
                      "matched": stats.matched_share, "d2c_write_mean_us": float(d2c[0]) / 1e3 if len(d2c) else None}
 
 
@@ -214,6 +215,10 @@ def main() -> None:
     print(f"{'  btt':<34} {fmt(peers_btt):<26} {n / med(peers_btt) / 1e6:>10.2f}")
     ours_cpu = [p["cpu_s"] for p in parts]
     print(f"{'CPU time: mobiperf':<34} {fmt(ours_cpu):<26} {n / med(ours_cpu) / 1e6:>10.2f}")
+    for key, label in (("parse_cpu_s", "  parse_blktrace"), ("pair_cpu_s", "  pair_block_requests"),
+                       ("classify_cpu_s", "  block_io + io_class/share/latency")):
+        xs = [p[key] for p in parts]
+        print(f"{label:<34} {fmt(xs):<26} {n / med(xs) / 1e6:>10.2f}")
     print(f"{'CPU time: blkparse -d + btt':<34} {fmt(peers_cpu):<26} {n / med(peers_cpu) / 1e6:>10.2f}")
     print(f"speed-up vs blkparse+btt: wall {med(peers) / med(ours):.2f}x, CPU {med(peers_cpu) / med(ours_cpu):.2f}x; "
           f"load average {open('/proc/loadavg').read().split()[0]} on {len(__import__('os').sched_getaffinity(0))} "
