@@ -99,8 +99,9 @@ def make_blktrace(events, path: Path) -> int:
 def timed_child(code: str) -> dict:
     """Run code in a fresh interpreter; it prints a JSON dict; add the child's peak RSS."""
     wrapper = (f"import json, resource, sys, time\n{code}\n"
-               "r = resource.getrusage(resource.RUSAGE_SELF)\n"
-               "RESULT['max_rss_mb'] = r.ru_maxrss / 1024\nprint(json.dumps(RESULT))\n")
+               # VmHWM is this process's own peak; ru_maxrss would include the parent's (kept across exec).
+               "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0].split()[1]\n"
+               "RESULT['max_rss_mb'] = int(hwm) / 1024\nprint(json.dumps(RESULT))\n")
     done = subprocess.run([sys.executable, "-c", wrapper], capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
         raise SystemExit(done.stderr)
