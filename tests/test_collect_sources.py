@@ -151,3 +151,40 @@ def test_sigint_mid_run_restores_everything(tmp_path, sources):
         except OSError:
             continue
         assert b"47.5" not in cmd, "the workload outlived the run"
+
+
+@pytest.mark.parametrize("batch", [None, 0.2], ids=["blocking", "batched"])
+def test_binary_pages_match_the_text_trace(tmp_path, batch):
+    """trace_pipe_raw pages and trace_pipe text of the same workload on a loop device of the test's own."""
+    from mobiperf.collectors.ftrace import FtraceCollector, block_event_specs
+    from mobiperf.collectors.parse import parse_raw_dir
+    from mobiperf.target.transport import LocalTransport
+
+    image = tmp_path / "disk.img"
+    subprocess.run(["truncate", "-s", "64M", str(image)], check=True, timeout=30)
+    dev = subprocess.run(["losetup", "--find", "--show", "--direct-io=on", str(image)], capture_output=True,
+                         text=True, check=True, timeout=30).stdout.strip()
+    counts = {}
+    try:
+        major, minor = map(int, Path(f"/sys/block/{Path(dev).name}/dev").read_text().split(":"))
+        for raw in (True, False):
+            out = tmp_path / ("raw" if raw else "text")
+            name = f"mobiperf-cxtest-{os.getpid()}-{'raw' if raw else 'text'}"
+            with FtraceCollector(LocalTransport(), TRACEFS, block_event_specs([(major, minor)]), out, name=name,
+                                 raw_pages=raw, batch_interval_s=batch) as collector:
+                collector.start()
+                Path(collector.marker_path).write_text("window")
+                subprocess.run(["dd", "if=/dev/zero", f"of={dev}", "bs=4k", "count=300", "oflag=direct"],
+                               capture_output=True, check=True, timeout=120)
+                assert collector.stop()["lost_events"] == 0
+            assert not Path(f"{TRACEFS}/instances/{name}").exists()
+            parsed = parse_raw_dir(out, 0)
+            events = parsed.tables["block_event"]
+            counts[raw] = dict(events.group_by("event").len().iter_rows())
+            assert parsed.tables["trace_marker"]["text"].to_list() == ["window"]
+            if raw:
+                assert (events["ts"] % 1000 != 0).any()  # nanoseconds
+    finally:
+        subprocess.run(["losetup", "-d", dev], timeout=30)
+    assert counts[True] == counts[False]
+    assert counts[True]["block_rq_complete"] == 300
