@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 import polars as pl
 
 from mobiperf import stats
+from mobiperf.errors import MobiperfError
 from mobiperf.compare import CompareResult, RunGroup, format_value, method_description, summary_line
 from mobiperf.reports import figures
 from mobiperf.reports.html import esc, figure_div, missing, page, status_label
@@ -27,12 +28,19 @@ VERDICT_COLORS = {stats.REGRESSION: "#c62828", stats.IMPROVEMENT: "#2e7d32", sta
                   stats.NOT_SIGNIFICANT: "#9e9e9e", stats.UNDECIDED: "#d4a017"}
 
 
-def group_tables(group: RunGroup, names: tuple[str, ...] = ("io_class", "block_io")) -> dict[str, pl.DataFrame]:
-    """The result tables of a group, concatenated over its runs; a table is left out if any run lacks it."""
+def group_tables(group: RunGroup, names: tuple[str, ...] = ("io_class", "block_io"),
+                 problems: list[str] | None = None) -> dict[str, pl.DataFrame]:
+    """The result tables of a group, concatenated over its runs; a table is left out if any run lacks it or has
+    it in a form this mobiperf cannot read (an older analysis), which is added to `problems`."""
     out = {}
     for name in names:
-        if all(r.has_table(name) for r in group.runs):
+        if not all(r.has_table(name) for r in group.runs):
+            continue
+        try:
             out[name] = pl.concat([r.read_table(name) for r in group.runs], how="vertical_relaxed")
+        except MobiperfError as e:
+            if problems is not None:
+                problems.append(f"{group.label}: {e} (analysed by an older mobiperf? run `mobiperf analyze` on it)")
     return out
 
 
@@ -92,7 +100,9 @@ def _table3(groups: list[RunGroup], tables: list[dict[str, pl.DataFrame]]) -> st
 def render_compare(result: CompareResult) -> str:
     groups = [result.base] + [p.new for p in result.pairs]
     labels = [f"BASE {result.base.label}"] + [f"NEW {p.new.label}" for p in result.pairs]
-    tables = [group_tables(g, ("io_class", "block_io", "syscall_class", "fuse_latency", "waterfall")) for g in groups]
+    problems: list[str] = []
+    tables = [group_tables(g, ("io_class", "block_io", "syscall_class", "fuse_latency", "waterfall"), problems)
+              for g in groups]
     status = status_label(g.status for g in groups)
     parts = [f"<h1>Compare: {esc(result.base.label)} → {esc(', '.join(p.new.label for p in result.pairs))}</h1>",
              f"<p class='sub'>{esc(method_description(result.options))}</p>"]
@@ -138,12 +148,17 @@ def render_compare(result: CompareResult) -> str:
     with_waterfall = {label: t["waterfall"] for label, t in zip(labels, tables) if "waterfall" in t}
     if len(with_waterfall) == len(labels):
         figs.append(figure_div(figures.fig_layers_overlay(with_waterfall), "fig-layers-overlay"))
+    parts_lba = ""
+    if with_block:
+        parts_lba = figure_div(figures.fig_lba_small_multiples(with_block), "fig-lba-runs")
+    for problem in problems:
+        parts.append(missing("A table", problem))
     lacking = [label for label, t in zip(labels, tables) if "block_io" not in t or "io_class" not in t]
     if lacking:
         parts.append(missing(f"The figures of {', '.join(lacking)}",
                              "their run directories have no io_class/block_io result tables (run `mobiperf analyze`"
                              " on them)"))
-    parts.append("<div class='grid'>" + "".join(figs) + "</div></section>")
+    parts.append("<div class='grid'>" + "".join(figs) + "</div>" + parts_lba + "</section>")
     parts.append("<section id='table3'><h2>System calls and IO requests (Table 3)</h2>"
                  + _table3(groups, tables) + "</section>")
     nav = [("runs", "Runs"), ("verdicts", "Verdicts"), ("figures", "Figures"), ("table3", "Table 3")]

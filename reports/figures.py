@@ -542,3 +542,32 @@ def fig_layer_throughput(syscall_class: pl.DataFrame, block_io: pl.DataFrame) ->
                         text=[f"{r[1]:.1f}" for r in rows], textposition="outside")
     return _layout(fig, "Throughput measured at each layer (seed 004 Fig. 4)", barmode="group",
                    yaxis_title="MiB/s")
+
+
+def fig_lba_small_multiples(block_ios: dict[str, pl.DataFrame], limit_per_run: int = 50_000) -> go.Figure:
+    """Seed 000 Fig. 15: the block access pattern of each run side by side (first repetition, data requests,
+    coloured by region), each thinned like fig_lba_scatter."""
+    labels = list(block_ios)
+    cols = min(3, len(labels))
+    nrows = math.ceil(len(labels) / cols)
+    fig = make_subplots(rows=nrows, cols=cols, subplot_titles=labels, horizontal_spacing=0.06,
+                        vertical_spacing=0.12)
+    shown: set[str] = set()
+    for i, label in enumerate(labels):
+        rows = block_ios[label].filter((pl.col("size_bytes") > 0) & (pl.col("sector") >= 0))
+        if not len(rows):
+            continue
+        rows = rows.filter(pl.col("rep") == rows["rep"].min())
+        rows = rows.with_columns(region=region_column(rows) if "region" not in rows.columns else pl.col("region"))
+        t0 = int(rows["ts"].min())
+        rows = thin_scatter(rows, "ts", "sector", "region", limit=limit_per_run)
+        for region in sorted(rows["region"].unique().to_list()):
+            sub = rows.filter(pl.col("region") == region)
+            fig.add_trace(go.Scattergl(x=(sub["ts"] - t0).to_numpy() / 1e9, y=sub["sector"].to_numpy() * 512 / 2**20,
+                                       mode="markers", name=region, legendgroup=region, showlegend=region not in shown,
+                                       marker=dict(size=3, color=_color(REGION_COLORS, region), opacity=0.7)),
+                          row=i // cols + 1, col=i % cols + 1)
+            shown.add(region)
+    fig.update_xaxes(title_text="time (s)")
+    fig.update_yaxes(title_text="offset (MiB)", col=1)
+    return _layout(fig, "Block access pattern by run (first repetition)", height=330 * nrows + 60)

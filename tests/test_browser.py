@@ -83,7 +83,7 @@ def test_compare_page_loads_and_overlays_both_runs(runs, screenshots, tmp_path):
     page = write_compare_page(result, tmp_path / "compare.html")
     check = check_page(page, screenshots / "compare.png")
     _assert_clean(check, ["fig-changes", "fig-size-overlay", "fig-cdf-d2c", "fig-cdf-q2c", "fig-breakdown-overlay",
-                          "fig-layers-overlay"])
+                          "fig-layers-overlay", "fig-lba-runs"])
     assert "# of pwrite64()" in check.text  # Table 3, one column per run
     assert "improvement" in check.text  # latency_scale 0.7: D2C is significantly faster
 
