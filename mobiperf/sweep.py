@@ -690,24 +690,32 @@ class _cpu_limit:
         if self.share == "host":
             return None
         fraction = float(self.share.rstrip("%")) / 100
-        period = 100_000
+        # A short period makes the throttling look like a slower CPU rather than one that stalls for most of
+        # 100 ms; the kernel wants a quota of at least 1 ms.
+        period = max(10_000, int(1000 / fraction) + 1)
+        quota = max(1000, int(period * fraction))
         v1 = Path("/sys/fs/cgroup/cpu")
         v2 = Path("/sys/fs/cgroup")
-        if (v1 / "cpu.cfs_quota_us").exists():
-            self.path = v1 / self.name
-            self.path.mkdir()
-            (self.path / "cpu.cfs_period_us").write_text(str(period))
-            (self.path / "cpu.cfs_quota_us").write_text(str(int(period * fraction)))
-        elif (v2 / "cgroup.controllers").exists() and "cpu" in (v2 / "cgroup.controllers").read_text():
-            self.path = v2 / self.name
-            self.path.mkdir()
-            (self.path / "cpu.max").write_text(f"{int(period * fraction)} {period}")
-        else:
-            raise UsageError("cpu=SHARE needs the cgroup cpu controller (v1 /sys/fs/cgroup/cpu or v2 cpu.max)")
+        try:
+            if (v1 / "cpu.cfs_quota_us").exists():
+                self.path = v1 / self.name
+                self.path.mkdir()
+                (self.path / "cpu.cfs_period_us").write_text(str(period))
+                (self.path / "cpu.cfs_quota_us").write_text(str(quota))
+            elif (v2 / "cgroup.controllers").exists() and "cpu" in (v2 / "cgroup.controllers").read_text():
+                self.path = v2 / self.name
+                self.path.mkdir()
+                (self.path / "cpu.max").write_text(f"{quota} {period}")
+            else:
+                raise UsageError("cpu=SHARE needs the cgroup cpu controller (v1 /sys/fs/cgroup/cpu or v2 "
+                                 "cpu.max)")
+        except OSError as e:
+            self.__exit__()
+            raise UsageError(f"cannot set up the CPU cgroup for cpu={self.share}: {e} (needs root)") from None
         return self.path
 
     def __exit__(self, *exc) -> None:
-        if self.path is None:
+        if self.path is None or not self.path.exists():
             return
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

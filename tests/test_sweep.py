@@ -194,3 +194,14 @@ def test_cli_bad_input_lists_the_valid_choices(tmp_path):
     if "f2fs" not in sweep.kernel_filesystems():
         assert dry.stdout.count("skipped: this kernel has no f2fs") == 2
     assert not (tmp_path / "s").exists()
+
+
+def test_cpu_share_moves_the_workload_and_its_fuse_daemon_into_the_cells_cgroup():
+    plan = sweep.plan_cell({"layer": "fuse", "cpu": "20%"}, available_fs={"ext4"})
+    assert plan.cpu == "20%"
+    script = plan.command[2]
+    assert script.startswith('cg="$MOBIPERF_CPU_CGROUP"; for pid in $(pgrep -f -- " $PWD$")')
+    assert 'echo $$ > "$cg/cgroup.procs" && mobibench' in script
+    assert sweep.plan_cell({}, available_fs={"ext4"}).command[2].startswith("mobibench")
+    with pytest.raises(UsageError, match="between 1% and 100%"):
+        sweep.parse_grid(["cpu=0.5%"])
