@@ -114,7 +114,9 @@ def cmd_probe(target: str, fmt: str) -> None:
 @cli.command("run", epilog=_examples(
     "mobiperf run -t local --stack ext4 -- dd if=/dev/zero of=f bs=512k count=64 oflag=direct",
     "mobiperf run --stack ext4 --scheduler bfq -n 3 -o runs/seq -- mobibench -p . -f 65536 -r 512 -a 0",
-    "mobiperf run --stack ext4+fuse -- mobibench -p . -d 0 -n 100 -j 1"))
+    "mobiperf run --stack ext4+fuse -- mobibench -p . -d 0 -n 100 -j 1",
+    "mobiperf run --stack ext4 --source ftrace --source strace --source layout -- mobibench -p . -d 0 -n 50 -j 3",
+    "mobiperf run -t adb:SERIAL --stack dir:/data/local/tmp -- mobibench -p . -f 16384 -r 4 -a 1 -y 2"))
 @target_option
 @click.option("--stack", "stack_spec", default="ext4", show_default=True,
               help="Storage stack, bottom first: ext4, xfs, btrfs, ext4+fuse, ext4+bfuse:io_unit=512k, ...")
@@ -124,11 +126,17 @@ def cmd_probe(target: str, fmt: str) -> None:
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Run directory to create (never overwritten).")
 @click.option("--image-size", default="1G", show_default=True, help="Size of the emulated data partition.")
 @click.option("--device", "device_profile", help="Device profile under the loop device: emmc-2012, ufs-2020, host.")
+@click.option("--source", "sources", multiple=True,
+              help="Trace source (repeatable): ftrace, ftrace_raw, syscalls, strace, blktrace, layout, facts. "
+                   "Default: ftrace, layout, facts.")
+@click.option("--event-set", "event_sets", multiple=True,
+              help="Whole ftrace event set (repeatable): ext4, jbd2, f2fs, fuse, writeback. Default: the stack's "
+                   "light events (fsync, jbd2 commits, FUSE requests).")
 @click.option("--event", "events", multiple=True, help="Extra trace event system:name (repeatable).")
 @click.option("--timeout", help="Kill the workload after this long (e.g. 10m).")
 @click.argument("command", nargs=-1, required=True)
-def cmd_run(target, stack_spec, scheduler, repeat, output, image_size, device_profile, events, timeout,
-            command) -> None:
+def cmd_run(target, stack_spec, scheduler, repeat, output, image_size, device_profile, sources, event_sets, events,
+            timeout, command) -> None:
     """Set up the stack, run COMMAND in its working directory while tracing, tear the stack down, then parse,
     analyze and report."""
     from mobiperf import pipeline
@@ -140,7 +148,8 @@ def cmd_run(target, stack_spec, scheduler, repeat, output, image_size, device_pr
     request = pipeline.RunRequest(
         stack=parse_stack_spec(stack_spec), command=list(command), scheduler=scheduler, repeat=repeat,
         image_size=parse_image_size(image_size), extra_events=parse_event_names(list(events)),
-        timeout_s=parse_duration_ns(timeout) / 1e9 if timeout else None, device=device_profile)
+        timeout_s=parse_duration_ns(timeout) / 1e9 if timeout else None, device=device_profile,
+        sources=tuple(sources) or None, event_sets=tuple(event_sets) or None)
     if device_profile:
         from mobiperf.devmodel import resolve_profile
 
@@ -179,8 +188,7 @@ def cmd_analyze(rundir: Path, fmt: str) -> None:
         click.echo(json.dumps({title: df.to_dicts() for title, df in tables.items()}, indent=2, default=str))
         return
     for title, df in tables.items():
-        if fmt == "text":
-            click.echo(f"\n== {title}")
+        click.echo(f"\n== {title}" if fmt == "text" else f"# {title}")  # csv: one commented title per table
         _print_table(df, fmt)
     for name, why in run.read_meta().get("analysis", {}).get("skipped", {}).items():
         click.echo(f"note: {name} not computed: {why}", err=True)

@@ -43,6 +43,8 @@ class RunRequest:
     extra_events: list[EventSpec] = field(default_factory=list)
     timeout_s: float | None = None
     device: str | None = None       # a device profile of mobiperf.devmodel (None: the host's disk as it is)
+    sources: tuple[str, ...] | None = None     # trace sources (collectors.SOURCES); None: the defaults
+    event_sets: tuple[str, ...] | None = None  # whole ftrace event sets; None: the stack's light events
 
 
 def default_run_path(request: RunRequest) -> Path:
@@ -53,7 +55,7 @@ def default_run_path(request: RunRequest) -> Path:
 
 def run(transport: Transport, caps: Capabilities, request: RunRequest, out: Path) -> RunDir:
     """Collect every repetition, then parse, analyze and report. The run is kept whatever happens."""
-    _check_can_trace(transport, caps, request.extra_events)
+    _check_can_trace(transport, caps, request)
     rundir = RunDir.create(out, {
         "id": out.name, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "mobiperf": _version(), "host": platform.node(), "target": caps.as_dict(), "stack": str(request.stack),
@@ -73,12 +75,19 @@ def run(transport: Transport, caps: Capabilities, request: RunRequest, out: Path
     return rundir
 
 
-def _check_can_trace(transport: Transport, caps: Capabilities, events: list[EventSpec]) -> None:
+def _check_can_trace(transport: Transport, caps: Capabilities, request: RunRequest) -> None:
     """Refuse before anything is created: a run that cannot trace would only leave a broken run directory."""
+    from mobiperf.collectors import EVENT_SET_NAMES, SOURCES
+
     if not caps.tracefs_path or not caps.tracefs_writable:
         raise TargetError("tracing needs a writable tracefs: run as root (tracefs is mounted at "
                           "/sys/kernel/tracing when absent)")
-    for ev in events:
+    for kind, asked, valid in (("trace source", request.sources or (), SOURCES),
+                               ("event set", request.event_sets or (), EVENT_SET_NAMES)):
+        unknown = [a for a in asked if a not in valid]
+        if unknown:
+            raise UsageError(f"unknown {kind} {', '.join(unknown)}; choose from {', '.join(valid)}")
+    for ev in request.extra_events:
         if not transport.exists(f"{caps.tracefs_path}/{ev.path}/format"):
             known = caps.events.get(ev.system)
             hint = (f"this kernel's {ev.system} events are {', '.join(known)}" if known
@@ -91,7 +100,9 @@ def collect_repetition(transport: Transport, caps: Capabilities, request: RunReq
     raw = rundir.raw_dir(rep)
     with make_stack(transport, request.stack, scheduler=request.scheduler, image_size=request.image_size,
                     counters_dir=raw, device=request.device) as stack, contextlib.ExitStack() as active:
-        collectors = plan_collectors(transport, caps, stack, raw, extra_events=request.extra_events)
+        notes: list[str] = []
+        collectors = plan_collectors(transport, caps, stack, raw, extra_events=request.extra_events,
+                                     sources=request.sources, event_sets=request.event_sets, notes=notes)
         argv, env = _workload_command(transport, request.command, stack.workdir, active)
         env["MOBIPERF_WORKDIR"] = stack.workdir
         for collector in collectors:
@@ -116,7 +127,7 @@ def collect_repetition(transport: Transport, caps: Capabilities, request: RunReq
     # The FUSE daemons and the device model write their counters when the stack comes down.
     counters = {p.name.removesuffix(".json"): _read_json(p) for p in sorted(raw.glob("*counters*.json"))}
     return {"index": rep, "exit_code": exit_code, "workload_ns": elapsed, "stack": stack.as_dict(),
-            "counters": counters, **summaries}
+            "counters": counters, "notes": notes, **summaries}
 
 
 def _read_json(path: Path):

@@ -60,3 +60,13 @@ def clean_machine():
     after = _machine_state()
     leftovers = {kind: sorted(after[kind] - before[kind]) for kind in after if after[kind] - before[kind]}
     assert not leftovers, f"left behind: {leftovers}"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--regen-golden", action="store_true",
+                     help="rewrite the expected tables of the golden traces from what the analyzers produce now")
+
+
+def pytest_configure(config):
+    if config.getoption("--regen-golden"):
+        os.environ["MOBIPERF_REGEN_GOLDEN"] = "1"  # read by the golden tests
