@@ -72,3 +72,14 @@ def test_counters_on_sigusr1_while_running(bfuse_mount):
     assert second["ops"]["write"]["bytes"] == 4 * RECORD
     assert second["pid"] == mount.process.pid
     assert mount.process.poll() is None
+
+
+def test_splice_moves_writes_without_pwrite(bfuse_mount):
+    """zerocopy (seed 003): 512 KiB requests arrive in a pipe and are spliced into the native file."""
+    mount = bfuse_mount("preset=zerocopy")
+    write_sequential(mount.mountpoint / "seq")
+    counters = mount.unmount()["counters"]
+    assert counters["daemon_splice_write_calls"] == TOTAL // RECORD
+    assert counters["daemon_splice_write_bytes"] == TOTAL
+    assert counters["daemon_pwrite_calls"] == 0
+    assert (mount.source / "seq").read_bytes() == b"\xa5" * TOTAL
