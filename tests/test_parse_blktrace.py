@@ -121,3 +121,12 @@ def test_real_blk_tracer_capture_agrees_with_blkparse():
     theirs = [(f[5], int(f[7])) for f in lines if f[5] in "QDCG"]
     assert ours == theirs
     assert set(b.filter(pl.col("event") == "block_rq_issue")["rwbs"]) == {f[6] for f in lines if f[5] == "D"}
+
+
+def test_damaged_note_fields_do_not_overflow(tmp_path):
+    """Found by bench/fuzz_parsers.py: a message note with a u32 pid above 2**31 and a time above 2**63."""
+    path = tmp_path / "n.blktrace.0"
+    path.write_bytes(record(7, False, seq=0, time=(1 << 64) - 5, action=2 | (TC_NOTIFY << 16), pid=0xFFFFFFF0,
+                            pdu=b"abc"))
+    t = parse_blktrace([path])
+    assert t.trace_marker.rows() == [(0, -1, -16, "abc")] and len(t.block_event) == 0

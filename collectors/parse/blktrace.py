@@ -262,7 +262,10 @@ def parse_blktrace(paths: list[Path], rep: int = 0) -> BlktraceTables:
         "size_bytes": np.where(is_plug, -1, size), "rwbs": _rwbs(tc, nbytes),
         "error": m["error"].astype(np.int32),
     })
-    marker_df = pl.DataFrame(markers, schema=TRACE_MARKER.columns) if markers else TRACE_MARKER.empty()
+    marker_df = pl.DataFrame({  # pid is u32 in the record: a damaged one must not overflow the i32 column
+        "rep": np.full(len(markers), rep, np.int32), "ts": np.array([m["ts"] for m in markers], np.int64),
+        "pid": np.array([m["pid"] for m in markers], np.int64).astype(np.int32),
+        "text": pl.Series([m["text"] for m in markers], dtype=pl.Utf8)}) if markers else TRACE_MARKER.empty()
     return BlktraceTables(block_event=BLOCK_EVENT.validate(block), trace_marker=TRACE_MARKER.validate(marker_df),
                           records=n_records, lost_records=lost, skipped_actions=skipped,
                           start_wallclock_ns=start_wall, warnings=warnings)
