@@ -43,4 +43,7 @@ class StraceCollector(Collector):
 
     def __exit__(self, *exc) -> None:
         if self.remote_log != str(self.local_log):
-            self.transport.run(["rm", "-f", self.remote_log], timeout=30)
+            try:
+                self.transport.run(["rm", "-f", self.remote_log], timeout=30)
+            except TargetError:
+                pass  # the device is gone: the log goes with its work directory, and the first error stands
