@@ -584,6 +584,7 @@ def run_sweep(path: Path, definition: SweepDefinition | None = None, *, retry_fa
     propagates; the next call continues from there."""
     sweep = SweepDir(path)
     data = sweep.create_or_resume(definition)
+    lock = _lock_sweep(sweep)
     progress = progress or Progress()
     cells = {c["id"]: c for c in data["cells"]}
     _wait_for_orphans(data)
@@ -598,9 +599,23 @@ def run_sweep(path: Path, definition: SweepDefinition | None = None, *, retry_fa
             progress.unit_finished(unit, i, len(todo))
     finally:
         restore()
+        lock.close()
     data["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     sweep.write(data)
     return data
+
+
+def _lock_sweep(sweep: SweepDir):
+    """One sweep process per directory: a second one would run the same units twice."""
+    import fcntl
+
+    lock = open(sweep.path / ".lock", "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.close()
+        raise UsageError(f"another mobiperf sweep is running in {sweep.path}; wait for it or stop it") from None
+    return lock
 
 
 def _run_unit(sweep: SweepDir, data: dict, cell: dict, unit: dict, python: str) -> None:

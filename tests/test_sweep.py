@@ -205,3 +205,13 @@ def test_cpu_share_moves_the_workload_and_its_fuse_daemon_into_the_cells_cgroup(
     assert sweep.plan_cell({}, available_fs={"ext4"}).command[2].startswith("mobibench")
     with pytest.raises(UsageError, match="between 1% and 100%"):
         sweep.parse_grid(["cpu=0.5%"])
+
+
+def test_one_sweep_process_per_directory(tmp_path):
+    import fcntl
+
+    sweep.SweepDir(tmp_path).create_or_resume(sweep.SweepDefinition([{"record": "4k"}], repeat=1))
+    with open(tmp_path / ".lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(UsageError, match="another mobiperf sweep is running"):
+            sweep.run_sweep(tmp_path)
