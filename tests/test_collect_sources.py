@@ -1,4 +1,4 @@
-"""Every trace source through a real `mobiperf run` (root): ftrace event sets, the workload-only syscalls instance,
+"""Every trace source through a real `mobiperf run --source ... --event-set ...` (root): ftrace event sets, the workload-only syscalls instance,
 strace, blktrace (blk tracer at the top level, restored), the layout snapshot and target facts; and a real SIGINT
 in the middle of such a run leaves tracefs, mounts and loop devices as they were."""
 
@@ -42,19 +42,15 @@ def blk_tracer_free() -> bool:
             and not Path(f"{TRACEFS}/set_event").read_text().strip())
 
 
-def driver(tmp_path: Path, sources: list[str], event_sets: list[str]) -> Path:
-    """A `mobiperf run` whose plan asks for these sources (the CLI itself has no option for them yet)."""
-    script = tmp_path / "run_with_sources.py"
-    script.write_text(textwrap.dedent(f"""
-        import functools, itertools, os, sys
-        from mobiperf import pipeline
-        from mobiperf.collectors import ftrace, plan_collectors
-        pipeline.plan_collectors = functools.partial(plan_collectors, sources={sources!r},
-                                                     event_sets={event_sets!r})
-        # Instance names this test can recognise on a machine shared with other runs.
+def driver(tmp_path: Path) -> Path:
+    """`mobiperf run` with tracefs instance names this test can recognise on a machine shared with other runs."""
+    script = tmp_path / "run_named.py"
+    script.write_text(textwrap.dedent("""
+        import itertools, os, sys
+        from mobiperf.collectors import ftrace
         counter, init = itertools.count(), ftrace.FtraceCollector.__init__
         def named(self, *a, **kw):
-            kw.setdefault("name", f"mobiperf-cxtest-{{os.getpid()}}-{{next(counter)}}")
+            kw.setdefault("name", f"mobiperf-cxtest-{os.getpid()}-{next(counter)}")
             init(self, *a, **kw)
         ftrace.FtraceCollector.__init__ = named
         from mobiperf.cli import main
@@ -62,6 +58,10 @@ def driver(tmp_path: Path, sources: list[str], event_sets: list[str]) -> Path:
         main()
     """))
     return script
+
+
+def run_args(sources: list[str], event_sets: list[str]) -> list[str]:
+    return [a for s in sources for a in ("--source", s)] + [a for e in event_sets for a in ("--event-set", e)]
 
 
 @pytest.fixture
@@ -75,8 +75,9 @@ def sources():
 def test_every_source_collects_and_parses(tmp_path, sources):
     before_top = top_level_state()
     out = tmp_path / "all"
-    script = driver(tmp_path, sources, ["ext4", "jbd2", "writeback"])
-    proc = subprocess.Popen([sys.executable, str(script), "run", "--stack", "ext4", "-o", str(out), "--",
+    script = driver(tmp_path)
+    proc = subprocess.Popen([sys.executable, str(script), "run", "--stack", "ext4", "-o", str(out),
+                             *run_args(sources, ["ext4", "jbd2", "writeback"]), "--",
                              "dd", "if=/dev/zero", "of=f", "bs=4k", "count=200", "oflag=direct", "conv=fsync"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -123,8 +124,9 @@ def test_every_source_collects_and_parses(tmp_path, sources):
 def test_sigint_mid_run_restores_everything(tmp_path, sources):
     before_top = top_level_state()
     out = tmp_path / "interrupted"
-    script = driver(tmp_path, sources, ["ext4", "jbd2"])
-    proc = subprocess.Popen([sys.executable, str(script), "run", "--stack", "ext4", "-o", str(out), "--",
+    script = driver(tmp_path)
+    proc = subprocess.Popen([sys.executable, str(script), "run", "--stack", "ext4", "-o", str(out),
+                             *run_args(sources, ["ext4", "jbd2"]), "--",
                              "sh", "-c", "dd if=/dev/zero of=f bs=4k count=50 oflag=direct; sleep 47.5"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
