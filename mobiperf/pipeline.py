@@ -22,7 +22,8 @@ from mobiperf.analyzers import headline_metrics, registry
 from mobiperf.collectors import plan_collectors
 from mobiperf.collectors.ftrace import EventSpec
 from mobiperf.collectors.parse import derive_tables, parse_raw_dir
-from mobiperf.errors import MissingTableError, TargetError, UsageError
+from mobiperf.errors import MissingTableError, MobiperfError, TargetError, UsageError
+from mobiperf.progress import stage
 from mobiperf.reports.page import render_report
 from mobiperf.runstore import RunDir
 from mobiperf.schema import RESULTS, TABLES
@@ -61,17 +62,25 @@ def run(transport: Transport, caps: Capabilities, request: RunRequest, out: Path
         "mobiperf": _version(), "host": platform.node(), "target": caps.as_dict(), "stack": str(request.stack),
         "scheduler": request.scheduler, "device": request.device, "command": request.command, "repetitions": [], "warnings": [],
     })
+    timings = {}
     started = time.time()
-    for rep in range(request.repeat):
-        record = collect_repetition(transport, caps, request, rundir, rep)
-        meta = rundir.read_meta()
-        meta["repetitions"].append(record)
-        rundir.write_meta(meta)
-    rundir.update_meta(timings={"collect_s": round(time.time() - started, 3)})
-    analyze(rundir, reparse=True)
+    with stage("collect", total=request.repeat) as advance:
+        for rep in range(request.repeat):
+            advance(0, description=f"collect rep {rep}")
+            record = collect_repetition(transport, caps, request, rundir, rep)
+            meta = rundir.read_meta()
+            meta["repetitions"].append(record)
+            rundir.write_meta(meta)
+            advance()
+    timings["collect_s"] = round(time.time() - started, 3)
+    with stage("parse and analyze"):
+        t0 = time.time()
+        analyze(rundir, reparse=True)
+        timings["analyze_s"] = round(time.time() - t0, 3)
     failed = any(r["exit_code"] != 0 for r in rundir.read_meta()["repetitions"])
-    rundir.update_meta(status="failed" if failed else "complete")
-    report(rundir)
+    rundir.update_meta(status="failed" if failed else "complete", timings=timings)
+    with stage("report"):
+        report(rundir)
     return rundir
 
 
@@ -240,9 +249,20 @@ def workload_metrics(rundir: RunDir, rep: int) -> list[dict]:
     return [metrics_mod.metric(name, v["value"], v["unit"]) for name, v in parsed.items()]
 
 
+# Event tables the report draws directly, beside the results.
+REPORT_EVENT_TABLES = ("fuse_req",)
+
+
 def report(rundir: RunDir, out: Path | None = None) -> Path:
     meta = rundir.read_meta()
-    tables = {name: rundir.read_table(name) for name in RESULTS if rundir.has_table(name)}
+    tables = {}
+    for name in (*RESULTS, *REPORT_EVENT_TABLES):
+        if not rundir.has_table(name):
+            continue
+        try:
+            tables[name] = rundir.read_table(name)
+        except MobiperfError as e:  # written by another mobiperf version: the section says it is missing
+            meta.setdefault("warnings", []).append(f"report: {name} skipped: {e} (re-run `mobiperf analyze`)")
     path = out or rundir.path / "report.html"
     tmp = Path(f"{path}.tmp")
     tmp.write_text(render_report(meta, tables))

@@ -68,16 +68,16 @@ def test_report_is_self_contained(dd_512k_run):
     scripts = _script_tags(page)
     assert scripts and all("src" not in attrs for attrs in scripts)  # everything inline: works offline
     assert "plotly.js v" in page  # the library itself, inlined
-    for title in ("Block requests by size", "Locality", "D2C latency CDF", "Block access pattern"):
+    for title in ("IO characterisation (block layer)", "Block latency CDF", "Block access pattern"):
         assert title in page
-    assert page.count('class="plotly-graph-div"') == 4
+    assert page.count('class="mp-fig plotly-graph-div"') >= 6
 
 
 def test_offline_stages_rebuild_from_files(dd_512k_run, tmp_path):
     out, _ = dd_512k_run
     analyzed = mobiperf("analyze", str(out), "--format", "json")
     assert analyzed.returncode == 0, analyzed.stderr
-    classes = json.loads(analyzed.stdout)["IO classes (block layer)"]
+    classes = json.loads(analyzed.stdout)["IO classes (block and syscall layers)"]
     assert sum(r["bytes"] for r in classes if r["op"] == "write") >= 32 << 20
     page = tmp_path / "again.html"
     reported = mobiperf("report", str(out), "-o", str(page))
@@ -109,7 +109,7 @@ def test_failed_command_is_recorded(tmp_path, clean_machine):
     meta = json.loads((out / "run.json").read_text())
     assert meta["status"] == "failed" and meta["repetitions"][0]["exit_code"] == 3
     assert (out / "raw" / "rep0" / "stderr.txt").read_text() == "oops\n"
-    assert "This run is failed" in (out / "report.html").read_text()
+    assert "This run FAILED" in (out / "report.html").read_text()
 
 
 def test_unknown_event_refused_before_anything_is_created(tmp_path, clean_machine):
