@@ -3,10 +3,12 @@
 Installed as mobiperf.analyzers. The registry below is what `mobiperf analyze` runs, in order; an analyzer's
 `needs` decide which events `collect` enables and which table is reported missing when a run lacks it.
 
-Optional inputs: the pipeline passes an analyzer exactly its `needs`. An analyzer that can use more when it is
-there (block_io uses the layout snapshot, the waterfall the sync_file and FUSE events) is registered once per
-set of inputs, fewest first, all producing the same result: a later entry whose tables exist overwrites the
-earlier result, and one whose tables are missing is skipped with the reason (which names what it would add).
+Optional inputs: an analyzer that can use more when it is there (block_io uses the layout snapshot, the
+waterfall the sync_file and FUSE events) lists those tables in `optional`; the pipeline passes each one that exists
+as a keyword argument. Where one result can come from different sources (the syscall layer from strace or from
+the ftrace clock, SQLite transactions from syscalls or from fsync events), each source is its own entry, fewest
+inputs first: a later entry whose tables exist overwrites the earlier result, one whose tables are missing is
+skipped with the reason.
 """
 
 from __future__ import annotations
@@ -38,10 +40,16 @@ class Analyzer:
     produces: str                   # result table name
     run: Callable[..., pl.DataFrame]
     events: tuple[str, ...] = ()    # trace events that produce the needed tables (for error messages)
+    optional: tuple[str, ...] = ()  # tables passed as keyword arguments when the run has them
 
 
 UPSTREAM = {"block_io": "block_rq", "syscall_class": "syscall_io", "waterfall": "syscall_io",
             "sqlite_txn": "fsync_event"}
+
+
+def table_sources(tables) -> tuple[str, ...]:
+    """The trace sources (events, collectors) that produce these tables, for messages about missing ones."""
+    return _sources(tuple(tables))
 
 
 def _sources(needs: tuple[str, ...]) -> tuple[str, ...]:
@@ -58,9 +66,10 @@ def _sources(needs: tuple[str, ...]) -> tuple[str, ...]:
 _ALWAYS_THERE = ("block_event", "block_rq", "block_io", "trace_marker")
 
 
-def _analyzer(name: str, needs: tuple[str, ...], produces: str, run: Callable) -> Analyzer:
+def _analyzer(name: str, needs: tuple[str, ...], produces: str, run: Callable,
+              optional: tuple[str, ...] = ()) -> Analyzer:
     rare = tuple(n for n in needs if UPSTREAM.get(n, n) not in _ALWAYS_THERE and n not in _ALWAYS_THERE)
-    return Analyzer(name, needs, produces, run, events=_sources(rare) or _sources(needs))
+    return Analyzer(name, needs, produces, run, events=_sources(rare) or _sources(needs), optional=optional)
 
 
 def registry() -> list[Analyzer]:
@@ -69,15 +78,12 @@ def registry() -> list[Analyzer]:
 
     return [
         _analyzer("pairing_summary", ("block_rq",), "pairing_summary", pairing.summarize_pairing),
-        _analyzer("block_io", ("block_rq",), "block_io", block_io.classify_block_io),
-        _analyzer("block_io+layout", ("block_rq", "file_extent"), "block_io", block_io.classify_block_io),
+        _analyzer("block_io", ("block_rq",), "block_io", block_io.classify_block_io, optional=("file_extent",)),
         _analyzer("syscall_class", ("syscall_io",), "syscall_class", syscall.classify_syscalls),
         _analyzer("syscall_class+trace_clock", ("syscall_io", "trace_marker"), "syscall_class",
                   syscall.classify_syscalls_on_trace_clock),
-        _analyzer("io_class", ("block_io",), "io_class", io_class.count_io_classes),
-        _analyzer("io_class+syscall", ("block_io", "syscall_class"), "io_class", io_class.count_io_classes),
-        _analyzer("io_share", ("block_io",), "io_share", io_class.share_block_io),
-        _analyzer("io_share+syscall", ("block_io", "syscall_class"), "io_share", io_class.share_all_layers),
+        _analyzer("io_class", ("block_io",), "io_class", io_class.count_io_classes, optional=("syscall_class",)),
+        _analyzer("io_share", ("block_io",), "io_share", io_class.share_io, optional=("syscall_class",)),
         _analyzer("latency_summary", ("block_io",), "latency_summary", latency.summarize_block_latency),
         _analyzer("syscall_latency", ("syscall_class",), "syscall_latency", latency.summarize_syscall_latency),
         _analyzer("fs_latency", ("fsync_event",), "fs_latency", latency.summarize_fsync_latency),
@@ -85,26 +91,18 @@ def registry() -> list[Analyzer]:
         _analyzer("fs_latency+sync_file+jbd2", ("fsync_event", "jbd2_run_stats"), "fs_latency",
                   latency.summarize_fs_latency),
         _analyzer("fuse_latency", ("fuse_req",), "fuse_latency", latency.summarize_fuse_latency),
-        _analyzer("waterfall", ("syscall_class", "block_io"), "waterfall", waterfall.build_waterfall),
-        _analyzer("waterfall+fuse", ("syscall_class", "block_io", "fuse_req"), "waterfall",
-                  lambda s, b, f: waterfall.build_waterfall(s, b, fuse_req=f)),
-        _analyzer("waterfall+sync_file", ("syscall_class", "block_io", "fsync_event"), "waterfall",
-                  lambda s, b, e: waterfall.build_waterfall(s, b, fsync_event=e)),
-        _analyzer("waterfall+sync_file+fuse", ("syscall_class", "block_io", "fsync_event", "fuse_req"), "waterfall",
-                  waterfall.build_waterfall),
+        _analyzer("waterfall", ("syscall_class", "block_io"), "waterfall", waterfall.build_waterfall,
+                  optional=("fsync_event", "fuse_req")),
         _analyzer("layer_breakdown", ("waterfall",), "layer_breakdown", waterfall.break_down_layers),
         _analyzer("block_cause", ("syscall_class", "block_io"), "block_cause", waterfall.attribute_block_causes),
         _analyzer("amplification", ("syscall_class", "block_io"), "amplification",
-                  amplification.measure_amplification),
-        _analyzer("amplification+fuse", ("syscall_class", "fuse_req", "block_io"), "amplification",
-                  amplification.measure_amplification_fuse),
+                  amplification.measure_amplification, optional=("fuse_req",)),
         _analyzer("sqlite_txn", ("fsync_event", "block_io", "trace_marker"), "sqlite_txn",
                   sqlite_txn.transactions_from_syncs),
         _analyzer("sqlite_txn+syscall", ("syscall_io", "block_io", "trace_marker"), "sqlite_txn",
                   sqlite_txn.sqlite_transactions),
-        _analyzer("sqlite_summary", ("sqlite_txn",), "sqlite_summary", sqlite_txn.sqlite_summary),
-        _analyzer("sqlite_summary+syscall", ("sqlite_txn", "syscall_io"), "sqlite_summary",
-                  sqlite_txn.sqlite_summary),
+        _analyzer("sqlite_summary", ("sqlite_txn",), "sqlite_summary", sqlite_txn.sqlite_summary,
+                  optional=("syscall_io",)),
     ]
 
 

@@ -42,7 +42,3 @@ def measure_amplification(syscall_class: pl.DataFrame, block_io: pl.DataFrame,
     return out.sort("rep", "op", order, "region").select("rep", "layer", "region", "op", "count", "bytes",
                                                          "ratio_to_app")
 
-
-def measure_amplification_fuse(syscall_class: pl.DataFrame, fuse_req: pl.DataFrame,
-                               block_io: pl.DataFrame) -> pl.DataFrame:
-    return measure_amplification(syscall_class, block_io, fuse_req)

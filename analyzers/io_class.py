@@ -52,9 +52,9 @@ def share_by_dimension(classified: pl.DataFrame, layer: str) -> pl.DataFrame:
                       "bytes_share").sort("rep", "layer", "op", "dimension", "value")
 
 
-def share_block_io(block_io: pl.DataFrame) -> pl.DataFrame:
-    return share_by_dimension(block_io, "block")
-
-
-def share_all_layers(block_io: pl.DataFrame, syscall_class: pl.DataFrame) -> pl.DataFrame:
-    return pl.concat([share_by_dimension(block_io, "block"), share_by_dimension(syscall_class, "syscall")])
+def share_io(block_io: pl.DataFrame, syscall_class: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Shares per dimension at the block layer, and at the syscall layer when the run has it."""
+    frames = [share_by_dimension(block_io, "block")]
+    if syscall_class is not None:
+        frames.append(share_by_dimension(syscall_class, "syscall"))
+    return pl.concat(frames)

@@ -130,7 +130,7 @@ def write_blktrace(events: pl.DataFrame, stem: Path, cpus: int = 2) -> int:
 
 def run_mobiperf(stem: Path) -> tuple[float, dict]:
     from mobiperf.analyzers.block_io import classify_block_io
-    from mobiperf.analyzers.io_class import count_io_classes, share_block_io
+    from mobiperf.analyzers.io_class import count_io_classes, share_io
     from mobiperf.analyzers.latency import summarize_block_latency
     from mobiperf.analyzers.pairing import pair_block_requests
     from mobiperf.collectors.parse.blktrace import parse_blktrace
@@ -143,7 +143,7 @@ def run_mobiperf(stem: Path) -> tuple[float, dict]:
     rq, stats = pair_block_requests(parsed.block_event)
     t2, c2 = time.perf_counter(), time.process_time()
     bio = classify_block_io(rq)
-    count_io_classes(bio), share_block_io(bio)
+    count_io_classes(bio), share_io(bio)
     lat = summarize_block_latency(bio)
     t3 = time.perf_counter()
     cpu = time.process_time() - c0

@@ -18,7 +18,7 @@ from pathlib import Path
 import polars as pl
 
 from mobiperf import metrics as metrics_mod
-from mobiperf.analyzers import headline_metrics, registry
+from mobiperf.analyzers import headline_metrics, registry, table_sources
 from mobiperf.collectors import plan_collectors
 from mobiperf.collectors.ftrace import EventSpec
 from mobiperf.collectors.parse import derive_tables, parse_raw_dir
@@ -207,7 +207,7 @@ def analyze(rundir: RunDir, *, reparse: bool = False) -> dict[str, pl.DataFrame]
         meta["warnings"] = warnings
     results: dict[str, pl.DataFrame] = {}
     available = {name: rundir.read_table(name) for name in TABLES if rundir.has_table(name)}
-    skipped = {}
+    skipped, without = {}, {}
     for analyzer in registry():
         inputs = [results.get(need, available.get(need)) for need in analyzer.needs]
         missing = [need for need, table in zip(analyzer.needs, inputs) if table is None]
@@ -216,9 +216,15 @@ def analyze(rundir: RunDir, *, reparse: bool = False) -> dict[str, pl.DataFrame]
             skipped[analyzer.name] = (f"needs the {', '.join(missing)} table; enable "
                                       f"{', '.join(analyzer.events) or 'its collector'} when collecting")
             continue
-        results[analyzer.produces] = RESULTS[analyzer.produces].validate(analyzer.run(*inputs))
+        extra = {name: t for name in analyzer.optional
+                 if (t := results.get(name, available.get(name))) is not None}
+        if len(extra) < len(analyzer.optional):
+            lacking = [n for n in analyzer.optional if n not in extra]
+            without[analyzer.name] = (f"computed without {', '.join(lacking)} (from "
+                                      f"{', '.join(table_sources(lacking))})")
+        results[analyzer.produces] = RESULTS[analyzer.produces].validate(analyzer.run(*inputs, **extra))
         rundir.write_table(RESULTS[analyzer.produces], results[analyzer.produces])
-    meta["analysis"] = {"results": sorted(results), "skipped": skipped}
+    meta["analysis"] = {"results": sorted(results), "skipped": skipped, "without": without}
     per_rep = []
     for record in meta.get("repetitions", []):
         rep_metrics = headline_metrics(results, record["index"])

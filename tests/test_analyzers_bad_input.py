@@ -33,7 +33,17 @@ def test_missing_tables_name_the_events_to_enable(tmp_path):
     skipped = run.read_meta()["analysis"]["skipped"]
     assert "strace" in skipped["syscall_class"] and "syscall_io" in skipped["syscall_class"]
     assert "fuse:fuse_request_send" in skipped["fuse_latency"]
-    assert "layout snapshot" in skipped.get("block_io+layout", "layout snapshot")
+    assert "block_io" not in run.read_meta()["analysis"]["without"]  # this capture has its layout snapshot
+
+
+def test_missing_optional_tables_are_named(tmp_path):
+    dest = _copy(tmp_path, "split-4m-direct")
+    shutil.rmtree(dest / "raw" / "rep0" / "layout")
+    run = RunDir.open(dest)
+    results = pipeline.analyze(run, reparse=True)
+    assert "block_io" in results and set(results["block_io"]["file_type"].unique()) <= {"unknown", "other"}
+    without = run.read_meta()["analysis"]["without"]
+    assert "file_extent" in without["block_io"] and "layout snapshot" in without["block_io"]
 
 
 def test_unknown_kernel_variant_degrades_with_a_warning(tmp_path):

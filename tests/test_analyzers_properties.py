@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from mobiperf.analyzers.block_io import classify_block_io
 from mobiperf.analyzers.file_type import FILE_TYPES
-from mobiperf.analyzers.io_class import share_block_io
+from mobiperf.analyzers.io_class import share_io
 from mobiperf.analyzers.locality import LOCALITIES, sequential_share
 from mobiperf.analyzers.region import REGIONS
 from mobiperf.analyzers.size import SIZE_CLASSES
@@ -63,7 +63,7 @@ def test_every_request_classified_exactly_once_in_each_dimension(reqs):
         assert bio[dim].null_count() == 0, dim
         assert set(bio[dim].unique()) <= values, dim
     # the shares of each dimension add up to 1 per op (locality: over sequential + random only)
-    shares = share_block_io(bio).filter(pl.col("count_share").is_not_null())
+    shares = share_io(bio).filter(pl.col("count_share").is_not_null())
     for (op, dim), g in shares.group_by("op", "dimension"):
         assert abs(g["count_share"].sum() - 1.0) < 1e-9, (op, dim)
 
