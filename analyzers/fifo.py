@@ -15,6 +15,13 @@ recomputed; this equals "discard expired elements at the front before popping", 
 the front when its consumer came, and removing it never changes the matches of consumers before it. Each
 round settles one expired element per key (rare in practice); after MAX_EXPIRY_ROUNDS the remaining stale
 pairs are left unmatched.
+
+Preferred elements (optional `tag`): a consumer with a tag pops the oldest element of its key carrying the same
+tag, and the oldest element only when none does (block completions prefer the issued request of their exact
+size). Expired elements are still discarded at the front first. Rows are matched as a plain FIFO first; a key
+can only come out differently where a tagged consumer popped an element of another tag while its queue held
+two elements or more (otherwise the front was the only candidate, or already of its tag). Only the rows of
+such contested keys (rare: two requests in flight at one sector) are replayed one at a time in Python.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import numpy as np
 
 PRODUCER, CONSUMER, PEEK, IGNORED = 1, 0, 2, -1
 MAX_EXPIRY_ROUNDS = 64
+NO_TAG = np.iinfo(np.int64).min  # a consumer without a preference
 
 
 def _group_cumsum(x: np.ndarray, starts: np.ndarray, group: np.ndarray) -> np.ndarray:
@@ -78,10 +86,54 @@ def _sort_rows(key: np.ndarray, order: np.ndarray) -> np.ndarray:
     return np.lexsort((order, key))
 
 
+def _contested(k: np.ndarray, role: np.ndarray, match: np.ndarray, tag: np.ndarray) -> np.ndarray:
+    """Mask of the sorted rows whose key a tag preference may change: some tagged consumer popped an element
+    of another tag while its key held two elements or more (counting expired ones too: an over-estimate)."""
+    n = len(k)
+    starts_mask = np.empty(n, bool)
+    starts_mask[0] = True
+    starts_mask[1:] = k[1:] != k[:-1]
+    starts = np.flatnonzero(starts_mask)
+    group = np.cumsum(starts_mask) - 1
+    matched = (match >= 0).astype(np.int64)
+    produced = _group_cumsum((role == PRODUCER).astype(np.int64), starts, group)
+    popped_before = _group_cumsum(matched, starts, group) - matched
+    rows = np.flatnonzero((matched == 1) & (tag != NO_TAG))
+    rows = rows[(tag[match[rows]] != tag[rows]) & (produced[rows] - popped_before[rows] >= 2)]
+    if not len(rows):
+        return np.zeros(n, bool)
+    return np.isin(group, np.unique(group[rows]))
+
+
+def _replay(k: np.ndarray, role: np.ndarray, t: np.ndarray, tag: np.ndarray, stale_ns: int | None,
+            match: np.ndarray, front: np.ndarray) -> int:
+    """One row at a time (rows sorted by key and order): fills match and front in place, returns the number
+    of expired elements. Peeks see the front without expiring it."""
+    expired = 0
+    queue: list[int] = []
+    for i in range(len(k)):
+        if i and k[i] != k[i - 1]:
+            queue = []
+        if role[i] == PRODUCER:
+            queue.append(i)
+        elif role[i] == PEEK:
+            front[i] = queue[0] if queue else -1
+        elif role[i] == CONSUMER:
+            while queue and stale_ns is not None and t[i] - t[queue[0]] > stale_ns:
+                queue.pop(0)
+                expired += 1
+            at = 0
+            if tag[i] != NO_TAG:
+                at = next((j for j, p in enumerate(queue) if tag[p] == tag[i]), 0)
+            match[i] = queue.pop(at) if queue else -1
+    return expired
+
+
 def fifo_match(key: np.ndarray, order: np.ndarray, role: np.ndarray, ts: np.ndarray,
-               stale_ns: int | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+               stale_ns: int | None = None, tag: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, int]:
     """For each row: the producer row it popped (consumers), the producer row at the front (peeks), else -1;
-    and the number of producers expired as stale. Rows are indices into the given arrays."""
+    and the number of producers expired as stale. Rows are indices into the given arrays. With `tag`, a
+    consumer pops the oldest element whose tag equals its own, else the front (NO_TAG: always the front)."""
     n = len(key)
     if n == 0:
         empty = np.empty(0, np.int64)
@@ -105,6 +157,17 @@ def fifo_match(key: np.ndarray, order: np.ndarray, role: np.ndarray, ts: np.ndar
     else:  # pathological input: give up expiring, but never report a stale pair as a match
         rows = np.flatnonzero(match >= 0)
         match[rows[t[rows] - t[match[rows]] > stale_ns]] = -1
+    if tag is not None:
+        role_sorted, tg = role[perm], tag[perm]
+        replay = _contested(k, role_sorted, match, tg)
+        if replay.any():
+            rows = np.flatnonzero(replay)
+            expired -= int(((r[rows] == IGNORED) & (role_sorted[rows] == PRODUCER)).sum())
+            sub_match = np.full(len(rows), -1, np.int64)
+            sub_front = np.full(len(rows), -1, np.int64)
+            expired += _replay(k[rows], role_sorted[rows], t[rows], tg[rows], stale_ns, sub_match, sub_front)
+            match[rows] = np.where(sub_match >= 0, rows[np.maximum(sub_match, 0)], -1)
+            front[rows] = np.where(sub_front >= 0, rows[np.maximum(sub_front, 0)], -1)
     out_match = np.full(n, -1, np.int64)
     out_front = np.full(n, -1, np.int64)
     has = match >= 0

@@ -21,6 +21,11 @@ Definitions (shared with the event-at-a-time oracle in pairing_oracle.py, which 
   R  block_rq_requeue     pops the issued request and puts it back into pending; the next D re-issues it
   C  block_rq_complete    pops the issued request; a partial completion (fewer sectors than remain) keeps the
                           rest issued under the sector after the completed part
+     (R and C, exact size first: when the event has sectors, the oldest issued request at its sector whose
+     issued range ends where the event ends (sector + nr_sector) is popped, even if it is not at the front; only
+     when none does, the front. A requeued request re-issued behind another one at the same sector is thus still
+     found by its own completion, not taken for a partial completion of the other. Partial completions and
+     events without sectors (flushes) pop the front.)
 
 Every queue is FIFO per (device, sector), and an element older than `stale_after_ns` when a later event looks
 for it is expired instead of matched (btt matches by sector without expiry, so on long traces a never-retired Q
@@ -37,8 +42,10 @@ A request is fully matched when its queue, issue and completion were all seen (f
 the kernel's flush machinery, which have no bio: issue and completion).
 
 Limits: plug/unplug carry no device in ftrace and are not used; events lost by the ring buffer leave requests
-with null phases (counted in the stats, never guessed); two requests in flight at the same sector are told apart
-only by order.
+with null phases (counted in the stats, never guessed); two requests in flight at the same start sector are
+told apart by the size of a requeue or completion, else by order: a partial completion of one whose size
+equals another in-flight request at that sector completes the other; two of the same size, and queued bios,
+pending requests and open ends, are matched by order only.
 """
 
 from __future__ import annotations
@@ -49,7 +56,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import polars as pl
 
-from mobiperf.analyzers.fifo import CONSUMER, PEEK, PRODUCER, fifo_match
+from mobiperf.analyzers.fifo import CONSUMER, NO_TAG, PEEK, PRODUCER, fifo_match
 from mobiperf.collectors.parse.rwbs import decode_rwbs
 from mobiperf.schema import BLOCK_RQ
 
@@ -225,13 +232,14 @@ def pair_block_requests_vectorized(block_event: pl.DataFrame, *, stale_after_ns:
 
     expired_by: dict[str, int] = {}
 
-    def run_fifo(parts: list, name: str):
+    def run_fifo(parts: list, name: str, tags: list | None = None):
         ev_idx = np.concatenate([p[0] for p in parts])
         k = np.concatenate([p[1] for p in parts])
         o = np.concatenate([p[2] for p in parts])
         role = np.concatenate([p[3] for p in parts])
         t = np.concatenate([p[4] if len(p) > 4 else ts[p[0]] for p in parts])
-        match, front, expired = fifo_match(k, o, role, t, stale_after_ns)
+        tag = np.concatenate(tags) if tags is not None else None
+        match, front, expired = fifo_match(k, o, role, t, stale_after_ns, tag)
         expired_by[name] = expired  # the last pass of an iterated FIFO is the one that counts
         return ev_idx, role, match, front
 
@@ -290,15 +298,19 @@ def pair_block_requests_vectorized(block_event: pl.DataFrame, *, stale_after_ns:
     stats.unmatched["frontmerge"] += int(((kind == F) & (pend_match < 0)).sum())
     stats.unmatched["request merge"] += int(((kind == RM) & (pend_match < 0)).sum())
 
-    # --- issued requests: D produces, C and R pop; a partial C re-produces the rest ---
+    # --- issued requests: D produces, C and R pop (preferring the exact size); a partial C re-produces the rest,
+    # tagged with the end of the issued range it belongs to ---
     partial: np.ndarray = np.empty(0, np.int64)
+    partial_end: np.ndarray = np.empty(0, np.int64)
     completing = (kind == C) & ~flush_seq_end
+    wanted_end = np.where(has_sectors, end, NO_TAG)
     for _ in range(64):
         p_part = (partial, key(dev[partial], start[partial] + nr[partial]), order[partial] + 1,
                   np.full(len(partial), PRODUCER, np.int64))
-        ev_idx, role, match, _ = run_fifo([
-            rows(kind == D, "start", PRODUCER, 1), p_part,
-            rows(completing, "start", CONSUMER, 0), rows(kind == R, "start", CONSUMER, 0)], "issued request")
+        parts = [rows(kind == D, "start", PRODUCER, 1), p_part,
+                 rows(completing, "start", CONSUMER, 0), rows(kind == R, "start", CONSUMER, 0)]
+        tags = [end[parts[0][0]], partial_end, wanted_end[parts[2][0]], wanted_end[parts[3][0]]]
+        ev_idx, role, match, _ = run_fifo(parts, "issued request", tags)
         cons = np.flatnonzero((role == CONSUMER) & (match >= 0))
         iss_match = np.full(n, -1, np.int64)
         iss_match[ev_idx[cons]] = ev_idx[match[cons]]
@@ -312,9 +324,9 @@ def pair_block_requests_vectorized(block_event: pl.DataFrame, *, stale_after_ns:
             src_end[chained] = nxt
         is_partial = completing & (iss_match >= 0) & has_sectors & (sector + nr < src_end)
         new_partial = np.flatnonzero(is_partial)
-        if np.array_equal(new_partial, partial):
+        if np.array_equal(new_partial, partial) and np.array_equal(src_end[new_partial], partial_end):
             break
-        partial = new_partial
+        partial, partial_end = new_partial, src_end[new_partial]
     linked = is_kind(C, R) & (iss_match >= 0)
     parent[linked] = iss_match[linked]
     stats.unmatched["complete without issue"] += int((completing & (iss_match < 0)).sum())

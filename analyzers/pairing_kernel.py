@@ -194,7 +194,42 @@ def pair_events(kind, dev, sector, nr, ts, is_flush_op, stale_ns, span):
                     break
                 stats[ST_STALE + PENDING] += 1
         b_hit = -1
-        if take:
+        if take_kind == ISSUED:
+            # stale elements at the front expire; then the oldest issued request whose range ends where this
+            # sized requeue/completion ends (exact size), else the front (partial completions, unsized events)
+            while take_key in head and t - node_ts[head[take_key]] > stale_ns:
+                h = head[take_key]
+                nx = node_next[h]
+                if nx < 0:
+                    del head[take_key]
+                    del tail[take_key]
+                else:
+                    head[take_key] = nx
+                stats[ST_STALE + ISSUED] += 1
+            if take_key in head:
+                h = head[take_key]
+                prev = -1
+                if sized:
+                    node = h
+                    while node >= 0 and node_aux[node] != e:
+                        prev = node
+                        node = node_next[node]
+                    if node >= 0:
+                        h = node
+                    else:
+                        prev = -1
+                nx = node_next[h]
+                if prev >= 0:  # unlink from the middle (or the tail) of the queue
+                    node_next[prev] = nx
+                    if nx < 0:
+                        tail[take_key] = prev
+                elif nx < 0:
+                    del head[take_key]
+                    del tail[take_key]
+                else:
+                    head[take_key] = nx
+                b_hit = h
+        elif take:
             while take_key in head:
                 h = head[take_key]
                 nx = node_next[h]

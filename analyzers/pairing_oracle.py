@@ -55,6 +55,19 @@ def pair_block_requests_oracle(block_event: pl.DataFrame, *, stale_after_ns: int
             stats.unmatched[f"stale {what}"] += 1
         return None
 
+    def pop_issued(queue: deque, ts: int, end: int | None):
+        """The issued request a requeue or completion ending at `end` takes: stale elements at the front
+        expire, then the oldest whose issued range ends at `end` (exact size) is taken, else the front."""
+        while queue and ts - queue[0][0] > stale_after_ns:
+            queue.popleft()
+            stats.unmatched["stale issued request"] += 1
+        if end is not None:
+            for at, item in enumerate(queue):
+                if item[2] == end:
+                    del queue[at]
+                    return item
+        return queue.popleft() if queue else None
+
     def new(rep, dev, pid, comm):
         r = _Req(rep, dev)
         r.pid, r.comm = pid, comm
@@ -149,7 +162,7 @@ def pair_block_requests_oracle(block_event: pl.DataFrame, *, stale_after_ns: int
             root.sector, root.size, root.issued_rwbs = sector, size, rwbs
             issued[dev, s].append((ts, r, e))
         elif kind == R:
-            hit = pop(issued[dev, s], ts, "issued request")
+            hit = pop_issued(issued[dev, s], ts, e if sized else None)
             if hit is None:
                 stats.unmatched["requeue"] += 1
                 r = new(rep, dev, None, None)
@@ -160,7 +173,7 @@ def pair_block_requests_oracle(block_event: pl.DataFrame, *, stale_after_ns: int
             if nr == 0 and sector >= 0 and decode_request_rwbs(rwbs).op != "flush":
                 stats.ignored["flush_sequence_end"] += 1
                 continue
-            hit = pop(issued[dev, s], ts, "issued request")
+            hit = pop_issued(issued[dev, s], ts, e if sized else None)
             if hit is None:
                 stats.unmatched["complete without issue"] += 1
                 continue
