@@ -39,6 +39,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -248,15 +249,26 @@ static int fj_sync_fd(int fd, bool datasync)
 {
 	struct fj_dirsync *e;
 	struct timespec now;
+	struct statx stx;
 	struct stat st;
 	int64_t ctime_ns, start;
 	bool skip;
 	int r;
 
-	if (!fj_cfg.relax || !fc_cfg.source || fstat(fd, &st) ||
-	    !S_ISDIR(st.st_mode) || !fj_dir_whitelisted(fd))
+	/*
+	 * Ask for the type only: a stat that returns mtime/ctime marks them
+	 * as queried (multigrain timestamps, Linux 6.13+), and the next write
+	 * then dirties the inode, doubling what each fsync commits to the
+	 * journal (measured: 67 MB instead of 37 MB for 4096 4 KiB writes).
+	 */
+	if (!fj_cfg.relax || !fc_cfg.source ||
+	    statx(fd, "", AT_EMPTY_PATH, STATX_TYPE, &stx) ||
+	    !S_ISDIR(stx.stx_mode) || !fj_dir_whitelisted(fd) ||
+	    statx(fd, "", AT_EMPTY_PATH, STATX_INO | STATX_CTIME, &stx))
 		return fj_raw_sync(fd, datasync);
-	ctime_ns = st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec;
+	st.st_dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
+	st.st_ino = stx.stx_ino;
+	ctime_ns = stx.stx_ctime.tv_sec * 1000000000LL + stx.stx_ctime.tv_nsec;
 	e = &fj_dirsyncs[(st.st_ino * 0x9e3779b97f4a7c15ULL ^ st.st_dev) %
 			 FJ_DIRSYNC_SLOTS];
 	pthread_mutex_lock(&fj_dirsync_lock);
