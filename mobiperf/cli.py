@@ -163,7 +163,8 @@ def cmd_run(target, stack_spec, scheduler, repeat, output, image_size, device_pr
         click.echo(f"\ninterrupted; the partial run is kept at {out} (marked incomplete)", err=True)
         sys.exit(130)
     meta = rundir.read_meta()
-    _print_summary(meta)
+    _print_summary(meta, headline_only=True)
+    click.echo(f"all metrics: mobiperf show {rundir.path}")
     click.echo(f"report: {rundir.path / 'report.html'}")
     if meta["status"] == "failed":
         codes = [r["exit_code"] for r in meta["repetitions"]]
@@ -237,10 +238,16 @@ def cmd_show(rundir: Path, fmt: str) -> None:
     _print_summary(meta)
 
 
-def _print_summary(meta: dict) -> None:
+HEADLINE_METRICS = ("block.requests", "block.bytes", "block.sequential_share", "latency.d2c.p50", "latency.d2c.p99",
+                    "latency.q2c.p99")
+
+
+def _print_summary(meta: dict, *, headline_only: bool = False) -> None:
     from mobiperf.metrics import format_value, metric_key
 
     for m in sorted(meta.get("metrics", []), key=metric_key):
+        if headline_only and m["name"] not in HEADLINE_METRICS and not m["name"].startswith("workload."):
+            continue
         click.echo(f"  {metric_key(m):<58} {format_value(m)}")
 
 
