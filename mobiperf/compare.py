@@ -24,9 +24,9 @@ from typing import Any, Sequence
 
 from mobiperf import stats
 from mobiperf.errors import UsageError
-from mobiperf.metrics import metric_key
+from mobiperf.metrics import format_quantity, metric_key
+from mobiperf.units import format_size
 from mobiperf.runstore import RunDir
-from mobiperf.units import format_duration_ns, format_size
 
 WORKLOAD_TIME = "run.workload_time"
 REGRESSION_EXIT_CODE = 3
@@ -272,22 +272,6 @@ def compare_groups(base: RunGroup, news: Sequence[RunGroup], options: CompareOpt
 
 # --- formatting ---
 
-def format_value(value: float | None, unit: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if unit == "ns":
-        return format_duration_ns(value)
-    if unit == "B":
-        return format_size(value)
-    if unit == "B/s":
-        return f"{format_size(value)}/s"
-    if unit == "ratio":
-        return f"{100 * value:.1f}%"
-    if unit == "count":
-        return f"{value:,.0f}" if value == int(value) else f"{value:,.1f}"
-    return f"{value:.4g} {unit}".strip()
-
-
 def verdict_label(c: stats.Comparison) -> str:
     return c.verdict.upper() if c.verdict in (stats.REGRESSION, stats.IMPROVEMENT) else c.verdict
 
@@ -335,8 +319,8 @@ def format_text(result: CompareResult) -> str:
                 verdict += f" ({c.direction} is better)"
             if c.verdict == stats.NOT_SIGNIFICANT and "minimum effect" in c.reason:
                 verdict += " (below minimum effect)"
-            table.append((r.key, f"{format_value(c.base_median, r.unit)} (n={c.n_base})",
-                          f"{format_value(c.new_median, r.unit)} (n={c.n_new})", change, pval, verdict))
+            table.append((r.key, f"{format_quantity(c.base_median, r.unit)} (n={c.n_base})",
+                          f"{format_quantity(c.new_median, r.unit)} (n={c.n_new})", change, pval, verdict))
             for w in c.warnings:
                 notes.setdefault(w, []).append(r.key)
         widths = [max(len(row[i]) for row in table) for i in range(len(header))]

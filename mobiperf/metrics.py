@@ -35,19 +35,25 @@ def median_metrics(per_rep: Iterable[list[Metric]]) -> list[Metric]:
 
 def format_value(m: Metric) -> str:
     """A metric's value for people: sizes in KiB/MiB, durations in us/ms, ratios in percent."""
+    return format_quantity(m["value"], m["unit"])
+
+
+def format_quantity(value: float | None, unit: str) -> str:
+    """A number with its unit for people; `-` when there is none (None or NaN)."""
     from mobiperf.units import format_duration_ns, format_size
 
-    v, unit = m["value"], m["unit"]
+    if value is None or value != value:
+        return "-"
     if unit == "ns":
-        return format_duration_ns(v)
+        return format_duration_ns(value)
     if unit == "B":
-        return format_size(v)
+        return format_size(value)
     if unit == "B/s":
-        return f"{format_size(v)}/s"
+        return f"{format_size(value)}/s"
     if unit == "ratio":
-        return f"{100 * v:.1f} %"
+        return f"{100 * value:.1f}%"
     if unit == "count":
-        return f"{v:,.0f}"
+        return f"{value:,.0f}" if value == int(value) else f"{value:,.1f}"
     if unit == "s":
-        return f"{v:.3f} s"
-    return f"{v:,.2f} {unit}"
+        return f"{value:.3f} s"
+    return f"{value:,.4g} {unit}".strip()

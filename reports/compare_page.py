@@ -17,7 +17,8 @@ import polars as pl
 
 from mobiperf import stats
 from mobiperf.errors import MobiperfError
-from mobiperf.compare import CompareResult, RunGroup, format_value, method_description, summary_line
+from mobiperf.compare import CompareResult, RunGroup, method_description, summary_line
+from mobiperf.metrics import format_quantity
 from mobiperf.reports import figures
 from mobiperf.reports.html import esc, figure_div, missing, page, status_label
 from mobiperf.reports.page import syscall_count_rows
@@ -74,8 +75,8 @@ def _verdict_table(pair, result: CompareResult) -> str:
         ci = "-" if math.isnan(c.ci_low) else f"[{c.ci_low:.3f}, {c.ci_high:.3f}]"
         cls = c.verdict.replace(" ", "-")
         warn = "".join(f"<br><small>⚠ {esc(w)}</small>" for w in c.warnings)
-        rows.append(f"<tr><td>{esc(r.key)}</td><td class='num'>{esc(format_value(c.base_median, r.unit))}</td>"
-                    f"<td class='num'>{esc(format_value(c.new_median, r.unit))}</td><td class='num'>{change}</td>"
+        rows.append(f"<tr><td>{esc(r.key)}</td><td class='num'>{esc(format_quantity(c.base_median, r.unit))}</td>"
+                    f"<td class='num'>{esc(format_quantity(c.new_median, r.unit))}</td><td class='num'>{change}</td>"
                     f"<td class='num'>{p}</td><td class='num'>{ci}</td><td class='num'>{c.n_base}/{c.n_new}</td>"
                     f"<td class='{cls}'>{esc(c.verdict)}</td><td><small>{esc(c.reason)}</small>{warn}</td></tr>")
     return f"<div class='scroll'><table>{head}{''.join(rows)}</table></div><p>{esc(summary_line(pair))}</p>"
