@@ -162,6 +162,24 @@ def analyse(res: Results, config: Config) -> tuple[list[Section], list[Check]]:
                                  paper=P["fig17_raw_max_mbps"]["JB"] / raw_jb,
                                  note=f"profile {config.device}: {device_bw:.0f} MB/s"))
     sections.append(Section("Shares (Figs. 2, 17)", "sec. 2.3, sec. 6", "ratio", share_rows))
+    rel = (lambda a, b: ratio(res.median(a, tput), res.median(b, tput)))
+    relative = [
+        Row("deadline / CFQ, 512 KiB unit, no buffer", rel("nobuf", "nobuf/cfq"), paper=1 + P["fig13_deadline_vs_cfq"],
+            note="Fig. 13; here mq-deadline / bfq"),
+        Row("bFUSE + deadline / 512 KiB + CFQ", rel("bfuse", "nobuf/cfq"), paper=1 + P["fig13_bfuse_deadline_vs_cfq"],
+            note="sec. 5.1: 8 MB buffer and deadline vs CFQ"),
+        Row("bFUSE / no buffer (deadline)", rel("bfuse", "nobuf"), paper=1 + P["fig10_flush_thread_gain"],
+            note="Fig. 10: the buffer with its manager thread"),
+        Row("XFS / EXT4, no buffer", rel("xfs/nobuf", "nobuf"), paper=1 + P["fig14_vs_ext4"]["xfs"], note="Fig. 14"),
+        Row("BTRFS / EXT4, no buffer", rel("btrfs/nobuf", "nobuf"), paper=1 + P["fig14_vs_ext4"]["btrfs_jb"],
+            note="Fig. 14: JB (ICS +5 %)"),
+        Row("F2FS / EXT4, no buffer", rel("f2fs/nobuf", "nobuf"), paper=1 + P["fig14_vs_ext4"]["f2fs"],
+            note="Fig. 14" if res.status("f2fs/nobuf") != "skipped" else "skipped: this kernel has no f2fs"),
+    ]
+    relative = [r for r in relative if r.ours is not None or r.note.startswith("skipped")]
+    if relative:
+        sections.append(Section("Schedulers, buffer and filesystems, relative (Figs. 10, 13, 14)",
+                                "sec. 4.2, 5.1, 5.2", "ratio", relative, chart=False))
     scale = P["table3_file_bytes"] / file_bytes
     sections.append(Section(
         "System calls of the FUSE daemon, scaled to the paper's 512 MB (Table 3)",
