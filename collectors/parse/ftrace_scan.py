@@ -385,9 +385,9 @@ def scan_trace(buf, newlines, known_hash, known_kind):
             h = _FNV_OFFSET
             for k in range(out[3], out[4]):
                 h = (h ^ np.uint64(buf[k])) * _FNV_PRIME
-            slot = np.int64(h % np.uint64(table_size))
+            slot = np.int64(h & np.uint64(table_size - 1))  # a power of two: a mask, not a division
             while slot_id[slot] >= 0 and slot_hash[slot] != h:
-                slot = (slot + 1) % table_size
+                slot = (slot + 1) & (table_size - 1)
             if slot_id[slot] >= 0:
                 ev = slot_id[slot]
             elif n_events < table_size - 1:  # a full table leaves the line to the regex path
