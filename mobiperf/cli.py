@@ -229,10 +229,12 @@ def cmd_show(rundir: Path, fmt: str) -> None:
     click.echo(f"run      {meta.get('id')}  ({meta.get('status')})")
     click.echo(f"stack    {meta.get('stack')}  scheduler: {meta.get('scheduler') or 'default'}")
     click.echo(f"command  {' '.join(meta.get('command', []))}")
+    parsed = meta.get("parse", {}).get("repetitions", {})
     for r in meta.get("repetitions", []):
-        lost = r.get("ftrace", {}).get("lost_events", 0)
+        lost = parsed.get(str(r["index"]), {}).get("lost_events", {})
+        lost_text = ", ".join(f"{source} {n}" for source, n in sorted(lost.items())) if lost else "none"
         click.echo(f"rep {r['index']}    exit {r['exit_code']}  workload {r['workload_ns'] / 1e9:.3f} s"
-                   f"  lost events {lost}")
+                   f"  lost events: {lost_text}")
     for w in meta.get("warnings", []):
         click.echo(f"warning  {w}")
     _print_summary(meta)

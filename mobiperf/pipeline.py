@@ -200,11 +200,10 @@ def analyze(rundir: RunDir, *, reparse: bool = False) -> dict[str, pl.DataFrame]
     meta = rundir.read_meta()
     if reparse or not rundir.has_table("block_rq"):
         meta["parse"], parse_warnings = parse(rundir)
-        warnings = [w for w in meta.get("warnings", []) if not w.startswith("parse:")] + parse_warnings
-        lost = sum(r.get("ftrace", {}).get("lost_events", 0) for r in meta.get("repetitions", []))
-        if lost:
-            warnings.append(f"parse: the kernel dropped {lost} trace events (ring buffer overrun); counts are low")
-        meta["warnings"] = warnings
+        # Lost events are counted per source by the parsers and come back among their warnings.
+        notes = [f"collect: rep {r['index']}: {n}" for r in meta.get("repetitions", []) for n in r.get("notes", [])]
+        meta["warnings"] = notes + [w for w in meta.get("warnings", [])
+                                    if not w.startswith(("parse:", "collect:"))] + parse_warnings
     results: dict[str, pl.DataFrame] = {}
     available = {name: rundir.read_table(name) for name in TABLES if rundir.has_table(name)}
     skipped, without = {}, {}
