@@ -1,6 +1,7 @@
 """Fjord's six configurations on one loop-device ext4: SQLite (Mobibench) and 4 KiB random writes with fsync.
 
     python bench/fjord_bench.py [--repeat 3] [--transactions 1000] [--fio-ios 4096] [--json out.json]
+        [--configs plain,native,fjord-ram] [--workloads sqlite-update] [--locations critical]
     python bench/fjord_bench.py --soak [--soak-ops 100000] [--soak-options flush_ms=20,checkpoint_ms=100]
 
 For each preset (native, logging, rambuf, both, fjord-ram, fjord-both) a fresh Fjord mount over a directory of the
@@ -150,15 +151,18 @@ def measure(loop: str, fs: Path, work: Path, body) -> tuple[float, int, float]:
     return rate, before, seconds
 
 
+WORKLOADS = ["sqlite-insert", "sqlite-update", "fio-randwrite-fsync"]
+
+
 def bench(args) -> list[Cell]:
     cells: list[Cell] = []
-    configs = [PLAIN] + PRESETS
+    configs = [c for c in [PLAIN] + PRESETS if (c if c != PLAIN else "plain") in args.configs]
     with loop_ext4() as (loop, fs):
         print(f"loop device {loop}, ext4 at {fs}", file=sys.stderr)
         for rep in range(args.repeat):
             for config in configs:
-                for workload in ("sqlite-insert", "sqlite-update", "fio-randwrite-fsync"):
-                    for location, subdir in LOCATIONS.items():
+                for workload in [w for w in WORKLOADS if w in args.workloads]:
+                    for location, subdir in [(k, v) for k, v in LOCATIONS.items() if k in args.locations]:
                         cells.append(one_cell(args, loop, fs, config, workload, location, subdir, rep))
                         c = cells[-1]
                         print(f"  rep {rep} {config:15} {workload:20} {location:11} {c.rate:9.1f}/s "
@@ -210,7 +214,7 @@ def median_range(values: list[float]) -> tuple[float, float, float]:
 
 def report(cells: list[Cell]) -> str:
     lines = []
-    for workload in ("sqlite-insert", "sqlite-update", "fio-randwrite-fsync"):
+    for workload in WORKLOADS:
         unit = "IOPS" if workload.startswith("fio") else "TPS"
         for location in LOCATIONS:
             lines.append(f"\n{workload}, {location} directory ({unit}; device MB incl. deferred writes)")
@@ -235,7 +239,7 @@ def targets(cells: list[Cell]) -> str:
     def med(config, location, key):
         vals = [getattr(c, key) for c in cells if c.config == config and c.location == location
                 and c.workload.startswith("sqlite")]
-        return statistics.median(vals)
+        return statistics.median(vals) if vals else float("nan")
 
     out = ["\ntargets (SQLite insert+update cells, medians):"]
     for config in ("fjord-ram", "fjord-both"):
@@ -279,6 +283,12 @@ def main() -> int:
     parser.add_argument("--transactions", type=int, default=1000)
     parser.add_argument("--fio-ios", type=int, default=4096)
     parser.add_argument("--json", type=Path, help="write every repetition's cell here")
+    parser.add_argument("--configs", type=lambda s: s.split(","), default=["plain"] + PRESETS,
+                        help="comma-separated subset of plain," + ",".join(PRESETS))
+    parser.add_argument("--workloads", type=lambda s: s.split(","), default=WORKLOADS,
+                        help="comma-separated subset of " + ",".join(WORKLOADS))
+    parser.add_argument("--locations", type=lambda s: s.split(","), default=list(LOCATIONS),
+                        help="whitelisted,critical or one of them")
     parser.add_argument("--soak", action="store_true", help="fsx soak through every preset instead")
     parser.add_argument("--soak-ops", type=int, default=100_000)
     parser.add_argument("--soak-options", default="",
