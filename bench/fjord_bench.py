@@ -246,9 +246,12 @@ def targets(cells: list[Cell]) -> str:
         tps = med(config, "whitelisted", "rate") / med("native", "whitelisted", "rate")
         dev = med(config, "whitelisted", "device_bytes") / med("native", "whitelisted", "device_bytes")
         crit = med(config, "critical", "rate") / med("native", "critical", "rate")
-        out.append(f"  {config}: whitelisted TPS x{tps:.2f} (target >= 2: {'met' if tps >= 2 else 'NOT met'}), "
-                   f"device bytes x{dev:.2f} (target <= 0.33: {'met' if dev <= 1 / 3 else 'NOT met'}), "
-                   f"critical TPS x{crit:.2f} (target within 10 %: {'met' if crit >= 0.9 else 'NOT met'})")
+        def verdict(value: float, ok: bool) -> str:
+            return "not run" if value != value else ("met" if ok else "NOT met")
+
+        out.append(f"  {config}: whitelisted TPS x{tps:.2f} (target >= 2: {verdict(tps, tps >= 2)}), "
+                   f"device bytes x{dev:.2f} (target <= 0.33: {verdict(dev, dev <= 1 / 3)}), "
+                   f"critical TPS x{crit:.2f} (target within 10 %: {verdict(crit, crit >= 0.9)})")
     return "\n".join(out)
 
 
