@@ -166,7 +166,7 @@ def run_peers(stem: Path, work: Path) -> tuple[float, float, float]:
                     "/dev/null"], check=True, timeout=3600, stdout=subprocess.DEVNULL)
     t1 = time.perf_counter()
     subprocess.run(["btt", "-i", str(merged), "-o", str(work / "btt")], check=True, timeout=3600,
-                   capture_output=True, text=True)
+                   capture_output=True, text=True, cwd=work)  # btt drops per-device *_fp.dat files in its cwd
     t2 = time.perf_counter()
     return t1 - t0, t2 - t1, _children_cpu() - c0
 

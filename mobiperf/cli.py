@@ -134,9 +134,10 @@ def cmd_probe(target: str, fmt: str) -> None:
                    "light events (fsync, jbd2 commits, FUSE requests).")
 @click.option("--event", "events", multiple=True, help="Extra trace event system:name (repeatable).")
 @click.option("--timeout", help="Kill the workload after this long (e.g. 10m).")
+@click.option("--no-report", is_flag=True, help="Skip the HTML page (mobiperf report RUNDIR draws it later).")
 @click.argument("command", nargs=-1, required=True)
 def cmd_run(target, stack_spec, scheduler, repeat, output, image_size, device_profile, sources, event_sets, events,
-            timeout, command) -> None:
+            timeout, no_report, command) -> None:
     """Set up the stack, run COMMAND in its working directory while tracing, tear the stack down, then parse,
     analyze and report."""
     from mobiperf import pipeline
@@ -149,7 +150,7 @@ def cmd_run(target, stack_spec, scheduler, repeat, output, image_size, device_pr
         stack=parse_stack_spec(stack_spec), command=list(command), scheduler=scheduler, repeat=repeat,
         image_size=parse_image_size(image_size), extra_events=parse_event_names(list(events)),
         timeout_s=parse_duration_ns(timeout) / 1e9 if timeout else None, device=device_profile,
-        sources=tuple(sources) or None, event_sets=tuple(event_sets) or None)
+        sources=tuple(sources) or None, event_sets=tuple(event_sets) or None, report=not no_report)
     if device_profile:
         from mobiperf.devmodel import resolve_profile
 
@@ -165,7 +166,8 @@ def cmd_run(target, stack_spec, scheduler, repeat, output, image_size, device_pr
     meta = rundir.read_meta()
     _print_summary(meta, headline_only=True)
     click.echo(f"all metrics: mobiperf show {rundir.path}")
-    click.echo(f"report: {rundir.path / 'report.html'}")
+    if request.report:
+        click.echo(f"report: {rundir.path / 'report.html'}")
     if meta["status"] == "failed":
         codes = [r["exit_code"] for r in meta["repetitions"]]
         raise MobiperfError(f"the workload failed (exit status {codes}); the run is kept at {rundir.path}")

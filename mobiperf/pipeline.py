@@ -46,6 +46,7 @@ class RunRequest:
     device: str | None = None       # a device profile of mobiperf.devmodel (None: the host's disk as it is)
     sources: tuple[str, ...] | None = None     # trace sources (collectors.SOURCES); None: the defaults
     event_sets: tuple[str, ...] | None = None  # whole ftrace event sets; None: the stack's light events
+    report: bool = True             # sweeps skip the per-run HTML page: they draw one matrix for all runs
 
 
 def default_run_path(request: RunRequest) -> Path:
@@ -79,8 +80,9 @@ def run(transport: Transport, caps: Capabilities, request: RunRequest, out: Path
         timings["analyze_s"] = round(time.time() - t0, 3)
     failed = any(r["exit_code"] != 0 for r in rundir.read_meta()["repetitions"])
     rundir.update_meta(status="failed" if failed else "complete", timings=timings)
-    with stage("report"):
-        report(rundir)
+    if request.report:
+        with stage("report"):
+            report(rundir)
     return rundir
 
 

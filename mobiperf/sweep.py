@@ -625,7 +625,7 @@ def _run_unit(sweep: SweepDir, data: dict, cell: dict, unit: dict, python: str) 
     run_path = sweep.path / "runs" / name
     run_path.parent.mkdir(exist_ok=True)
     argv = [python, "-m", "mobiperf", "run", "--stack", plan.stack, "--image-size", plan.image_size,
-            "-o", str(run_path), "--timeout", f"{int(data.get('timeout_s', 1800))}s"]
+            "-o", str(run_path), "--timeout", f"{int(data.get('timeout_s', 1800))}s", "--no-report"]
     if plan.scheduler:
         argv += ["--scheduler", plan.scheduler]
     if plan.device:
