@@ -105,7 +105,9 @@ def test_bandwidth_is_enforced_and_counted(stack, direct):
     assert _delta(after, before, "write", "throttled_ns") > 0
     assert after["profile"]["write_bw_bytes_per_s"] == 50 * MiB
     metrics = summarize_device_counters(after)
-    assert metrics["device.write.seq_fraction"] > 0.5
+    # O_DIRECT reaches the device in file order; buffered writeback interleaves the journal's commits with
+    # the flusher's page ranges, so only a good part of it can be sequential.
+    assert metrics["device.write.seq_fraction"] > (0.5 if direct else 0.35)
 
 
 def test_emmc_profile_gives_the_papers_bandwidth(stack):

@@ -181,8 +181,13 @@ def test_buffered_data_is_visible_before_any_flush(fjord_mount):
         assert (m.source / "cache" / "f").stat().st_size == 0  # still only in Fjord's RAM
         policy = m.counters()["policy"]
         assert policy["buffer_bytes"] == 1000 and policy["fsyncs_relaxed"] == 1
-    # the last close hands it to the native file
-    assert (m.source / "cache" / "f").read_bytes() == b"x" * 1000
+    # The last close hands it to the native file. FUSE sends RELEASE after close(2) has returned, so the
+    # hand-over is asynchronous: wait for it (bounded), then check the bytes.
+    native = m.source / "cache" / "f"
+    deadline = time.monotonic() + 5
+    while native.stat().st_size < 1000 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert native.read_bytes() == b"x" * 1000
 
 
 @pytest.mark.parametrize("preset", PRESETS)
