@@ -17,6 +17,7 @@ from pathlib import Path
 
 import polars as pl
 
+from mobiperf import __version__
 from mobiperf import metrics as metrics_mod
 from mobiperf.analyzers import headline_metrics, registry, table_sources
 from mobiperf.collectors import plan_collectors
@@ -60,8 +61,9 @@ def run(transport: Transport, caps: Capabilities, request: RunRequest, out: Path
     _check_can_trace(transport, caps, request)
     rundir = RunDir.create(out, {
         "id": out.name, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "mobiperf": _version(), "host": platform.node(), "target": caps.as_dict(), "stack": str(request.stack),
-        "scheduler": request.scheduler, "device": request.device, "command": request.command, "repetitions": [], "warnings": [],
+        "mobiperf": __version__, "host": platform.node(), "target": caps.as_dict(), "stack": str(request.stack),
+        "scheduler": request.scheduler, "device": request.device, "command": request.command,
+        "repetitions": [], "warnings": [],
     })
     timings = {}
     started = time.time()
@@ -276,7 +278,3 @@ def report(rundir: RunDir, out: Path | None = None) -> Path:
     os.replace(tmp, path)
     return path
 
-
-def _version() -> str:
-    from mobiperf import __version__
-    return __version__
