@@ -1,0 +1,65 @@
+"""Fuzz inputs for the trace parsers, shared by tests/test_parse_fuzz.py (a small count) and
+bench/fuzz_parsers.py (>= 100k inputs): real traces with bytes flipped, inserted, deleted and cut, close enough to
+real to reach deep code, plus random bytes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import strategies as st
+
+from mobiperf.collectors.parse.blktrace import parse_blktrace
+from mobiperf.collectors.parse.ftrace_raw import parse_ftrace_raw
+from mobiperf.collectors.parse.ftrace_text import parse_ftrace_text
+from mobiperf.collectors.parse.strace import parse_strace
+from mobiperf.errors import ParseError
+
+FIX = Path(__file__).parent / "fixtures"
+SEEDS = {
+    "ftrace": [p.read_bytes()[:4000] for p in sorted((FIX / "ftrace").glob("*.txt"))],
+    "strace": [(FIX / "strace" / "dd-fsync-threads.strace").read_bytes()],
+    "blktrace": [(FIX / "blktrace" / "loop-dd-4k-direct.blkbin").read_bytes()[:3000]],
+    "ftrace_raw": [(FIX / "ftrace" / "raw-6.18-dd12" / "ftrace_raw" / "cpu1").read_bytes()[:4096 * 3]],
+}
+RAW_FORMATS = FIX / "ftrace" / "raw-6.18-dd12" / "formats"
+PARSERS = {"ftrace": lambda p: parse_ftrace_text(p), "strace": lambda p: parse_strace(p),
+           "blktrace": lambda p: parse_blktrace([p]),
+           "ftrace_raw": lambda p: parse_ftrace_raw(p.parent, RAW_FORMATS)}
+
+
+def input_name(kind: str) -> str:
+    """The file name a parser expects: binary pages are read per CPU."""
+    return "cpu0" if kind == "ftrace_raw" else "input"
+
+
+def mutated(kind: str):
+    edits = st.lists(st.tuples(st.integers(0, 12500), st.sampled_from(["flip", "insert", "delete", "cut"]),
+                               st.binary(min_size=1, max_size=16)), max_size=8)
+
+    def apply(data_edits):
+        data, todo = data_edits
+        buf = bytearray(data)
+        for pos, op, blob in todo:
+            pos %= len(buf) + 1
+            if op == "flip" and buf:
+                buf[pos % len(buf)] ^= blob[0] or 1
+            elif op == "insert":
+                buf[pos:pos] = blob
+            elif op == "delete":
+                del buf[pos:pos + len(blob)]
+            else:
+                del buf[pos:]
+        return bytes(buf)
+
+    return st.tuples(st.sampled_from(SEEDS[kind]), edits).map(apply) | st.binary(max_size=400)
+
+
+def parse_or_parse_error(kind: str, path: Path, data: bytes) -> bool:
+    """True when data parses, False when it raises a ParseError naming the file; anything else escapes."""
+    path.write_bytes(data)
+    try:
+        PARSERS[kind](path)
+        return True
+    except ParseError as e:
+        assert str(path) in str(e), f"ParseError without the file name: {e}"
+        return False
