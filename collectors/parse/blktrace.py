@@ -219,7 +219,9 @@ def parse_blktrace(paths: list[Path], rep: int = 0) -> BlktraceTables:
         merged = {f: v[order] for f, v in merged.items()}
         pdu = pdu[order]
     n_records = len(t)
-    lost = _sequence_gaps(merged["device"], merged["cpu"], merged["sequence"])
+    # Per file, before the merge: a per-CPU file is already in sequence order, so no sort is needed.
+    dev_i, cpu_i, seq_i = (FIELDS.index(f) for f in ("device", "cpu", "sequence"))
+    lost = sum(_sequence_gaps(part[dev_i], part[cpu_i], part[seq_i]) for part in parts)
 
     comm_of = {}
     start_wall = None
