@@ -36,6 +36,24 @@ def _find(into, r):
 
 
 @njit(cache=True)
+def _pop_fresh(head, tail, node_next, node_ts, key, t, stale_ns, stats, stale_slot):
+    """The oldest node of the queue `key` not older than stale_ns at time t, unlinked (-1 if none); the stale
+    nodes in front of it are dropped and counted in stats[stale_slot]."""
+    while key in head:
+        h = head[key]
+        nx = node_next[h]
+        if nx < 0:
+            del head[key]
+            del tail[key]
+        else:
+            head[key] = nx
+        if t - node_ts[h] <= stale_ns:
+            return h
+        stats[stale_slot] += 1
+    return -1
+
+
+@njit(cache=True)
 def pair_events(kind, dev, sector, nr, ts, is_flush_op, stale_ns, span):
     """Arrays in, arrays out: per request (index < n_req) its times and the events its fields come from."""
     n = len(kind)
@@ -115,22 +133,9 @@ def pair_events(kind, dev, sector, nr, ts, is_flush_op, stale_ns, span):
                     tail[nk] = node
             continue
 
-        # pop helpers are inlined as loops: (queue key) -> node or -1
         q_node = -1
         if k == G or k == M or k == F:
-            qk = ks + QUEUED
-            while qk in head:
-                h = head[qk]
-                nx = node_next[h]
-                if nx < 0:
-                    del head[qk]
-                    del tail[qk]
-                else:
-                    head[qk] = nx
-                if t - node_ts[h] <= stale_ns:
-                    q_node = h
-                    break
-                stats[ST_STALE + QUEUED] += 1
+            q_node = _pop_fresh(head, tail, node_next, node_ts, ks + QUEUED, t, stale_ns, stats, ST_STALE + QUEUED)
 
         if k == G:
             r = n_req
@@ -180,19 +185,7 @@ def pair_events(kind, dev, sector, nr, ts, is_flush_op, stale_ns, span):
             take = True
         hit = -1
         if k == RM:  # the absorbed request first (pending at its start), then its absorber's open end
-            pk = ks + PENDING
-            while pk in head:
-                h = head[pk]
-                nx = node_next[h]
-                if nx < 0:
-                    del head[pk]
-                    del tail[pk]
-                else:
-                    head[pk] = nx
-                if t - node_ts[h] <= stale_ns:
-                    hit = h
-                    break
-                stats[ST_STALE + PENDING] += 1
+            hit = _pop_fresh(head, tail, node_next, node_ts, ks + PENDING, t, stale_ns, stats, ST_STALE + PENDING)
         b_hit = -1
         if take_kind == ISSUED:
             # stale elements at the front expire; then the oldest issued request whose range ends where this
@@ -230,18 +223,7 @@ def pair_events(kind, dev, sector, nr, ts, is_flush_op, stale_ns, span):
                     head[take_key] = nx
                 b_hit = h
         elif take:
-            while take_key in head:
-                h = head[take_key]
-                nx = node_next[h]
-                if nx < 0:
-                    del head[take_key]
-                    del tail[take_key]
-                else:
-                    head[take_key] = nx
-                if t - node_ts[h] <= stale_ns:
-                    b_hit = h
-                    break
-                stats[ST_STALE + take_kind] += 1
+            b_hit = _pop_fresh(head, tail, node_next, node_ts, take_key, t, stale_ns, stats, ST_STALE + take_kind)
         if k == RM:
             if hit < 0:
                 stats[ST_RQ_MERGE] += 1
@@ -303,18 +285,7 @@ def pair_events(kind, dev, sector, nr, ts, is_flush_op, stale_ns, span):
             else:
                 r = node_val[b_hit]
             if k == D and sized:  # the request's open end closes
-                ek = ke + ENDS
-                while ek in head:
-                    h = head[ek]
-                    nx = node_next[h]
-                    if nx < 0:
-                        del head[ek]
-                        del tail[ek]
-                    else:
-                        head[ek] = nx
-                    if t - node_ts[h] <= stale_ns:
-                        break
-                    stats[ST_STALE + ENDS] += 1
+                _pop_fresh(head, tail, node_next, node_ts, ke + ENDS, t, stale_ns, stats, ST_STALE + ENDS)
             root = _find(into, r)
             has_req[root] = True
             if pid_ev[root] < 0:
