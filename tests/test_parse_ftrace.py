@@ -157,3 +157,34 @@ def test_empty_file_gives_empty_tables(tmp_path):
     path.write_text("# tracer: nop\n#\n")
     t = parse_ftrace_text(path)
     assert len(t.block_event) == 0 and t.lines == 0
+
+
+SPLIT_CASES = ALL + ["unknown-lines", "truncated", "lost-notes"]
+
+
+@pytest.mark.parametrize("case", SPLIT_CASES, ids=[getattr(c, "name", c) for c in SPLIT_CASES])
+def test_scan_in_line_ranges_on_threads_equals_one_scan(case, tmp_path, monkeypatch):
+    """Big files are scanned in one line range per CPU: the joined tables must equal a single scan's."""
+    import mobiperf.collectors.parse.ftrace_text as ftrace_text
+
+    if isinstance(case, Path):
+        path = case
+    else:
+        lines = (FIXTURES / "k5.10-tgid-syscalls.txt").read_text().splitlines()
+        lines.insert(7, "this line has no ftrace header at all")
+        lines.insert(9, "CPU:1 [LOST 12 EVENTS]")
+        path = tmp_path / "t.txt"
+        data = "\n".join(lines) + "\n"
+        path.write_text(data[:-30] if case == "truncated" else data)
+    whole = parse_ftrace_text(path)
+    monkeypatch.setattr(ftrace_text, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(ftrace_text.os, "cpu_count", lambda: 7)  # more ranges than this machine has CPUs
+    split = parse_ftrace_text(path)
+    assert split.block_event.equals(whole.block_event)
+    assert split.trace_marker.equals(whole.trace_marker)
+    assert sorted(split.events) == sorted(whole.events)
+    for name, table in split.events.items():
+        assert table.equals(whole.events[name]), name
+    assert (split.lines, split.unparsed_by_event, split.other_events, split.truncated_at, split.lost_events) == (
+        whole.lines, whole.unparsed_by_event, whole.other_events, whole.truncated_at, whole.lost_events)
+    assert len(whole.block_event) + sum(map(len, whole.events.values())) > 0

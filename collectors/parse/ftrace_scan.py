@@ -297,11 +297,18 @@ def _block_body(buf, p, e, k, i, cols):
     return False
 
 
-@njit(cache=True, nogil=True)
-def scan_trace(buf, newlines, known_hash, known_kind):
-    """One pass over every line: event ids, the parsed block events, and the header of every other line.
+def line_count(buf, newlines) -> int:
+    """Lines of the file: one per newline, and a last one if the file does not end in a newline."""
+    return len(newlines) + (1 if len(buf) and buf[-1] != 10 else 0)
 
-    newlines: the offsets of every b"\\n" in buf (np.flatnonzero(buf == 10): numpy's SIMD finds them faster).
+
+@njit(cache=True, nogil=True)
+def scan_trace(buf, newlines, first, stop, known_hash, known_kind):
+    """One pass over lines [first, stop): event ids, the parsed block events, the header of every other line.
+
+    newlines: the offsets of every b"\\n" in buf (see find_newlines). Lines are numbered from the file's start,
+    and every offset is into buf, so the scans of disjoint line ranges (run on several threads: nogil) join
+    by concatenation once their event ids are mapped to one numbering (see ftrace_text).
     known_hash/known_kind: FNV-1a hashes of the block event names and their body kinds (BODY_KINDS index).
     Returns (n_lines, events, block, text, bad), each table a tuple of equal-length column arrays:
       events: the byte offset of the first line of each event id, its kind (-1: not a block event)
@@ -314,9 +321,9 @@ def scan_trace(buf, newlines, known_hash, known_kind):
     n_lines counts the lines that are neither blank nor `#` comments.
     """
     n = len(buf)
-    nlines = len(newlines)
-    if n > 0 and buf[n - 1] != 10:
-        nlines += 1
+    nlines = stop - first
+    s = newlines[first - 1] + 1 if first > 0 else 0
+    chunk_end = s if stop <= first else (newlines[stop - 1] + 1 if stop <= len(newlines) else n)
     # Capacity for every line in each table: np.empty pages that are never written cost no memory.
     table_size = 4096  # open addressing: distinct event names of one trace are far fewer
     slot_hash = np.zeros(table_size, np.uint64)
@@ -331,9 +338,9 @@ def scan_trace(buf, newlines, known_hash, known_kind):
     # Arrow string buffers, filled as the lines are read (no second pass over spans). The data buffers can
     # not outgrow the file: every string is a copy of some of its bytes.
     c_off = np.zeros(nlines + 1, np.int64)
-    c_dat = np.empty(n, np.uint8)
+    c_dat = np.empty(chunk_end - s, np.uint8)
     r_off = np.zeros(nlines + 1, np.int64)
-    r_dat = np.empty(n, np.uint8)
+    r_dat = np.empty(chunk_end - s, np.uint8)
     nc = 0
     nr_ = 0
     ascii_only = True
@@ -362,8 +369,7 @@ def scan_trace(buf, newlines, known_hash, known_kind):
     counted = 0
     cols = np.empty((1, 11), np.int64)
     out = np.zeros(6, np.int64)
-    s = 0
-    for li in range(nlines):
+    for li in range(first, stop):
         e = newlines[li] if li < len(newlines) else n
         if e > n or e < s:  # not the offsets of this buffer's newlines
             break

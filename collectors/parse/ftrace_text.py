@@ -17,7 +17,9 @@ line is cut (no newline, not parseable) keeps every complete line and says so in
 
 from __future__ import annotations
 
+import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,8 +100,7 @@ def parse_ftrace_text(path: Path, rep: int = 0) -> FtraceTables:
     """The event tables of one ftrace text file (fast path, regex for what it rejects)."""
     data = read_trace_bytes(path)
     buf = np.frombuffer(data, np.uint8)
-    n_lines, (ev_first, ev_kind), block_cols, text_cols, (bad, bad_s, bad_e) = scan.scan_trace(
-        buf, scan.find_newlines(buf), _KNOWN_HASH, _KNOWN_KIND)
+    n_lines, names, block_cols, text_cols, (bad, bad_s, bad_e) = _scan(data, buf)
     truncated_at = None
     if len(bad) and not data.endswith(b"\n") and bad_e[-1] >= len(data.rstrip(b"\r")):
         truncated_at = int(bad_s[-1])  # a cut last line: keep everything before it, say so
@@ -107,7 +108,6 @@ def parse_ftrace_text(path: Path, rep: int = 0) -> FtraceTables:
     if n_lines and len(bad) == n_lines:
         first = data[bad_s[0]:bad_e[0]].decode("utf-8", errors="replace")
         raise ParseError(path, int(bad[0]) + 1, f"not ftrace text: {first[:80]!r}")
-    names = [_event_name(data, int(s)) for s in ev_first]
     name_series = pl.Series("event", names, dtype=pl.Utf8)
     counts = dict(zip(names, (np.bincount(block_cols[4], minlength=len(names))
                               + np.bincount(text_cols[6], minlength=len(names))).tolist()))
@@ -183,6 +183,53 @@ def parse_ftrace_text_regex(path: Path, rep: int = 0) -> FtraceTables:
 
 
 # --- fast path helpers ---
+
+# Below this a file is scanned in one piece: starting threads costs more than it saves.
+PARALLEL_MIN_BYTES = 8 << 20
+
+
+def _scan(data: bytes, buf: np.ndarray):
+    """scan_trace over the whole file, in one line range per CPU (the scanner releases the GIL), joined.
+
+    Returns (n_lines, event names, block columns, text columns, bad lines): scan_trace's tables with the
+    event ids of every range mapped to one numbering, in file order."""
+    newlines = scan.find_newlines(buf)
+    total = scan.line_count(buf, newlines)
+    parts = min(os.cpu_count() or 1, max(1, len(buf) // PARALLEL_MIN_BYTES), total) or 1
+    bounds = [total * i // parts for i in range(parts + 1)]
+    ranges = list(zip(bounds[:-1], bounds[1:]))
+    if parts == 1:
+        results = [scan.scan_trace(buf, newlines, 0, total, _KNOWN_HASH, _KNOWN_KIND)]
+    else:
+        with ThreadPoolExecutor(parts) as pool:
+            results = list(pool.map(lambda r: scan.scan_trace(buf, newlines, r[0], r[1], _KNOWN_HASH, _KNOWN_KIND),
+                                    ranges))
+    names: dict[str, int] = {}
+    block_parts, text_parts, bad_parts = [], [], []
+    for counted, (ev_first, _), block, text, bad in results:
+        # The same event gets different ids in different ranges: map them through its name.
+        to_global = np.array([names.setdefault(_event_name(data, int(s)), len(names)) for s in ev_first] or [0],
+                             np.int32)
+        block_parts.append((*block[:4], to_global[block[4]], *block[5:]))
+        text_parts.append((*text[:6], to_global[text[6]], *text[7:]))
+        bad_parts.append(bad)
+    n_lines = sum(r[0] for r in results)
+    block = tuple(np.concatenate(cols) for cols in zip(*(b[:11] for b in block_parts)))
+    comm = _join_arrow_strings([(b[11], b[12]) for b in block_parts])
+    rwbs = _join_arrow_strings([(b[13], b[14]) for b in block_parts])
+    ascii_only = all(b[15] for b in block_parts)
+    text = tuple(np.concatenate(cols) for cols in zip(*text_parts))
+    bad = tuple(np.concatenate(cols) for cols in zip(*bad_parts))
+    return n_lines, list(names), (*block, *comm, *rwbs, ascii_only), text, bad
+
+
+def _join_arrow_strings(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenated Arrow string buffers: each part's offsets shifted past the data before it."""
+    if len(parts) == 1:
+        return parts[0]
+    shifts = np.cumsum([0] + [int(off[-1]) for off, _ in parts[:-1]])
+    offsets = np.concatenate([parts[0][0]] + [off[1:] + shift for (off, _), shift in zip(parts[1:], shifts[1:])])
+    return offsets, np.concatenate([dat for _, dat in parts])
 
 def _strings(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, name: str) -> pl.Series:
     """A string column from byte spans, built as Arrow buffers (no Python object per row)."""
