@@ -1,0 +1,531 @@
+"""An event's `print fmt` (format string + C argument expressions) rendered over whole columns of records.
+
+This reproduces the text the kernel writes to `trace` for an event (its TP_printk body) from the binary fields,
+vectorised: every argument expression is evaluated once over numpy columns (one row per record), and every
+conversion is formatted over the column's distinct values only. What it understands:
+
+  arguments    REC->field, integer/char/string literals, casts to C integer types (width and sign applied),
+               unary - ~ ! +, binary * / % + - << >> < > <= >= == != & ^ | && ||, the ternary ?:,
+               __get_str(f), __print_symbolic(v, {k, "name"}...), __print_flags(v, "sep", {k, "name"}...),
+               jiffies_to_msecs(j) (only when the kernel's HZ is known: the binary field holds jiffies)
+  conversions  %d %i %u %x %X %o %c %s with flags, width, precision and the hh h l ll z j t length modifiers
+               (the argument is cut to the modifier's width and read signed or unsigned as printf would)
+Not reproducible (the argument is printed as its raw value in hex, or `?`, and render() says why): kernel
+pointer extensions (%p, %pS, %pU: the kernel hashes or symbolises them), __print_hex/__get_bitmask and other
+helpers, enum names the kernel left unresolved in the format file (e.g. the I_DIRTY_* flags of writeback events),
+member access other than REC->field. `*` widths make the whole format Unrenderable.
+Limits: C integer promotion is modelled as "the wider operand's width, at least 32 bits, unsigned if the wider
+(or either, at equal width) is unsigned", which is what the kernel's print fmts rely on. jiffies_to_msecs follows
+the kernel exactly for HZ dividing 1000 or a multiple of 1000 (every common HZ), else rounds up.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from mobiperf.collectors.parse.event_format import unescape_c
+
+
+class Unrenderable(Exception):
+    """The print fmt uses something this renderer cannot reproduce from the binary fields."""
+
+
+TOKEN = re.compile(r"""\s*(?:
+    (?P<num>0[xX][0-9a-fA-F]+|\d+)(?P<suffix>[uUlL]*)
+  | (?P<chr>'(?:[^'\\]|\\.)+')
+  | (?P<str>"(?:[^"\\]|\\.)*")
+  | (?P<id>[A-Za-z_]\w*)
+  | (?P<op>->|<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%&|^~!<>?:(){}\[\],.])
+)""", re.X)
+
+# C integer types: bits and signedness. Unknown typedefs ending in _t are taken as 64-bit unsigned (their cast is
+# only a hint in the print fmts seen); `enum X` as int.
+C_TYPES = {
+    "char": (8, True), "signed char": (8, True), "unsigned char": (8, False), "bool": (8, False),
+    "_Bool": (8, False), "short": (16, True), "short int": (16, True), "unsigned short": (16, False),
+    "unsigned short int": (16, False), "int": (32, True), "signed": (32, True), "signed int": (32, True),
+    "unsigned": (32, False), "unsigned int": (32, False), "long": (64, True), "long int": (64, True),
+    "unsigned long": (64, False), "unsigned long int": (64, False), "long long": (64, True),
+    "long long int": (64, True), "unsigned long long": (64, False), "unsigned long long int": (64, False),
+    "u8": (8, False), "u16": (16, False), "u32": (32, False), "u64": (64, False), "s8": (8, True),
+    "s16": (16, True), "s32": (32, True), "s64": (64, True), "__u8": (8, False), "__u16": (16, False),
+    "__u32": (32, False), "__u64": (64, False), "__s8": (8, True), "__s16": (16, True), "__s32": (32, True),
+    "__s64": (64, True), "size_t": (64, False), "ssize_t": (64, True), "loff_t": (64, True),
+    "dev_t": (32, False), "ino_t": (64, False), "pid_t": (32, True), "uid_t": (32, False), "gid_t": (32, False),
+    "sector_t": (64, False), "umode_t": (16, False), "gfp_t": (32, False), "tid_t": (32, False),
+    "uint8_t": (8, False), "uint16_t": (16, False), "uint32_t": (32, False), "uint64_t": (64, False),
+    "int8_t": (8, True), "int16_t": (16, True), "int32_t": (32, True), "int64_t": (64, True),
+}
+TYPE_WORDS = {"unsigned", "signed", "int", "long", "short", "char", "void", "const", "volatile", "enum", "struct"}
+CONVERSION = re.compile(r"%(?P<flags>[-+ #0]*)(?P<width>\*|\d+)?(?:\.(?P<prec>\*|\d+))?"
+                        r"(?P<len>hh|h|ll|l|z|j|t|L)?(?P<conv>[diouxXcsp%])(?P<ext>(?<=p)[A-Za-z]\w*)?")
+
+
+@dataclass
+class IntCol:
+    """An integer column: int64 bits, with the C width and signedness it has in the expression."""
+    v: np.ndarray
+    bits: int = 64
+    unsigned: bool = False
+
+    def norm(self) -> IntCol:
+        v = self.v.astype(np.int64, copy=False)
+        if self.bits < 64:
+            v = v & np.int64((1 << self.bits) - 1)
+            if not self.unsigned:
+                top = np.int64(1 << (self.bits - 1))
+                v = np.where(v >= top, v - np.int64(1 << self.bits), v)
+        return IntCol(v, self.bits, self.unsigned)
+
+    def as_unsigned64(self) -> np.ndarray:
+        return self.v.view(np.uint64) if self.unsigned and self.bits == 64 else self.v
+
+
+# --- parsing: C expression -> nested tuples ---
+
+def tokenize(text: str) -> list[tuple[str, object]]:
+    out, pos = [], 0
+    text = text.strip()
+    while pos < len(text):
+        m = TOKEN.match(text, pos)
+        if not m or m.end() == pos:
+            raise Unrenderable(f"cannot read {text[pos:pos + 20]!r}")
+        pos = m.end()
+        if m["num"] is not None:
+            value = int(m["num"], 0) if not re.fullmatch(r"0\d+", m["num"]) else int(m["num"], 8)
+            suffix = m["suffix"].lower()
+            out.append(("num", (value, "u" in suffix, "l" in suffix)))
+        elif m["chr"] is not None:
+            out.append(("num", (ord(unescape_c(m["chr"][1:-1])[0]), False, False)))
+        elif m["str"] is not None:
+            out.append(("str", unescape_c(m["str"][1:-1])))
+        elif m["id"] is not None:
+            out.append(("id", m["id"]))
+        elif m["op"] is not None:
+            out.append(("op", m["op"]))
+    return out
+
+
+BINARY = [("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!="), ("<", ">", "<=", ">="), ("<<", ">>"),
+          ("+", "-"), ("*", "/", "%")]
+
+
+class _Parser:
+    def __init__(self, tokens):
+        self.t = tokens
+        self.i = 0
+
+    def peek(self, k=0):
+        return self.t[self.i + k] if self.i + k < len(self.t) else ("end", None)
+
+    def take(self, kind=None, value=None):
+        tok = self.peek()
+        if (kind and tok[0] != kind) or (value is not None and tok[1] != value):
+            raise Unrenderable(f"expected {value or kind}, got {tok[1]!r}")
+        self.i += 1
+        return tok
+
+    def is_op(self, value, k=0):
+        tok = self.peek(k)
+        return tok[0] == "op" and tok[1] == value
+
+    def expr(self):
+        cond = self.binary(0)
+        if self.is_op("?"):
+            self.take()
+            a = self.expr()
+            self.take("op", ":")
+            b = self.expr()
+            return ("tern", cond, a, b)
+        return cond
+
+    def binary(self, level):
+        if level == len(BINARY):
+            return self.unary()
+        left = self.binary(level + 1)
+        while self.peek()[0] == "op" and self.peek()[1] in BINARY[level]:
+            op = self.take()[1]
+            left = ("bin", op, left, self.binary(level + 1))
+        return left
+
+    def cast_type(self):
+        """The type words of a cast at '(' (and move past the ')'), or None if this '(' opens an expression."""
+        j, words = 1, []
+        while self.peek(j)[0] == "id" or self.is_op("*", j):
+            words.append(self.peek(j)[1])
+            j += 1
+        if not words or not self.is_op(")", j):
+            return None
+        names = [w for w in words if w not in ("const", "volatile")]
+        plain = " ".join(w for w in names if w != "*")
+        if not (any(w in TYPE_WORDS for w in names) or plain in C_TYPES or plain.endswith("_t")):
+            return None
+        self.i += j + 1
+        if "*" in names or names[0] == "struct":
+            return (64, False)
+        if names[0] == "enum":
+            return (32, False)
+        return C_TYPES.get(plain, (64, False))
+
+    def unary(self):
+        tok = self.peek()
+        if tok[0] == "op" and tok[1] in ("-", "~", "!", "+"):
+            self.take()
+            return ("un", tok[1], self.unary())
+        if tok[0] == "op" and tok[1] == "(":
+            ctype = self.cast_type()
+            if ctype is not None:
+                return ("cast", ctype, self.unary())
+        return self.postfix()
+
+    def postfix(self):
+        node = self.primary()
+        while True:
+            if self.is_op("->") or self.is_op("."):
+                self.take()
+                member = self.take("id")[1]
+                if node != ("id", "REC"):
+                    raise Unrenderable("member access other than REC->field")
+                node = ("field", member)
+            elif self.is_op("("):
+                if node[0] != "id":
+                    raise Unrenderable("call of an expression")
+                self.take()
+                args = []
+                while not self.is_op(")"):
+                    args.append(self.expr())
+                    if self.is_op(","):
+                        self.take()
+                self.take("op", ")")
+                node = ("call", node[1], args)
+            elif self.is_op("["):
+                raise Unrenderable("array subscript")
+            else:
+                return node
+
+    def primary(self):
+        tok = self.take()
+        if tok[0] == "num":
+            return ("num",) + tok[1]
+        if tok[0] == "str":
+            s = tok[1]
+            while self.peek()[0] == "str":  # adjacent literals concatenate
+                s += self.take()[1]
+            return ("str", s)
+        if tok[0] == "id":
+            return ("id", tok[1])
+        if tok == ("op", "("):
+            node = self.expr()
+            self.take("op", ")")
+            return node
+        if tok == ("op", "{"):
+            items = []
+            while not self.is_op("}"):
+                items.append(self.expr())
+                if self.is_op(","):
+                    self.take()
+            self.take("op", "}")
+            return ("list", items)
+        raise Unrenderable(f"unexpected {tok[1]!r}")
+
+
+def parse_expr(text: str):
+    p = _Parser(tokenize(text))
+    node = p.expr()
+    if p.peek()[0] != "end":
+        raise Unrenderable(f"trailing {p.peek()[1]!r} in {text[:60]!r}")
+    return node
+
+
+# --- evaluation over columns ---
+
+FieldGetter = Callable[[str], "IntCol | pl.Series"]
+
+
+def _promote(a: IntCol, b: IntCol) -> tuple[int, bool]:
+    bits = max(32, a.bits, b.bits)
+    if a.bits == b.bits:
+        return bits, a.unsigned or b.unsigned
+    wider = a if a.bits > b.bits else b
+    return bits, wider.unsigned if wider.bits >= 32 else False
+
+
+class Evaluator:
+    def __init__(self, n: int, get_field: FieldGetter, hz: int | None = None):
+        self.n = n
+        self.get_field = get_field
+        self.hz = hz
+
+    def const(self, node) -> int:
+        v = self.eval(node)
+        if not isinstance(v, IntCol):
+            raise Unrenderable("a non-integer constant")
+        return int(v.as_unsigned64()[0]) if len(v.v) else 0
+
+    def int_of(self, node) -> IntCol:
+        v = self.eval(node)
+        if not isinstance(v, IntCol):
+            raise Unrenderable("a string where a number is needed")
+        return v
+
+    def eval(self, node):
+        kind = node[0]
+        if kind == "num":
+            value, unsigned, long_ = node[1], node[2], node[3]
+            bits = 64 if long_ or value > 0x7FFFFFFF else 32
+            arr = np.full(self.n, np.uint64(value & 0xFFFFFFFFFFFFFFFF).astype(np.int64), np.int64) \
+                if value > 0x7FFFFFFFFFFFFFFF else np.full(self.n, value, np.int64)
+            return IntCol(arr, bits, unsigned or value > 0x7FFFFFFF and not long_)
+        if kind == "str":
+            return pl.Series([node[1]] * self.n, dtype=pl.Utf8) if self.n else pl.Series([], dtype=pl.Utf8)
+        if kind == "field":
+            return self.get_field(node[1])
+        if kind == "id":
+            raise Unrenderable(f"unresolved name {node[1]} (an enum the kernel did not map to its value?)")
+        if kind == "cast":
+            v = self.eval(node[2])
+            if isinstance(v, pl.Series):
+                return v
+            bits, signed = node[1]
+            return IntCol(v.v, bits, not signed).norm()
+        if kind == "un":
+            v = self.int_of(node[2])
+            if node[1] == "-":
+                return IntCol(-v.v, max(32, v.bits), v.unsigned).norm()
+            if node[1] == "~":
+                return IntCol(~v.v, max(32, v.bits), v.unsigned).norm()
+            if node[1] == "!":
+                return IntCol((v.v == 0).astype(np.int64), 32, False)
+            return v
+        if kind == "bin":
+            return self.binary(node[1], node[2], node[3])
+        if kind == "tern":
+            cond = self.int_of(node[1]).v != 0
+            a, b = self.eval(node[2]), self.eval(node[3])
+            if isinstance(a, IntCol) and isinstance(b, IntCol):
+                bits, unsigned = _promote(a, b)
+                return IntCol(np.where(cond, a.v, b.v), bits, unsigned).norm()
+            if isinstance(a, pl.Series) and isinstance(b, pl.Series):
+                return pl.select(pl.when(pl.Series(cond)).then(a).otherwise(b)).to_series()
+            raise Unrenderable("a ternary of a string and a number")
+        if kind == "call":
+            return self.call(node[1], node[2])
+        raise Unrenderable(f"cannot evaluate {kind}")
+
+    def binary(self, op, left, right):
+        if op in ("&&", "||"):
+            a, b = self.int_of(left).v != 0, self.int_of(right).v != 0
+            return IntCol((a & b if op == "&&" else a | b).astype(np.int64), 32, False)
+        a, b = self.int_of(left), self.int_of(right)
+        if op in ("<<", ">>"):
+            bits, unsigned = max(32, a.bits), a.unsigned
+            count = b.v & 63
+            if op == "<<":
+                return IntCol(a.v << count, bits, unsigned).norm()
+            if unsigned:
+                src = a.v.view(np.uint64) if bits == 64 else a.v & np.int64((1 << bits) - 1)
+                return IntCol((src >> count.astype(src.dtype)).astype(np.int64), bits, unsigned).norm()
+            return IntCol(a.v >> count, bits, unsigned).norm()
+        bits, unsigned = _promote(a, b)
+        x = IntCol(a.v, bits, unsigned).norm()
+        y = IntCol(b.v, bits, unsigned).norm()
+        xv, yv = (x.v.view(np.uint64), y.v.view(np.uint64)) if unsigned and bits == 64 else (x.v, y.v)
+        if unsigned and bits < 64:
+            xv, yv = xv & np.int64((1 << bits) - 1), yv & np.int64((1 << bits) - 1)
+        if op in ("==", "!=", "<", ">", "<=", ">="):
+            res = {"==": np.equal, "!=": np.not_equal, "<": np.less, ">": np.greater, "<=": np.less_equal,
+                   ">=": np.greater_equal}[op](xv, yv)
+            return IntCol(res.astype(np.int64), 32, False)
+        with np.errstate(all="ignore"):
+            if op in ("/", "%"):
+                safe = np.where(yv == 0, 1, yv)
+                if unsigned:
+                    res = xv // safe if op == "/" else xv % safe
+                else:  # C truncates toward zero
+                    q = np.abs(xv) // np.abs(safe) * np.sign(xv) * np.sign(safe)
+                    res = q if op == "/" else xv - q * safe
+            else:
+                res = {"+": np.add, "-": np.subtract, "*": np.multiply, "&": np.bitwise_and,
+                       "|": np.bitwise_or, "^": np.bitwise_xor}[op](xv, yv)
+        return IntCol(np.asarray(res).astype(np.uint64).view(np.int64) if res.dtype == np.uint64
+                      else np.asarray(res, np.int64), bits, unsigned).norm()
+
+    def call(self, name, args):
+        if name == "__get_str" and len(args) == 1 and args[0][0] == "id":
+            v = self.get_field(args[0][1])
+            if not isinstance(v, pl.Series):
+                raise Unrenderable(f"__get_str of a non-string field {args[0][1]}")
+            return v
+        if name == "__print_symbolic":
+            return self.symbolic(self.int_of(args[0]), args[1:])
+        if name == "__print_flags":
+            sep = args[1]
+            if sep[0] != "str":
+                raise Unrenderable("__print_flags with a computed separator")
+            return self.flags(self.int_of(args[0]), sep[1], args[2:])
+        if name == "jiffies_to_msecs" and len(args) == 1:
+            if not self.hz:
+                raise Unrenderable("jiffies_to_msecs needs the kernel's HZ (not saved with this trace)")
+            j = self.int_of(args[0]).as_unsigned64().astype(np.uint64)
+            hz = self.hz
+            if hz <= 1000 and 1000 % hz == 0:
+                ms = j * np.uint64(1000 // hz)
+            elif hz > 1000 and hz % 1000 == 0:
+                ms = (j + np.uint64(hz // 1000 - 1)) // np.uint64(hz // 1000)
+            else:
+                ms = (j * np.uint64(1000) + np.uint64(hz - 1)) // np.uint64(hz)
+            return IntCol(ms.astype(np.int64), 32, False).norm()
+        raise Unrenderable(f"function {name}()")
+
+    def _table(self, items) -> list[tuple[int, str]]:
+        out = []
+        for item in items:
+            if item[0] != "list" or len(item[1]) != 2 or item[1][1][0] != "str":
+                raise Unrenderable("a symbol table entry that is not {value, \"name\"}")
+            out.append((self.const(item[1][0]) & 0xFFFFFFFFFFFFFFFF, item[1][1][1]))
+        return out
+
+    def symbolic(self, v: IntCol, items) -> pl.Series:
+        table = dict(reversed(self._table(items)))  # the first entry of a value wins, as in the kernel
+        return _map_unique(v.as_unsigned64(), lambda x: table.get(x & 0xFFFFFFFFFFFFFFFF,
+                                                                  f"0x{x & 0xFFFFFFFFFFFFFFFF:x}"))
+
+    def flags(self, v: IntCol, sep: str, items) -> pl.Series:
+        table = self._table(items)
+
+        def render(x: int) -> str:
+            x &= 0xFFFFFFFFFFFFFFFF
+            parts = []
+            for mask, name in table:  # trace_print_flags_seq(): in table order while flags are left
+                if not x:
+                    break
+                if x & mask != mask:
+                    continue
+                parts.append(name)
+                x &= ~mask
+            if x:
+                parts.append(f"0x{x:x}")
+            return sep.join(parts)
+
+        return _map_unique(v.as_unsigned64(), render)
+
+
+def _map_unique(values: np.ndarray, fn) -> pl.Series:
+    """fn over the distinct values only, gathered back to every row."""
+    uniq, inverse = np.unique(values, return_inverse=True)
+    texts = pl.Series([fn(int(u)) for u in uniq.tolist()], dtype=pl.Utf8)
+    return texts.gather(pl.Series(inverse.reshape(-1).astype(np.int64)))
+
+
+# --- formatting ---
+
+LENGTH_BITS = {None: 32, "hh": 8, "h": 16, "l": 64, "ll": 64, "z": 64, "j": 64, "t": 64, "L": 64}
+
+
+def _format_ints(v: IntCol, spec: re.Match) -> pl.Series:
+    conv = spec["conv"]
+    bits = LENGTH_BITS[spec["len"]]
+    signed = conv in "di"
+    col = IntCol(v.v, bits, not signed).norm()
+    values = col.v.view(np.uint64) if not signed and bits == 64 else col.v
+    if conv == "c":
+        return _map_unique(col.v & 0xFF, lambda x: chr(x))
+    plain = not spec["flags"] and not spec["width"] and not spec["prec"]
+    if plain and conv in "diu":
+        return pl.Series(values).cast(pl.Utf8)
+    py = "%" + spec["flags"] + (spec["width"] or "") + (f".{spec['prec']}" if spec["prec"] else "") \
+        + {"i": "d", "u": "d"}.get(conv, conv)
+    if conv == "o" and "#" in spec["flags"]:  # C: a leading 0, Python: 0o
+        py = py.replace("#", "")
+        return _map_unique(values, lambda x: ("0" + (py % x) if x else py % x))
+    return _map_unique(values, lambda x: py % x)
+
+
+def _format_strings(s: pl.Series, spec: re.Match) -> pl.Series:
+    if spec["prec"]:
+        s = s.str.slice(0, int(spec["prec"]))
+    if spec["width"]:
+        w = int(spec["width"])
+        s = s.str.pad_end(w) if "-" in spec["flags"] else s.str.pad_start(w)
+    return s
+
+
+def compile_print_fmt(fmt: str, args: list[str]) -> list:
+    """The format as pieces: literal strings and (conversion match, argument AST or the Unrenderable of an
+    argument that could not be read); raise Unrenderable if the format and its arguments do not line up."""
+    pieces, pos, argi = [], 0, 0
+    for m in CONVERSION.finditer(fmt):
+        if m.start() > pos:
+            pieces.append(fmt[pos:m.start()])
+        pos = m.end()
+        if m["conv"] == "%":
+            pieces.append("%")
+            continue
+        if m["width"] == "*" or m["prec"] == "*":
+            raise Unrenderable(f"conversion {m[0]} (computed width)")
+        if argi >= len(args):
+            raise Unrenderable("more conversions than arguments")
+        try:
+            node = parse_expr(args[argi])
+        except Unrenderable as e:
+            node = e
+        pieces.append((m, node))
+        argi += 1
+    if "%" in fmt[pos:]:
+        raise Unrenderable(f"unknown conversion in {fmt[pos:]!r}")
+    if pos < len(fmt):
+        pieces.append(fmt[pos:])
+    return pieces
+
+
+def _raw_fallback(ev: Evaluator, spec: re.Match, node) -> pl.Series:
+    """What stands in for an argument the kernel's text cannot be reproduced for: the raw number in hex
+    (a pointer; the value given to __print_flags/__print_symbolic), else `?`."""
+    try:
+        if isinstance(node, Exception):
+            raise node
+        if node[0] == "call" and node[1] in ("__print_flags", "__print_symbolic"):
+            node = node[2][0]
+        value = ev.int_of(node)
+        return _map_unique(value.as_unsigned64(), lambda x: f"0x{x & 0xFFFFFFFFFFFFFFFF:x}")
+    except Unrenderable:
+        return pl.Series(["?"] * ev.n, dtype=pl.Utf8)
+
+
+def render(pieces: list, n: int, get_field: FieldGetter, hz: int | None = None) -> tuple[pl.Series, list[str]]:
+    """The body text of n records, and why any argument was replaced by its raw value (empty: exact text)."""
+    ev = Evaluator(n, get_field, hz)
+    cols, reasons = [], []
+    for piece in pieces:
+        if isinstance(piece, str):
+            cols.append(pl.lit(piece))
+            continue
+        spec, node = piece
+        try:
+            if isinstance(node, Exception):
+                raise node
+            if spec["conv"] == "p":
+                raise Unrenderable(f"conversion {spec[0]} (the kernel hashes or symbolises pointers)")
+            value = ev.eval(node)
+            if spec["conv"] == "s":
+                if not isinstance(value, pl.Series):
+                    raise Unrenderable("%s of a number")
+                text = _format_strings(value, spec)
+            else:
+                if not isinstance(value, IntCol):
+                    raise Unrenderable(f"{spec[0]} of a string")
+                text = _format_ints(value, spec)
+        except Unrenderable as e:
+            reasons.append(str(e))
+            text = _raw_fallback(ev, spec, node)
+        cols.append(pl.lit(text))
+    if not n:
+        return pl.Series("body", [], dtype=pl.Utf8), reasons
+    if all(isinstance(p, str) for p in pieces):
+        return pl.Series("body", ["".join(pieces)] * n, dtype=pl.Utf8), reasons
+    return pl.select(pl.concat_str(cols).alias("body")).to_series(), reasons
