@@ -23,7 +23,7 @@ def parse_raw_dir(raw: Path, rep: int) -> ParsedRaw:
     """Every trace one repetition's raw directory holds, each by the parser of its kind.
 
       ftrace.txt        ftrace text of the main instance: block_event, trace_marker, and the other event tables
-      ftrace_raw/       binary per-CPU trace_pipe_raw pages (with formats/): block_event, trace_marker
+      ftrace_raw/       binary per-CPU trace_pipe_raw pages (with formats/): every table ftrace.txt gives
       syscalls.txt      ftrace text of the workload-only instance: syscall_io (source ftrace)
       strace.log        strace -f -ttt -T -y: syscall_io (source strace)
       blktrace/         blk_io_trace records (per-CPU files or a blk-tracer stream): block_event when no ftrace
@@ -66,11 +66,14 @@ def parse_raw_dir(raw: Path, rep: int) -> ParsedRaw:
         add("block_event", binary.block_event)
         if len(binary.trace_marker):
             add("trace_marker", binary.trace_marker)
-        out.summary["ftrace_raw"] = {"events": binary.events, "pages": binary.pages,
-                                     "undecoded": binary.undecoded,
+        for name, df in binary.events.items():  # ext4, jbd2, fuse, writeback, syscalls: as the text path
+            add(name, df)
+        out.summary["ftrace_raw"] = {"events": binary.events_total, "pages": binary.pages,
+                                     "undecoded": binary.undecoded, "other_events": binary.other_events,
+                                     "unparsed": binary.unparsed_by_event, "unrendered": binary.unrendered,
                                      "lost_events": max(_ftrace_lost(raw / "ftrace_raw_stats.json"),
                                                         binary.pages_with_lost_events)}
-        out.warnings += binary.warnings
+        out.warnings += [f"ftrace_raw: {w}" for w in binary.warnings]
     strace_log = raw / "strace.log"
     if strace_log.exists():
         parsed_strace = parse_strace(strace_log, rep)

@@ -1,4 +1,4 @@
-"""Binary ftrace: the per-CPU `trace_pipe_raw` pages -> block_event and trace_marker rows, exact ns timestamps.
+"""Binary ftrace: the per-CPU `trace_pipe_raw` pages -> the same tables as the text parser, exact ns timestamps.
 
 Layout (specs/trace-formats.md section 2.4), read from the files saved with the trace:
   formats/header_page    the page header: u64 timestamp, local_t commit (data length in the low 27 bits, bit 31 =
@@ -8,11 +8,29 @@ Layout (specs/trace-formats.md section 2.4), read from the files saved with the 
                          30 time extend (delta += array[0] << 27); 31 absolute timestamp
   payload                common header (u16 type @0, u8 flags, u8 preempt count, s32 pid @4), then the fields at
                          the offsets of formats/<system>/<event>/format, whose `ID:` is the type
-The page walk is compiled (numba), field extraction is numpy over all events of a type at once. Decoded here: the
-block events (same columns as the text parser; comm from the event where it has one, else from saved_cmdlines)
-and ftrace print (trace_marker). Other event types are counted by name, not decoded: use the text collector for
-them. Lost events: pages flagged "missed events" are counted (the per-CPU stats also say how many).
-Byte order: little-endian (every Android and x86 target); a big-endian capture is refused with a ParseError.
+The page walk is compiled (numba). Records are then grouped by event type, and each field of a type is read for
+all its records at once (event_fields.py). Every event type that has a saved format is decoded:
+  block events       block_event, the columns straight from the fields (rwbs and comm are char arrays; dev is the
+                     kernel dev_t, major = dev >> 20), comm from the event where it has one, else saved_cmdlines
+  ftrace print       trace_marker
+  ext4, f2fs, jbd2, writeback, fuse, syscalls
+                     the kernel's text body is rendered from the fields with the event's own print fmt
+                     (print_fmt.py), and the rows go through the text path's parse_other_events(): fsync_event,
+                     jbd2_run_stats, jbd2_commit, fuse_event, fs_event, syscall_io, identical to the text's tables
+  every other event  counted in other_events, as the text parser does (raw field columns on request: keep_fields)
+Where an argument of a print fmt cannot be reproduced (see print_fmt.py: %pS pointers, jiffies without the
+kernel's HZ, enum flags the format file leaves unresolved) it is printed as its raw value in hex, the event is
+named in `unrendered` with the reason, and its raw field columns are kept in `fields[event]` (the rest of the
+body, dev and ino included, is the kernel's text). jbd2_run_stats holds jiffies in binary: without
+ftrace_raw/kernel_hz (CONFIG_HZ) or hz= its *_ms columns cannot be had (its rows are then unparsed) and the raw
+`wait`, `running`, ... columns (jiffies) are in fields["jbd2_run_stats"]. A format without a print fmt gives the
+raw `field=value` pairs (as `trace-cmd report -R` prints them).
+Differences from the text that are not errors: ts is exact ns (the text has µs); comm of events without a comm
+field comes from saved_cmdlines read after the trace (pid 0 is <idle>, a pid it lacks is <...>), as the kernel's
+own text output does when it is read.
+Lost events: pages flagged "missed events" are counted (the per-CPU stats also say how many). Event types without
+a saved format are counted in `undecoded` by type id.
+Byte order: little-endian (every Android and x86 target).
 """
 
 from __future__ import annotations
@@ -25,52 +43,29 @@ import numpy as np
 import polars as pl
 from numba import njit
 
-from mobiperf.collectors.parse.ftrace_scan import gather_spans
-from mobiperf.collectors.parse.ftrace_text import BLOCK_EVENT_BODY
+from mobiperf.collectors.parse.event_fields import decode_field
+from mobiperf.collectors.parse.event_format import EventFormat, read_formats
+from mobiperf.collectors.parse.ftrace_events import is_known_event, parse_other_events
+from mobiperf.collectors.parse.ftrace_text import BLOCK_EVENT_BODY, MARKER_EVENTS
+from mobiperf.collectors.parse.print_fmt import Unrenderable, compile_print_fmt, render
 from mobiperf.errors import ParseError
 from mobiperf.schema import BLOCK_EVENT, TRACE_MARKER
-
-FIELD = re.compile(r"field:(?P<type>[^;]*?)\s*(?P<name>\w+)(?:\[\d*\])?;\s*offset:(?P<offset>\d+);\s*"
-                   r"size:(?P<size>\d+);\s*signed:(?P<signed>\d)")
-
-
-@dataclass
-class EventFormat:
-    name: str
-    system: str
-    id: int
-    fields: dict[str, tuple[int, int, bool, str]]  # name -> (offset, size, signed, type text)
 
 
 @dataclass
 class RawTables:
     block_event: pl.DataFrame
     trace_marker: pl.DataFrame
-    events: int = 0
+    events: dict[str, pl.DataFrame] = field(default_factory=dict)  # as FtraceTables.events (ext4, jbd2, ...)
+    events_total: int = 0
     pages: int = 0
     pages_with_lost_events: int = 0
-    undecoded: dict[str, int] = field(default_factory=dict)
+    undecoded: dict[str, int] = field(default_factory=dict)  # records whose type has no saved format
+    other_events: dict[str, int] = field(default_factory=dict)  # decoded, but no table reads them (as the text)
+    unrendered: dict[str, str] = field(default_factory=dict)  # event -> why its print fmt was not reproduced
+    unparsed_by_event: dict[str, int] = field(default_factory=dict)  # rendered bodies the table parsers rejected
+    fields: dict[str, pl.DataFrame] = field(default_factory=dict)  # event -> its raw field columns
     warnings: list[str] = field(default_factory=list)
-
-
-def read_formats(formats: Path) -> tuple[dict[int, EventFormat], int, int]:
-    """Event formats by ID, and the page's data offset and data size, from a saved formats/ directory."""
-    header = (formats / "header_page").read_text(errors="replace") if (formats / "header_page").exists() else ""
-    data_off, data_size = 16, 4080
-    for m in FIELD.finditer(header):
-        if m["name"] == "data":
-            data_off, data_size = int(m["offset"]), int(m["size"])
-    by_id: dict[int, EventFormat] = {}
-    for path in formats.glob("*/*/format"):
-        text = path.read_text(errors="replace")
-        ident = re.search(r"^ID:\s*(\d+)", text, re.M)
-        name = re.search(r"^name:\s*(\S+)", text, re.M)
-        if not ident or not name:
-            continue
-        fields = {m["name"]: (int(m["offset"]), int(m["size"]), m["signed"] == "1", m["type"])
-                  for m in FIELD.finditer(text)}
-        by_id[int(ident[1])] = EventFormat(name[1], path.parent.parent.name, int(ident[1]), fields)
-    return by_id, data_off, data_size
 
 
 @njit(cache=True, nogil=True)
@@ -145,53 +140,6 @@ def walk_pages(buf, data_off, data_size):
     return ts_out[:k], off_out[:k], len_out[:k], type_out[:k], n_pages, lost_pages
 
 
-@njit(cache=True, nogil=True)
-def _read_field(buf, offs, lens, field_off, size, signed):
-    """A little-endian integer field of every event (0 where the payload is too short)."""
-    out = np.zeros(len(offs), np.int64)
-    for i in range(len(offs)):
-        if field_off + size > lens[i]:
-            continue
-        v = np.uint64(0)
-        for j in range(size):
-            v |= np.uint64(buf[offs[i] + field_off + j]) << np.uint64(8 * j)
-        if signed and size < 8 and (v >> np.uint64(8 * size - 1)) & np.uint64(1):
-            out[i] = np.int64(v) - (np.int64(1) << np.int64(8 * size))
-        elif v > np.uint64((1 << 63) - 1):
-            out[i] = -1  # (sector_t)-1 and the like: "none"
-        else:
-            out[i] = np.int64(v)
-    return out
-
-
-@njit(cache=True, nogil=True)
-def _cstring_spans(buf, offs, lens, field_off, size):
-    """Spans of NUL-terminated char[size] fields (size 0: up to the payload's end, for char buf[])."""
-    starts = np.empty(len(offs), np.int64)
-    ends = np.empty(len(offs), np.int64)
-    for i in range(len(offs)):
-        s = offs[i] + field_off
-        limit = offs[i] + lens[i] if size == 0 else min(s + size, offs[i] + lens[i])
-        e = s
-        while e < limit and buf[e] != 0:
-            e += 1
-        starts[i] = s
-        ends[i] = max(e, s)
-    return starts, ends
-
-
-def _strings(buf, starts, ends) -> pl.Series:
-    import pyarrow as pa
-
-    offsets, chars, ascii_only = gather_spans(buf, starts, ends)
-    arr = pa.LargeStringArray.from_buffers(len(starts), pa.py_buffer(offsets), pa.py_buffer(chars))
-    if not ascii_only:
-        raw = bytes(chars)
-        return pl.Series([raw[offsets[i]:offsets[i + 1]].decode("utf-8", errors="replace")
-                          for i in range(len(starts))], dtype=pl.Utf8)
-    return pl.Series(pl.from_arrow(arr), dtype=pl.Utf8)
-
-
 def saved_cmdlines(path: Path) -> dict[int, str]:
     comm = {}
     if path.exists():
@@ -202,97 +150,222 @@ def saved_cmdlines(path: Path) -> dict[int, str]:
     return comm
 
 
-def parse_ftrace_raw(raw_dir: Path, formats: Path, rep: int = 0) -> RawTables:
-    """Every `cpuN` page file in raw_dir -> tables; formats is the formats/ directory saved with them."""
-    by_id, data_off, data_size = read_formats(formats)
+def read_kernel_hz(path: Path) -> int | None:
+    try:
+        hz = int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return hz if hz > 0 else None
+
+
+def comm_of(pids: np.ndarray, cmdlines: dict[int, str]) -> pl.Series:
+    """The kernel's trace_find_cmdline(): pid 0 is <idle>, a pid the saved cmdlines lack is <...>."""
+    table = {0: "<idle>", **{p: c.strip() for p, c in cmdlines.items() if p}}
+    return pl.Series(pids.astype(np.int64)).replace_strict(table, default="<...>", return_dtype=pl.Utf8)
+
+
+@dataclass
+class _Group:
+    """The records of one event type: payload offsets/lengths, ts, cpu and their rank in the merged trace."""
+    fmt: EventFormat
+    offs: np.ndarray
+    lens: np.ndarray
+    ts: np.ndarray
+    cpu: np.ndarray
+    order: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.offs)
+
+
+class _Columns:
+    """Field columns of one group, decoded on first use (a print fmt reads only what it prints)."""
+
+    def __init__(self, buf: np.ndarray, group: _Group):
+        self.buf, self.g, self.cache = buf, group, {}
+
+    def get(self, name: str):
+        if name not in self.cache:
+            f = self.g.fmt.fields.get(name)
+            if f is None:
+                raise Unrenderable(f"no field {name}")
+            if f.kind not in ("int", "string"):
+                raise Unrenderable(f"field {name} is an array")
+            self.cache[name] = decode_field(self.buf, self.g.offs, self.g.lens, f)
+        return self.cache[name]
+
+    def int(self, name: str, default: int = -1) -> np.ndarray:
+        f = self.g.fmt.fields.get(name)
+        if f is None or f.kind != "int":
+            return np.full(len(self.g), default, np.int64)
+        return self.get(name)
+
+    def field_value(self, name: str):
+        """The print fmt's view of a field: an IntCol with the field's C width, or a string column."""
+        from mobiperf.collectors.parse.print_fmt import IntCol
+
+        value = self.get(name)
+        if isinstance(value, pl.Series):
+            return value
+        f = self.g.fmt.fields[name]
+        return IntCol(value, 8 * f.size, not f.signed)
+
+    def frame(self) -> dict[str, np.ndarray | pl.Series]:
+        return {name: self.get(name) for name, f in self.g.fmt.fields.items()
+                if f.kind in ("int", "string") and not name.startswith("common_")}
+
+
+def _read_pages(files: list[Path], page_size: int) -> tuple[np.ndarray, list[tuple[int, int, int]], list[str]]:
+    """All page files in one buffer (no copy per file): [(cpu, start, length)], warnings for cut pages."""
+    sizes = [f.stat().st_size for f in files]
+    buf = np.empty(sum(sizes), np.uint8)
+    spans, warnings, pos = [], [], 0
+    for f, size in zip(files, sizes):
+        with open(f, "rb") as fh:
+            got = fh.readinto(memoryview(buf[pos:pos + size]))
+        if size % page_size:
+            warnings.append(f"{f}: {size % page_size} bytes of a cut page at byte offset {size - size % page_size} "
+                            "(truncated file); every complete page was kept")
+        spans.append((int(f.name[3:]), pos, got))
+        pos += size
+    return buf, spans, warnings
+
+
+def parse_ftrace_raw(raw_dir: Path, formats: Path, rep: int = 0, hz: int | None = None,
+                     keep_fields: bool = False) -> RawTables:
+    """Every `cpuN` page file in raw_dir -> tables; formats is the formats/ directory saved with them.
+
+    hz: the kernel's CONFIG_HZ (else read from raw_dir/kernel_hz) for jiffies fields. keep_fields: also return
+    the raw field columns of every event that no table reads.
+    """
+    by_id, layout = read_formats(formats)
     if not by_id:
         raise ParseError(formats, 0, "no event format files (formats/<system>/<event>/format) to decode pages")
+    hz = hz or read_kernel_hz(raw_dir / "kernel_hz")
     cmdlines = saved_cmdlines(raw_dir / "saved_cmdlines")
     files = sorted((p for p in raw_dir.iterdir() if re.fullmatch(r"cpu\d+", p.name)), key=lambda p: int(p.name[3:]))
-    parts, warnings, pages, lost = [], [], 0, 0
-    bufs = []
-    for cpu_file in files:
-        data = cpu_file.read_bytes()
-        buf = np.frombuffer(data, np.uint8)
-        page = data_off + data_size
-        if len(data) % page:
-            warnings.append(f"{cpu_file}: {len(data) % page} bytes of a cut page at byte offset "
-                            f"{len(data) - len(data) % page} (truncated file); every complete page was kept")
-        ts, offs, lens, types, n_pages, n_lost = walk_pages(buf, data_off, data_size)
+    buf, spans, warnings = _read_pages(files, layout.page_size)
+    cols, pages, lost = [], 0, 0
+    for cpu, start, length in spans:
+        ts, offs, lens, types, n_pages, n_lost = walk_pages(buf[start:start + length], layout.data_offset,
+                                                            layout.data_size)
         pages += n_pages
         lost += n_lost
-        bufs.append(buf)
-        parts.append((int(cpu_file.name[3:]), len(bufs) - 1, ts, offs, lens, types))
-    frames, markers, undecoded, n_events = [], [], {}, 0
-    for cpu, bi, ts, offs, lens, types in parts:
-        buf = bufs[bi]
-        n_events += len(ts)
-        for type_id in np.unique(types).tolist():
-            fmt = by_id.get(type_id)
-            sel = types == type_id
-            if fmt is None:
-                undecoded[f"type {type_id}"] = undecoded.get(f"type {type_id}", 0) + int(sel.sum())
-                continue
-            o, ln, t = offs[sel], lens[sel], ts[sel]
-            if fmt.name in BLOCK_EVENT_BODY:
-                frames.append(_block_rows(buf, fmt, o, ln, t, cpu, rep, cmdlines))
-            elif fmt.name == "print" and "buf" in fmt.fields:
-                off_buf, size_buf = fmt.fields["buf"][:2]
-                s, e = _cstring_spans(buf, o, ln, off_buf, size_buf)
-                pid = _read_field(buf, o, ln, 4, 4, True)
-                markers.append(pl.DataFrame({"rep": np.full(len(o), rep, np.int32), "ts": t,
-                                             "pid": pid.astype(np.int32),
-                                             "text": _strings(buf, s, e).str.strip_chars()}))
-            else:
-                undecoded[fmt.name] = undecoded.get(fmt.name, 0) + len(o)
-    block = (pl.concat(frames).sort("ts", maintain_order=True) if frames else BLOCK_EVENT.empty())
-    marker = pl.concat(markers).sort("ts") if markers else TRACE_MARKER.empty()
+        cols.append((ts, offs + start, lens, types, np.full(len(ts), cpu, np.int32)))
+    if cols:
+        ts, offs, lens, types, cpus = (np.concatenate([c[i] for c in cols]) for i in range(5))
+    else:
+        ts, offs, lens, cpus = (np.empty(0, np.int64),) * 3 + (np.empty(0, np.int32),)
+        types = np.empty(0, np.int32)
+    # The kernel's merged text order: by time, a tie goes to the lower CPU (CPU files are concatenated in order).
+    merged = np.argsort(ts, kind="stable")
+    by_type = merged[np.argsort(types[merged], kind="stable")]
+    bounds = np.flatnonzero(np.diff(types[by_type])) + 1
+    out = RawTables(block_event=BLOCK_EVENT.empty(), trace_marker=TRACE_MARKER.empty(), events_total=len(ts),
+                    pages=pages, pages_with_lost_events=lost, warnings=warnings)
+    rank = np.empty(len(ts), np.int64)
+    rank[merged] = np.arange(len(ts))
+    blocks, markers, heads = [], [], []
+    for idx in np.split(by_type, bounds) if len(by_type) else []:
+        type_id = int(types[idx[0]])
+        fmt = by_id.get(type_id)
+        if fmt is None:
+            out.undecoded[f"type {type_id}"] = out.undecoded.get(f"type {type_id}", 0) + len(idx)
+            continue
+        g = _Group(fmt, offs[idx], lens[idx], ts[idx], cpus[idx], rank[idx])
+        c = _Columns(buf, g)
+        if fmt.name in BLOCK_EVENT_BODY:
+            blocks.append(_block_rows(c, rep, cmdlines))
+        elif fmt.name in MARKER_EVENTS and "buf" in fmt.fields:
+            markers.append(pl.DataFrame({"order": g.order, "rep": np.full(len(g), rep, np.int32), "ts": g.ts,
+                                         "pid": c.int("common_pid").astype(np.int32),
+                                         "text": c.get("buf").str.strip_chars()}))
+        elif is_known_event(fmt.name):
+            body = _body(c, hz, out)
+            heads.append(pl.DataFrame({"order": g.order, "ts": g.ts, "cpu": g.cpu,
+                                       "pid": c.int("common_pid").astype(np.int32),
+                                       "comm": comm_of(c.int("common_pid"), cmdlines),
+                                       "event": pl.Series([fmt.name] * len(g), dtype=pl.Utf8), "body": body}))
+            if fmt.name in out.unrendered:
+                out.fields[fmt.name] = _field_frame(c, rep)
+        else:
+            out.other_events[fmt.name] = out.other_events.get(fmt.name, 0) + len(g)
+            if keep_fields:
+                out.fields[fmt.name] = _field_frame(c, rep)
+    if blocks:
+        out.block_event = BLOCK_EVENT.validate(pl.concat(blocks).sort("order"))
+    if markers:
+        out.trace_marker = TRACE_MARKER.validate(pl.concat(markers).sort("order"))
+    if heads:
+        head = pl.concat(heads).sort("order").drop("order")
+        out.events, out.unparsed_by_event = parse_other_events(head, rep)
     if lost:
-        warnings.append(f"{lost} trace pages say events were lost before them (ring buffer overrun)")
-    return RawTables(block_event=BLOCK_EVENT.validate(block), trace_marker=TRACE_MARKER.validate(marker),
-                     events=n_events, pages=pages, pages_with_lost_events=lost, undecoded=undecoded,
-                     warnings=warnings)
+        out.warnings.append(f"{lost} trace pages say events were lost before them (ring buffer overrun)")
+    out.warnings += [f"{n} {ev} records did not match the known formats and were skipped"
+                     for ev, n in sorted(out.unparsed_by_event.items())]
+    return out
 
 
-def _block_rows(buf, fmt: EventFormat, offs, lens, ts, cpu: int, rep: int, cmdlines: dict[int, str]):
-    f = fmt.fields
+_COMPILED: dict[tuple[str, tuple[str, ...]], list] = {}
 
-    def num(name, default=-1):
-        if name not in f:
-            return np.full(len(offs), default, np.int64)
-        off, size, signed, _ = f[name]
-        return _read_field(buf, offs, lens, off, size, signed)
 
-    def text(name):
-        off, size, _, _ = f[name]
-        s, e = _cstring_spans(buf, offs, lens, off, size)
-        return _strings(buf, s, e)
+def _body(c: _Columns, hz: int | None, out: RawTables) -> pl.Series:
+    """The kernel's text body of every record of the group, from its print fmt; raw `field=value` pairs where
+    that cannot be reproduced."""
+    fmt = c.g.fmt
+    try:
+        if fmt.print_format is None:
+            raise Unrenderable("the format file has no print fmt")
+        key = (fmt.print_format, tuple(fmt.print_args))
+        if key not in _COMPILED:
+            _COMPILED[key] = compile_print_fmt(fmt.print_format, fmt.print_args)
+        body, reasons = render(_COMPILED[key], len(c.g), c.field_value, hz)
+        if reasons:
+            out.unrendered[fmt.name] = "; ".join(dict.fromkeys(reasons))
+        return body
+    except Unrenderable as e:
+        out.unrendered[fmt.name] = str(e)
+    pairs = []
+    for name, value in c.frame().items():
+        text = value if isinstance(value, pl.Series) else pl.Series(value).cast(pl.Utf8)
+        pairs.append(pl.lit(f"{name}=") + pl.lit(text))
+    if not pairs:
+        return pl.Series("body", [""] * len(c.g), dtype=pl.Utf8)
+    return pl.select(pl.concat_str(pairs, separator=" ").alias("body")).to_series()
 
-    pid = num("common_pid")
-    dev = num("dev")
-    sector = num("sector")
-    nr = num("nr_sector")
+
+def _field_frame(c: _Columns, rep: int) -> pl.DataFrame:
+    return pl.DataFrame({"rep": np.full(len(c.g), rep, np.int32), "ts": c.g.ts, "cpu": c.g.cpu,
+                         "pid": c.int("common_pid").astype(np.int32), **c.frame()})
+
+
+def _block_rows(c: _Columns, rep: int, cmdlines: dict[int, str]) -> pl.DataFrame:
+    """block_event rows with the text parser's columns: size is bytes where the event has it (> 0), else
+    nr_sector * 512; block_split's size is new_sector - sector; -1 where there is none."""
+    f, n = c.g.fmt.fields, len(c.g)
+    pid = c.int("common_pid")
+    dev = c.int("dev")
+    sector = c.int("sector")
+    nr = c.int("nr_sector")
+    if f.get("sector") is not None:
+        sector = np.where(sector < 0, -1, sector)  # (sector_t)-1 and the like: "none"
     if "new_sector" in f:  # block_split: the first part runs from sector to new_sector
-        new = num("new_sector")
+        new = c.int("new_sector")
         nr = np.where((new >= 0) & (sector >= 0), new - sector, -1)
     size = np.where(nr >= 0, nr * 512, -1)
     if "bytes" in f:  # rq insert/issue: real bytes on 4.x+, 0 for fs requests on 3.x
-        nbytes = num("bytes")
+        nbytes = c.int("bytes")
         size = np.where(nbytes > 0, nbytes, size)
-    if "comm" in f:
-        comm = text("comm")
-    else:
-        comm = pl.Series(pid).replace_strict(cmdlines, default="<...>", return_dtype=pl.Utf8) if cmdlines \
-            else pl.Series(["<...>"] * len(offs), dtype=pl.Utf8)
-    error = num("error", 0) if "error" in f else num("errors", 0)
+    comm = c.get("comm") if "comm" in f else comm_of(pid, cmdlines)
+    error = c.int("error", 0) if "error" in f else c.int("errors", 0)
     no_dev = dev < 0
     return pl.DataFrame({
-        "rep": np.full(len(offs), rep, np.int32), "ts": ts, "cpu": np.full(len(offs), cpu, np.int32),
-        "pid": pid.astype(np.int32), "comm": comm, "event": [fmt.name] * len(offs),
+        "order": c.g.order, "rep": np.full(n, rep, np.int32), "ts": c.g.ts, "cpu": c.g.cpu,
+        "pid": pid.astype(np.int32), "comm": comm, "event": pl.Series([c.g.fmt.name] * n, dtype=pl.Utf8),
         "dev_major": np.where(no_dev, -1, dev >> 20).astype(np.int32),
         "dev_minor": np.where(no_dev, -1, dev & 0xFFFFF).astype(np.int32),
-        "sector": sector if "sector" in f else np.full(len(offs), -1, np.int64),
-        "nr_sector": nr, "size_bytes": size,
-        "rwbs": text("rwbs") if "rwbs" in f else pl.Series([""] * len(offs), dtype=pl.Utf8),
+        "sector": sector, "nr_sector": nr, "size_bytes": size,
+        "rwbs": c.get("rwbs") if "rwbs" in f else pl.Series([""] * n, dtype=pl.Utf8),
         "error": error.astype(np.int32),
     })
+
