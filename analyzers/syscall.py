@@ -11,10 +11,17 @@ position of (process, fd): the last lseek's result (0 at the start) plus the byt
 Locality (locality.py) runs per (process, file) and globally per process, in call order.
 
 Sync mode: a sync call's own name (fsync, fdatasync, msync, sync_file_range; syncfs/sync count as fsync);
-a read or write is o_direct / o_sync / o_dsync when the file was opened with that flag — known only when the
-table carries an `open_flags` column (strace's openat flags per fd) — and `buffered` otherwise.
+a read or write takes it from the `open_flags` of its fd, which the parsers follow through open, dup, fcntl,
+fork and exec (collectors/parse/fd_flags.py): o_direct when O_DIRECT is set (also with O_SYNC/O_DSYNC: one
+category per call, and the direct path is what decides how its data reaches the device), else o_sync for O_SYNC
+(which strace prints for __O_SYNC|O_DSYNC: the name is matched, never the O_DSYNC bit inside it), else o_dsync,
+else `buffered` — also where the fd's open was not traced (inherited fds, a run dir older than open_flags).
 
-File type (file_type.py) comes from the path strace -y prints; ftrace syscalls carry no path (`unknown`).
+File type (file_type.py) comes from the path strace -y prints (unlink and rename: their path argument);
+ftrace syscalls carry no path (`unknown`): the kernel prints only the user pointer of a file name.
+
+Both sources in one table (a run with strace and the syscalls events) are kept apart for positions and
+locality (the streams include the source), but each call is counted once per source.
 
 Clocks: strace stamps calls with the wall clock, the kernel's events with the trace clock. When the table holds
 strace rows and the run has trace markers (the generator writes them through write(2) on trace_marker, which
@@ -22,8 +29,9 @@ strace sees too), align_to_trace_clock() shifts the strace times by the median d
 and the write call that made it (the k-th marker write of a repetition with its k-th marker), to within the
 duration of one write. Without markers the times stay on the wall clock and cross-layer stitching is wrong.
 
-Limits: mmap writes make no write calls (only msync is seen); without open flags O_SYNC/O_DIRECT writes count
-as buffered (their block requests still show REQ_SYNC/FUA in block_io, and the waterfall stitches them).
+Limits: mmap writes make no write calls (only msync is seen); a write through an fd whose open was not traced
+counts as buffered even if it was opened O_SYNC/O_DIRECT (its block requests still show REQ_SYNC/FUA in
+block_io); io_uring and AIO submissions are not IO calls here.
 """
 
 from __future__ import annotations
@@ -43,10 +51,11 @@ SYNC_MODE_OF_CALL = {"fsync": "fsync", "fdatasync": "fdatasync", "msync": "msync
 
 
 def _open_flag_mode(flags: pl.Expr) -> pl.Expr:
-    f = flags.fill_null("").str.to_uppercase()
-    return (pl.when(f.str.contains("O_DIRECT")).then(pl.lit("o_direct"))
-            .when(f.str.contains(r"O_SYNC|__O_SYNC")).then(pl.lit("o_sync"))
-            .when(f.str.contains("O_DSYNC")).then(pl.lit("o_dsync"))
+    # names between `|`: O_DIRECTORY is not O_DIRECT, O_DSYNC not O_SYNC
+    f = pl.lit("|") + flags.fill_null("").str.to_uppercase() + pl.lit("|")
+    return (pl.when(f.str.contains("|O_DIRECT|", literal=True)).then(pl.lit("o_direct"))
+            .when(f.str.contains(r"\|(?:__)?O_SYNC\|")).then(pl.lit("o_sync"))
+            .when(f.str.contains("|O_DSYNC|", literal=True)).then(pl.lit("o_dsync"))
             .otherwise(pl.lit("buffered")))
 
 
@@ -92,7 +101,9 @@ def classify_syscalls(syscall_io: pl.DataFrame) -> pl.DataFrame:
         .when(pl.col("ret").is_not_null() & (pl.col("ret") >= 0)).then(pl.col("ret"))
         .otherwise(pl.col("request_bytes").clip(lower_bound=0)).cast(pl.Int64))
     # the running position per (process, fd): segments start at each lseek
-    stream = ["rep", "pid", "fd"]
+    calls = calls.with_columns(pl.col("source").fill_null("")) if "source" in calls.columns else \
+        calls.with_columns(source=pl.lit(""))
+    stream = ["rep", "source", "pid", "fd"]
     calls = calls.with_columns(_seg=is_lseek.cast(pl.Int64).cum_sum().over(stream))
     calls = calls.with_columns(
         _base=pl.when(is_lseek).then(moved).otherwise(None).first().over([*stream, "_seg"]).fill_null(0),
@@ -109,7 +120,8 @@ def classify_syscalls(syscall_io: pl.DataFrame) -> pl.DataFrame:
         size_log2_bytes=size_log2_bucket(pl.col("size_bytes")), sync_mode=sync_mode,
         _file=pl.when(pl.col("path").fill_null("") != "").then(pl.col("path"))
         .otherwise(pl.lit("fd:") + pl.col("fd").cast(pl.Utf8)))
-    calls = classify_locality(calls, stream=["rep", "pid", "_file", "op"], global_stream=["rep", "pid", "op"],
+    calls = classify_locality(calls, stream=["rep", "source", "pid", "_file", "op"],
+                              global_stream=["rep", "source", "pid", "op"],
                               order_by=["rep", "ts", "_row"], start=pl.col("offset"),
                               length=pl.when(op == "sync").then(0).otherwise(pl.col("size_bytes")))
     return calls.sort(["rep", "ts", "_row"]).select(

@@ -339,8 +339,13 @@ EVENT_SETS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
     "writeback": ("writeback", ("writeback_dirty_folio", "writeback_dirty_page", "writeback_start",
                                 "writeback_written", "writeback_single_inode"), "bdi"),
     "syscalls": ("syscalls", tuple(f"sys_{edge}_{call}" for call in (
-        "read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "fsync", "fdatasync",
-        "sync_file_range", "fallocate", "openat", "close", "sync", "syncfs", "io_submit", "io_uring_enter")
+        "read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "preadv2", "pwritev2",
+        "lseek", "fsync", "fdatasync", "msync", "sync_file_range", "fallocate", "sync", "syncfs", "io_submit",
+        "io_uring_enter",
+        # what parse/fd_flags.py needs to know each fd's open flags (O_SYNC, O_DSYNC, O_DIRECT)
+        "open", "openat", "openat2", "creat", "close", "close_range", "dup", "dup2", "dup3", "fcntl", "clone",
+        "clone3", "fork", "vfork", "execve",
+        "unlink", "unlinkat", "rename", "renameat", "renameat2")
         for edge in ("enter", "exit")), None),
 }
 # The cheap sets a run gets without asking: one event per fsync, journal commit or FUSE request, not per page.

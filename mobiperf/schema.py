@@ -19,10 +19,16 @@ class Schema:
     name: str
     columns: dict[str, pl.DataType]
     doc: str
+    # Columns added after run directories were first written, with the value an older table means by
+    # leaving them out: validate() fills them, so old runs still read and analyze.
+    added: tuple[tuple[str, object], ...] = ()
 
     def validate(self, df: pl.DataFrame) -> pl.DataFrame:
         """df with exactly these columns, in this order, with these types; raise if a column is missing or
         cannot be cast losslessly."""
+        fill = [pl.lit(value, self.columns[c]).alias(c) for c, value in self.added if c not in df.columns]
+        if fill:
+            df = df.with_columns(fill)
         missing = [c for c in self.columns if c not in df.columns]
         if missing:
             raise MobiperfError(f"table {self.name}: missing columns {missing}")
@@ -90,10 +96,14 @@ FUSE_REQ = Schema("fuse_req", {
 
 SYSCALL_IO = Schema("syscall_io", {
     "rep": I32, "ts": I64, "dur": I64, "pid": I32, "comm": STR, "syscall": STR, "fd": I32, "path": STR,
-    "request_bytes": I64, "offset_bytes": I64, "ret": I64, "errno": STR, "source": STR,
+    "request_bytes": I64, "offset_bytes": I64, "ret": I64, "errno": STR, "source": STR, "open_flags": STR,
+    "new_path": STR,
 }, "One row per system call of the workload (source strace: ts on the wall clock; source ftrace: the trace"
-   " clock). fd/request_bytes/offset_bytes are -1 where the call has none; path from strace -y, else empty;"
-   " dur null when the call never returned (or strace printed no <time>).")
+   " clock). fd/request_bytes/offset_bytes are -1 where the call has none; path from strace -y (for unlink and"
+   " rename the path argument, made absolute), else empty; new_path a rename's destination, else empty;"
+   " open_flags the flags of the call's fd as strace prints them (O_WRONLY|O_DSYNC), followed through open,"
+   " dup, fcntl, fork and exec (for an open call its own flags), empty where unknown; dur null when the call"
+   " never returned (or strace printed no <time>).", added=(("open_flags", ""), ("new_path", "")))
 
 FS_EVENT = Schema("fs_event", {
     **_EV, "event": STR, "dev_major": I32, "dev_minor": I32, "ino": I64, "body": STR,

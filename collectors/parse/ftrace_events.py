@@ -25,6 +25,7 @@ import errno as errno_mod
 
 import polars as pl
 
+from mobiperf.collectors.parse.fd_flags import CLONE_FILES, track_open_flags
 from mobiperf.schema import FS_EVENT, FSYNC_EVENT, FUSE_EVENT, JBD2_COMMIT, JBD2_RUN_STATS, SYSCALL_IO
 
 _DEV = r"dev (?P<major>\d+),(?P<minor>\d+) "
@@ -177,6 +178,11 @@ def _hex_arg(name: str) -> pl.Expr:
             .str.to_integer(base=16, strict=False))
 
 
+def _signed_int(value: pl.Expr) -> pl.Expr:
+    """An int argument printed as the unsigned 32-bit word (`dfd: 0xffffff9c` is AT_FDCWD, -100)."""
+    return pl.when((value >= 1 << 31) & (value < 1 << 32)).then(value - (1 << 32)).otherwise(value)
+
+
 def _syscalls(rows: pl.DataFrame, rep: int) -> tuple[pl.DataFrame, dict[str, int]]:
     """sys_enter_X / sys_exit_X pairs (per thread, in time order) -> syscall_io rows; raw_syscalls as nr_<N>."""
     kernel_style = ~pl.col("event").str.contains(r"^sys_(?:enter|exit)(?:_|$)")
@@ -190,7 +196,8 @@ def _syscalls(rows: pl.DataFrame, rep: int) -> tuple[pl.DataFrame, dict[str, int
     )
     fd_expr = pl.when(pl.col("event") == "sys_enter").then(
         pl.col("body").str.extract(r"^NR -?\d+ \(([0-9a-fA-F]+)", 1).str.to_integer(base=16, strict=False)
-    ).otherwise(_hex_arg("fd"))
+    ).otherwise(_signed_int(pl.coalesce(_hex_arg("fd"), _hex_arg("fildes"), _hex_arg("oldfd"), _hex_arg("dfd"),
+                                        _hex_arg("olddfd"))))
     size_expr = pl.lit(None, pl.Int64)
     off_expr = pl.lit(None, pl.Int64)
     for name, (size_arg, off_arg) in SYSCALL_ARG_BYTES.items():
@@ -200,7 +207,8 @@ def _syscalls(rows: pl.DataFrame, rep: int) -> tuple[pl.DataFrame, dict[str, int
     ret_expr = pl.when(pl.col("event") == "sys_exit").then(
         pl.col("body").str.extract(r"= (-?\d+)$", 1).cast(pl.Int64, strict=False)
     ).otherwise(_signed_hex(pl.col("body").str.extract(r"^(?:-> )?(?:0x)?([0-9a-fA-F]{1,16})$", 1)))
-    rows = rows.with_columns(fd=fd_expr.cast(pl.Int64, strict=False), size=size_expr, off=off_expr, ret=ret_expr)
+    rows = rows.with_columns(fd=fd_expr.cast(pl.Int64, strict=False), size=size_expr, off=off_expr, ret=ret_expr,
+                             **_syscall_flag_args())
     bad = int(rows.filter(pl.col("syscall").is_null()).height)
     rows = rows.filter(pl.col("syscall").is_not_null()).sort(["pid", "ts"], maintain_order=True)
     nxt = rows.select(pl.all().shift(-1).over("pid").name.suffix("_next"))
@@ -212,21 +220,41 @@ def _syscalls(rows: pl.DataFrame, rep: int) -> tuple[pl.DataFrame, dict[str, int
     enters_unpaired = both.filter(pl.col("is_enter") & ~(pl.col("is_enter_next").is_not_null()
                                                           & ~pl.col("is_enter_next")
                                                           & (pl.col("syscall") == pl.col("syscall_next"))))
+    flag_args = ("flag_bits", "fcntl_cmd", "fd2")
     out = pl.concat([
         paired.select(pl.col("ts"), (pl.col("ts_next") - pl.col("ts")).alias("dur"), pl.col("pid"), pl.col("comm"),
-                      pl.col("syscall"), pl.col("fd"), pl.col("size"), pl.col("off"), ret.alias("ret")),
+                      pl.col("syscall"), pl.col("fd"), pl.col("size"), pl.col("off"), ret.alias("ret"), *flag_args),
         enters_unpaired.select(pl.col("ts"), pl.lit(None, pl.Int64).alias("dur"), pl.col("pid"), pl.col("comm"),
                                pl.col("syscall"), pl.col("fd"), pl.col("size"), pl.col("off"),
-                               pl.lit(None, pl.Int64).alias("ret")),
+                               pl.lit(None, pl.Int64).alias("ret"), *flag_args),
     ], how="vertical_relaxed").sort("ts", maintain_order=True)
+    # Calls enter in this order: a clone enters before its child runs, an open before its fd is used.
+    out = out.with_columns(open_flags=track_open_flags(out.select("pid", "syscall", "fd", "ret", *flag_args)))
     names = {-n: name for n, name in errno_mod.errorcode.items()}
     errno = pl.when(pl.col("ret").is_between(-4095, -1)).then(
         pl.col("ret").replace_strict(names, default=None, return_dtype=pl.Utf8)
         .fill_null(pl.lit("E") + (-pl.col("ret")).cast(pl.Utf8))).otherwise(pl.lit(""))
     table = out.select(
         pl.lit(rep, pl.Int32).alias("rep"), "ts", "dur", "pid", "comm", "syscall",
-        pl.when(pl.col("fd").is_between(0, (1 << 31) - 1)).then(pl.col("fd")).otherwise(-1).cast(pl.Int32)
+        pl.when(pl.col("fd").is_between(-(1 << 31), (1 << 31) - 1)).then(pl.col("fd")).otherwise(-1).cast(pl.Int32)
         .alias("fd"), pl.lit("").alias("path"), pl.col("size").fill_null(-1).alias("request_bytes"),
         pl.col("off").fill_null(-1).alias("offset_bytes"), "ret", errno.alias("errno"),
-        pl.lit("ftrace").alias("source"))
+        pl.lit("ftrace").alias("source"), "open_flags", pl.lit("").alias("new_path"))
     return SYSCALL_IO.validate(table), ({"sys_enter/exit": bad} if bad else {})
+
+
+FCNTL_CMDS = {0: "F_DUPFD", 1: "F_GETFD", 2: "F_SETFD", 3: "F_GETFL", 4: "F_SETFL", 1030: "F_DUPFD_CLOEXEC"}
+
+
+def _syscall_flag_args() -> dict[str, pl.Expr]:
+    """The arguments fd_flags.py follows, from the numbers the kernel prints: open flags (open, openat; creat
+    implies its own; openat2's are behind a pointer), fcntl's cmd and argument, dup3's flags, clone's flags
+    (clone3's are behind a pointer: taken as a thread's, CLONE_FILES) and close_range's range and flags."""
+    call = pl.col("syscall")
+    cmd = _hex_arg("cmd").replace_strict(FCNTL_CMDS, default=None, return_dtype=pl.Utf8)
+    bits = (pl.when(call.is_in(["open", "openat", "dup3", "close_range"])).then(_hex_arg("flags"))
+            .when(call == "fcntl").then(_hex_arg("arg"))
+            .when(call == "clone").then(_hex_arg("clone_flags"))
+            .when(call == "clone3").then(pl.lit(CLONE_FILES)))
+    return {"flag_bits": bits.cast(pl.Int64, strict=False), "fcntl_cmd": pl.when(call == "fcntl").then(cmd),
+            "fd2": pl.when(call == "close_range").then(_hex_arg("max_fd")).cast(pl.Int64, strict=False)}

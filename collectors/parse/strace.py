@@ -22,6 +22,7 @@ from pathlib import Path
 
 import polars as pl
 
+from mobiperf.collectors.parse.fd_flags import CLONE_FILES, CLOSE_RANGE_CLOEXEC, flag_bits_of_names, track_open_flags
 from mobiperf.errors import ParseError
 from mobiperf.schema import SYSCALL_IO
 
@@ -35,7 +36,7 @@ FIRST_FD = r"^(?P<fd>-?\d+|AT_FDCWD)(?:<(?P<path>[^>]*)>)?(?:,|\)| <unfinished|$
 # Calls whose first argument is a file descriptor even where -y could not name it (a closed or bad fd).
 FD_CALLS = {"read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "preadv2",
             "pwritev2", "fsync", "fdatasync", "sync_file_range", "fallocate", "close", "lseek", "fstat",
-            "ftruncate", "syncfs", "fcntl", "ioctl", "getdents64", "mmap"}
+            "ftruncate", "syncfs", "fcntl", "ioctl", "getdents64", "mmap", "dup", "dup2", "dup3", "close_range"}
 TRAILING = {  # syscall: (pattern over the arguments' end, what its groups are)
     "read": (r", (?P<a>\d+)\)\s+=", ("request_bytes",)),
     "write": (r", (?P<a>\d+)\)\s+=", ("request_bytes",)),
@@ -43,6 +44,22 @@ TRAILING = {  # syscall: (pattern over the arguments' end, what its groups are)
     "pwrite64": (r", (?P<a>\d+), (?P<b>\d+)\)\s+=", ("request_bytes", "offset_bytes")),
     "fallocate": (r", (?P<a>\d+), (?P<b>\d+)\)\s+=", ("offset_bytes", "request_bytes")),
 }
+# The flags argument of each call fd_flags.py follows (open flags, F_SETFL's, dup3's, clone's, close_range's).
+_DIRFD = r"(?:AT_FDCWD|-?\d+)(?:<[^>]*>)?"
+_STR = r'"(?:[^"\\]|\\.)*"(?:\.\.\.)?'
+FLAG_ARGS = {
+    "open": rf"^{_STR}, (?P<flags>[^,)]+)",
+    "openat": rf"^{_DIRFD}, {_STR}, (?P<flags>[^,)]+)",
+    "openat2": rf"^{_DIRFD}, {_STR}, \{{flags=(?P<flags>[^,}}]+)",
+    "dup3": r"^-?\d+(?:<[^>]*>)?, -?\d+(?:<[^>]*>)?, (?P<flags>[^,)]+)",
+}
+FCNTL_ARGS = r"^-?\d+(?:<[^>]*>)?, (?P<cmd>F_[A-Z0-9_]+)(?:, (?P<arg>[^)]*))?\)"
+CLOSE_RANGE_ARGS = r"^-?\d+(?:<[^>]*>)?, (?P<last>\d+|~0U?)(?:, (?P<flags>[^)]*))?\)"
+# Calls that name files by path strings: the path (and a rename's new path) made absolute from the dirfd's -y
+# annotation, else from the process's working directory (the latest AT_FDCWD annotation of that pid).
+PATH_CALLS = ("unlink", "unlinkat", "rename", "renameat", "renameat2")
+PATH_ARGS = (rf'^(?:{_DIRFD.replace("<[^>]*>", "<(?P<d1>[^>]*)>")}, )?"(?P<p1>(?:[^"\\]|\\.)*)"(?:\.\.\.)?'
+             rf'(?:, (?:{_DIRFD.replace("<[^>]*>", "<(?P<d2>[^>]*)>")}, )?"(?P<p2>(?:[^"\\]|\\.)*)")?')
 
 
 @dataclass
@@ -146,15 +163,70 @@ def _call_columns(calls: pl.DataFrame, rep: int) -> pl.DataFrame:
         pl.col("ret").cast(pl.Int64, strict=False))
     fd = pl.when(pl.col("fd") == "AT_FDCWD").then(-100).otherwise(pl.col("fd").cast(pl.Int64, strict=False))
     fd = pl.when(pl.col("fd_path").is_not_null() | pl.col("name").is_in(list(FD_CALLS))).then(fd)
+    df = df.with_columns(_ret=ret, _fd=fd)
+    df = pl.concat([df, _flag_columns(df), _path_columns(df)], how="horizontal")
     out = df.select(
         pl.lit(rep, pl.Int32).alias("rep"), "ts",
         (pl.col("dur").str.split_exact(".", 1).struct.field("field_0").cast(pl.Int64, strict=False) * 1_000_000_000
          + pl.col("dur").str.split_exact(".", 1).struct.field("field_1").str.pad_end(9, "0").str.slice(0, 9)
          .cast(pl.Int64, strict=False)).alias("dur"),
         "pid", pl.lit("").alias("comm"), pl.col("name").alias("syscall"),
-        pl.when(fd.is_between(-(1 << 31), (1 << 31) - 1)).then(fd).otherwise(-1).fill_null(-1).cast(pl.Int32)
-        .alias("fd"),
-        pl.coalesce(pl.col("ret_path"), pl.col("fd_path"), pl.lit("")).alias("path"),
+        pl.when(pl.col("_fd").is_between(-(1 << 31), (1 << 31) - 1)).then(pl.col("_fd")).otherwise(-1)
+        .fill_null(-1).cast(pl.Int32).alias("fd"),
+        pl.coalesce(pl.col("_arg_path"), pl.col("ret_path"), pl.col("fd_path"), pl.lit("")).alias("path"),
         size.fill_null(-1).alias("request_bytes"), offset.fill_null(-1).alias("offset_bytes"),
-        ret.alias("ret"), pl.col("errno").fill_null("").alias("errno"), pl.lit("strace").alias("source"))
+        pl.col("_ret").alias("ret"), pl.col("errno").fill_null("").alias("errno"), pl.lit("strace").alias("source"),
+        pl.col("open_flags"), pl.col("_arg_new_path").fill_null("").alias("new_path"))
     return SYSCALL_IO.validate(out)
+
+
+def _flag_columns(df: pl.DataFrame) -> pl.DataFrame:
+    """open_flags of every call (fd_flags.py), from the flag arguments strace prints by name."""
+    name, args = pl.col("name"), pl.col("args")
+    text = pl.lit(None, pl.Utf8)
+    for call, pattern in FLAG_ARGS.items():
+        text = pl.when(name == call).then(args.str.extract(pattern, 1)).otherwise(text)
+    fcntl = args.str.extract_groups(FCNTL_ARGS)
+    closing = args.str.extract_groups(CLOSE_RANGE_ARGS)
+    w = df.select("pid", "name", "args", "_fd", "_ret",
+                  fcntl_cmd=pl.when(name == "fcntl").then(fcntl.struct.field("cmd")),
+                  _arg=fcntl.struct.field("arg"), _close_flags=closing.struct.field("flags"),
+                  _last=closing.struct.field("last"), _text=text)
+    w = w.with_columns(_text=pl.when(pl.col("fcntl_cmd") == "F_SETFL").then(pl.col("_arg"))
+                       .otherwise(pl.col("_text")).str.strip_chars())
+    names = {t: flag_bits_of_names(t) for t in w["_text"].unique().drop_nulls().to_list()}
+    bits = (pl.when(name.is_in(["clone", "clone3"])).then(
+                pl.when(args.str.contains(r"flags=[^,}]*CLONE_FILES")).then(CLONE_FILES).otherwise(0))
+            .when(pl.col("fcntl_cmd") == "F_SETFD").then(
+                pl.when(pl.col("_arg").str.contains("FD_CLOEXEC")).then(1)
+                .otherwise(pl.col("_arg").cast(pl.Int64, strict=False)))
+            .when(name == "close_range").then(
+                pl.when(pl.col("_close_flags").str.contains("CLOSE_RANGE_CLOEXEC")).then(CLOSE_RANGE_CLOEXEC)
+                .otherwise(0))
+            .otherwise(pl.col("_text").replace_strict(names, default=None, return_dtype=pl.Int64)))
+    last = pl.col("_last").str.replace(r"^~0U?$", str((1 << 31) - 1)).cast(pl.Int64, strict=False)
+    tracked = w.select("pid", pl.col("name").alias("syscall"), pl.col("_fd").alias("fd"),
+                       pl.when(name == "close_range").then(last).alias("fd2"), pl.col("_ret").alias("ret"),
+                       bits.cast(pl.Int64).alias("flag_bits"), "fcntl_cmd")
+    return pl.DataFrame({"open_flags": track_open_flags(tracked)})
+
+
+def _path_columns(df: pl.DataFrame) -> pl.DataFrame:
+    """_arg_path and _arg_new_path of unlink/rename calls: their path arguments, made absolute."""
+    args = df["args"].str.extract_groups(PATH_ARGS).struct.unnest()
+    # the working directory of each process: strace -y annotates AT_FDCWD with it; chdir starts a new one
+    cwd = df.select(
+        "pid", cwd=pl.when(pl.col("fd") == "AT_FDCWD").then(pl.col("fd_path")),
+        seg=pl.col("name").is_in(["chdir", "fchdir"]).cast(pl.Int32).cum_sum().over("pid"))
+    cwd = cwd.select(pl.col("cwd").forward_fill().backward_fill().over(["pid", "seg"]))["cwd"]
+    wanted = df["name"].is_in(PATH_CALLS)
+    both = pl.DataFrame({"_d1": args["d1"], "_p1": args["p1"], "_d2": args["d2"], "_p2": args["p2"], "_cwd": cwd})
+
+    def absolute(d: str, p: str) -> pl.Expr:
+        name = pl.col(p).str.replace_all(r'\\(["\\])', "$1").str.replace(r"^(\./)+", "")
+        base = pl.coalesce(pl.col(d), pl.col("_cwd"))
+        return (pl.when(name.str.starts_with("/") | base.is_null()).then(name)
+                .when(name == "").then(base).otherwise(base.str.strip_chars_end("/") + "/" + name))
+
+    out = both.select(absolute("_d1", "_p1").alias("_arg_path"), absolute("_d2", "_p2").alias("_arg_new_path"))
+    return out.select(pl.when(wanted).then(pl.col(c)).alias(c) for c in out.columns)
