@@ -1,0 +1,55 @@
+"""A real run on this machine under strace and the ftrace syscalls events at once: dd with oflag=dsync and with
+oflag=direct (dd opens the file and dup2s it onto fd 1, so the flags must follow the dup), then rm. Both sources
+must give the same sync modes to the same writes of the same processes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import polars as pl
+import pytest
+
+from conftest import needs_root
+
+pytestmark = needs_root
+
+WORKLOAD = "dd if=/dev/zero of=F1 bs=4k count=50 oflag=dsync && dd if=/dev/zero of=F2 bs=4k count=50 oflag=direct" \
+           " && rm F1"
+
+
+@pytest.fixture(scope="module")
+def dd_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "dd-sync-modes"  # absolute: strace runs in the stack's directory
+    done = subprocess.run([sys.executable, "-m", "mobiperf", "run", "--stack", "ext4", "--source", "strace",
+                           "--source", "syscalls", "--no-report", "-o", str(out), "--", "sh", "-c", WORKLOAD],
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def test_dsync_and_direct_writes_classified_by_both_sources(dd_run, clean_machine):
+    sc = pl.read_parquet(dd_run / "results" / "syscall_class.parquet")
+    calls = pl.read_parquet(dd_run / "tables" / "syscall_io.parquet")
+    dd_writes = sc.filter((pl.col("op") == "write") & (pl.col("size_bytes") == 4096))
+    # syscall_class has no source column: tell the sources apart by strace's paths (ftrace has none)
+    strace = dd_writes.filter(pl.col("path") != "")
+    ftrace = dd_writes.filter(pl.col("path") == "")
+    by_file = dict(strace.group_by(pl.col("path").str.extract(r"/(F\d)$")).agg(pl.col("sync_mode").unique())
+                   .iter_rows())
+    assert {k: sorted(v) for k, v in by_file.items()} == {"F1": ["o_dsync"], "F2": ["o_direct"]}
+    assert len(strace) == 100
+    # the ftrace syscalls source knows no paths, but the same processes' writes get the same modes
+    strace_pids = dict(strace.group_by("pid").agg(pl.col("sync_mode").first(), pl.len()).select(
+        "pid", pl.struct("sync_mode", "len")).iter_rows())
+    ftrace_pids = dict(ftrace.group_by("pid").agg(pl.col("sync_mode").first(), pl.len()).select(
+        "pid", pl.struct("sync_mode", "len")).iter_rows())
+    assert ftrace_pids == strace_pids and sorted(v["sync_mode"] for v in ftrace_pids.values()) == [
+        "o_direct", "o_dsync"] and {v["len"] for v in ftrace_pids.values()} == {50}
+    flags = calls.filter(pl.col("syscall") == "openat").group_by("source").agg(pl.col("open_flags"))
+    for source, opened in flags.iter_rows():
+        assert "O_WRONLY|O_CREAT|O_TRUNC|O_DSYNC" in opened and "O_WRONLY|O_CREAT|O_TRUNC|O_DIRECT" in opened, source
+    rm = calls.filter(pl.col("syscall") == "unlinkat").sort("source")
+    assert rm["source"].to_list() == ["ftrace", "strace"]
+    assert rm["path"][0] == "" and rm["path"][1].endswith("/data/F1") and rm["path"][1].startswith("/")
+    assert rm["fd"].to_list() == [-100, -100] and rm["ret"].to_list() == [0, 0]
