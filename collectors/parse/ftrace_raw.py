@@ -158,10 +158,22 @@ def read_kernel_hz(path: Path) -> int | None:
     return hz if hz > 0 else None
 
 
-def comm_of(pids: np.ndarray, cmdlines: dict[int, str]) -> pl.Series:
-    """The kernel's trace_find_cmdline(): pid 0 is <idle>, a pid the saved cmdlines lack is <...>."""
-    table = {0: "<idle>", **{p: c.strip() for p, c in cmdlines.items() if p}}
-    return pl.Series(pids.astype(np.int64)).replace_strict(table, default="<...>", return_dtype=pl.Utf8)
+class CommTable:
+    """The kernel's trace_find_cmdline() over a column of pids: pid 0 is <idle>, a pid the saved cmdlines lack
+    is <...>. One sorted pid array, looked up with searchsorted (no dict per record)."""
+
+    def __init__(self, cmdlines: dict[int, str]):
+        table = {p: c.strip() for p, c in cmdlines.items() if p}
+        self.pids = np.array(sorted(table), np.int64)
+        self.names = pl.Series([table[p] for p in self.pids.tolist()] + ["<idle>", "<...>"], dtype=pl.Utf8)
+
+    def lookup(self, pids: np.ndarray) -> pl.Series:
+        pids = pids.astype(np.int64)
+        n = len(self.pids)
+        at = np.minimum(np.searchsorted(self.pids, pids), max(n - 1, 0))
+        found = (self.pids[at] == pids) if n else np.zeros(len(pids), bool)
+        idx = np.where(found, at, np.where(pids == 0, n, n + 1))
+        return self.names.gather(pl.Series(idx))
 
 
 @dataclass
@@ -242,7 +254,7 @@ def parse_ftrace_raw(raw_dir: Path, formats: Path, rep: int = 0, hz: int | None 
     if not by_id:
         raise ParseError(formats, 0, "no event format files (formats/<system>/<event>/format) to decode pages")
     hz = hz or read_kernel_hz(raw_dir / "kernel_hz")
-    cmdlines = saved_cmdlines(raw_dir / "saved_cmdlines")
+    cmdlines = CommTable(saved_cmdlines(raw_dir / "saved_cmdlines"))
     files = sorted((p for p in raw_dir.iterdir() if re.fullmatch(r"cpu\d+", p.name)), key=lambda p: int(p.name[3:]))
     buf, spans, warnings = _read_pages(files, layout.page_size)
     cols, pages, lost = [], 0, 0
@@ -284,7 +296,7 @@ def parse_ftrace_raw(raw_dir: Path, formats: Path, rep: int = 0, hz: int | None 
             body = _body(c, hz, out)
             heads.append(pl.DataFrame({"order": g.order, "ts": g.ts, "cpu": g.cpu,
                                        "pid": c.int("common_pid").astype(np.int32),
-                                       "comm": comm_of(c.int("common_pid"), cmdlines),
+                                       "comm": cmdlines.lookup(c.int("common_pid")),
                                        "event": pl.Series([fmt.name] * len(g), dtype=pl.Utf8), "body": body}))
             if fmt.name in out.unrendered:
                 out.fields[fmt.name] = _field_frame(c, rep)
@@ -339,7 +351,7 @@ def _field_frame(c: _Columns, rep: int) -> pl.DataFrame:
                          "pid": c.int("common_pid").astype(np.int32), **c.frame()})
 
 
-def _block_rows(c: _Columns, rep: int, cmdlines: dict[int, str]) -> pl.DataFrame:
+def _block_rows(c: _Columns, rep: int, cmdlines: CommTable) -> pl.DataFrame:
     """block_event rows with the text parser's columns: size is bytes where the event has it (> 0), else
     nr_sector * 512; block_split's size is new_sector - sector; -1 where there is none."""
     f, n = c.g.fmt.fields, len(c.g)
@@ -356,7 +368,7 @@ def _block_rows(c: _Columns, rep: int, cmdlines: dict[int, str]) -> pl.DataFrame
     if "bytes" in f:  # rq insert/issue: real bytes on 4.x+, 0 for fs requests on 3.x
         nbytes = c.int("bytes")
         size = np.where(nbytes > 0, nbytes, size)
-    comm = c.get("comm") if "comm" in f else comm_of(pid, cmdlines)
+    comm = c.get("comm") if "comm" in f else cmdlines.lookup(pid)
     error = c.int("error", 0) if "error" in f else c.int("errors", 0)
     no_dev = dev < 0
     return pl.DataFrame({
