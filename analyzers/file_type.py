@@ -1,6 +1,7 @@
 """File type of an IO: SQLite database, its rollback journal, WAL and shared-memory files, media, or other.
 
-From a path (exact, at the syscall layer with strace -y paths; at the block layer through the FIEMAP extents
+From a path (exact, at the syscall layer with strace -y paths and the path arguments of unlink and rename, so a
+DELETE-mode journal's deletion is seen; at the block layer through the FIEMAP extents
 of the layout snapshot, file_extent region `file`):
   db-journal  name ends in `-journal` (SQLite rollback journal: DELETE, TRUNCATE, PERSIST modes)
   db-wal      name ends in `-wal`;  db-shm: ends in `-shm`

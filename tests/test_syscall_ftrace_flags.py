@@ -72,3 +72,24 @@ def test_fd_flags_and_sync_modes_from_the_kernels_numbers(tmp_path):
     ]
     bad = calls.filter(pl.col("ts") == 100_000_073_000).row(0, named=True)
     assert (bad["ret"], bad["errno"], bad["open_flags"]) == (-9, "EBADF", "")
+
+
+# An arm64 kernel numbers O_DIRECT 0o200000 (x86's O_DIRECTORY) and O_DIRECTORY 0o40000 (x86's O_DIRECT).
+ARM64_TRACE = """\
+           app-900     [000] .....  200.000001: sys_openat(dfd: 0xffffff9c, filename: 0x7f00, flags: 0x84800, mode: 0)
+           app-900     [000] .....  200.000002: sys_openat -> 0x3
+           app-900     [000] .....  200.000003: sys_openat(dfd: 0xffffff9c, filename: 0x7f10, flags: 0x10041, mode: 0x1a4)
+           app-900     [000] .....  200.000004: sys_openat -> 0x4
+           app-900     [000] .....  200.000005: sys_pwrite64(fd: 4, buf: 0x5600, count: 0x1000, pos: 0)
+           app-900     [000] .....  200.000015: sys_pwrite64 -> 0x1000
+"""
+
+
+def test_arm64_numbering_is_recognised_by_data_io_through_o_direct(tmp_path):
+    path = tmp_path / "syscalls.txt"
+    path.write_text(ARM64_TRACE)
+    calls = parse_ftrace_text(path).events["syscall_io"]
+    assert calls.filter(pl.col("syscall") == "openat")["open_flags"].to_list() == [
+        "O_RDONLY|O_NONBLOCK|O_DIRECTORY|O_CLOEXEC", "O_WRONLY|O_CREAT|O_DIRECT"]
+    write = classify_syscalls(calls).filter(pl.col("op") == "write").row(0, named=True)
+    assert (write["fd"], write["size_bytes"], write["sync_mode"]) == (4, 4096, "o_direct")

@@ -65,6 +65,22 @@ TABLE_CALLS = (*OPEN_CALLS, *DUP_CALLS, *CLONE_CALLS, *EXEC_CALLS, "close", "clo
 DUP_FCNTL = ("F_DUPFD", "F_DUPFD_CLOEXEC")
 
 
+# arm and arm64 (asm/fcntl.h) swap four bits against x86: O_DIRECTORY 0o40000, O_NOFOLLOW 0o100000,
+# O_DIRECT 0o200000, O_LARGEFILE 0o400000. Numbers from an arm kernel are mapped onto this module's bits.
+ARM_TO_X86 = {0o40000: OPEN_FLAG_BITS["O_DIRECTORY"], 0o100000: OPEN_FLAG_BITS["O_NOFOLLOW"],
+              0o200000: OPEN_FLAG_BITS["O_DIRECT"], 0o400000: OPEN_FLAG_BITS["O_LARGEFILE"]}
+
+
+def arm_bits_as_x86(bits: pl.Expr) -> pl.Expr:
+    """Open flags as an arm/arm64 kernel numbers them -> this module's (x86) bits."""
+    bits = bits.cast(pl.Int64)
+    out = bits & pl.lit(~sum(ARM_TO_X86), pl.Int64)
+    for arm, x86 in ARM_TO_X86.items():
+        out = out | pl.when((bits & pl.lit(arm, pl.Int64)) != 0).then(pl.lit(x86, pl.Int64)).otherwise(
+            pl.lit(0, pl.Int64))
+    return out
+
+
 def flag_bits_of_names(text: str | None) -> int | None:
     """`O_WRONLY|O_CREAT|O_DSYNC` (strace's way, numbers allowed: `0x8000`, `0100`) -> bits; None if unknown."""
     if text is None:

@@ -11,6 +11,20 @@ first arguments come from the former, the rest, the return value and the duratio
 Fields: fd is the first argument when -y annotated it (`3</path>`; AT_FDCWD is -100), path the annotation (or that
 the returned fd of open calls when there is one); request_bytes/offset_bytes from the trailing numeric arguments of the
 read/write family and fallocate; ret the return value (-1 with errno for failures, null for `?`).
+unlink/unlinkat/rename/renameat/renameat2: path (and new_path, a rename's destination) is the path argument made
+absolute with the dirfd's annotation, else with the process's working directory (the AT_FDCWD annotation of its
+other calls, per chdir segment); a relative path stays relative when the process showed no AT_FDCWD at all.
+open_flags: each fd's flags followed through open/openat/openat2/creat, dup*, fcntl (F_SETFL, F_GETFL, F_DUPFD*),
+close, close_range, clone/clone3/fork/vfork (CLONE_FILES from the printed flags) and execve, by fd_flags.py.
+
+Compared with the ftrace syscalls events on the same run (tests/test_syscall_sync_mode_run.py: dd oflag=dsync and
+oflag=direct, rm; 6.18 kernel, strace 6.1): the same calls of the same pids get the same fd, sizes, return
+values and open flags, hence the same sync modes. What differs: strace sees every call (607 rows against 362
+for the event set) and the workload wrapper's shell before ftrace's tracing_on; strace has every fd's path,
+ftrace none; strace's comm is empty; strace stamps the wall clock at µs (aligned to the trace clock by
+analyzers/syscall.py through trace markers), its durations are a few µs longer (median 1611 vs 1592 µs for the
+O_DSYNC writes, 209 vs 202 µs for O_DIRECT, load average 7); strace decodes openat2's and clone3's flags, which
+ftrace sees only as pointers.
 The whole file is parsed with vectorized Polars regex. Lines that are neither calls nor signal/exit notes are
 counted as unparsed; a cut last line is dropped with a warning.
 """
