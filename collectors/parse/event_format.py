@@ -29,7 +29,7 @@ from pathlib import Path
 FIELD_LINE = re.compile(r"field:(?P<decl>[^;]*);\s*offset:(?P<offset>\d+);\s*size:(?P<size>\d+);"
                         r"\s*(?:signed:(?P<signed>-?\d+);?)?")
 DECL = re.compile(r"^(?P<type>.*?)\s*\b(?P<name>\w+)\s*(?P<array>\[[^\]]*\])?\s*$")
-CHAR_TYPES = {"char", "unsigned char", "signed char", "u8", "__u8", "s8", "const char"}
+CHAR_TYPES = {"char", "signed char", "const char"}  # u8 / unsigned char arrays are bytes (hex dumps), not text
 
 
 @dataclass(frozen=True)
