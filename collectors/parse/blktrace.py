@@ -4,7 +4,8 @@ Sources: per-CPU files of the blktrace tool (`NAME.blktrace.<cpu>`), a merged st
 kernel's `blk` tracer read from trace_pipe with the `bin` option (sequence always 0, no process notes).
 specs/trace-formats.md section 1 has the layout. A file is a chain of records, each a fixed header (48 bytes for
 v0x07, 64 for v0x08) followed by `pdu_len` bytes; message notes have odd lengths, so records are not aligned and
-the chain is walked (in numba) before every field is gathered with numpy views, no Python per record.
+the chain is walked (in numba) before the records are decoded, no Python per record. Files are mapped, not read
+into memory (a file truncated while it is parsed ends the process with SIGBUS: parse finished traces).
 
 Mapping to the ftrace block events (so one pairing and one set of analyzers serve both sources):
   Q block_bio_queue   M block_bio_backmerge   F block_bio_frontmerge   G block_getrq   S block_sleeprq
@@ -21,6 +22,9 @@ with a warning naming the offset.
 
 from __future__ import annotations
 
+import mmap
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,15 +66,15 @@ class BlktraceTables:
 
 
 @njit(cache=True, nogil=True)
-def _walk(buf, big_endian, version):
-    """Offsets of the records of a chain, the end of the last complete one, and the garbage skipped.
+def _walk(buf, big_endian, version, offs):
+    """Offsets of the records of a chain (into offs, room for len(buf) // 48 + 1), the end of the last complete
+    one, and the garbage skipped.
 
     Returns (offsets, complete_end, n_resyncs, first_resync_offset).
     """
     n = len(buf)
     hdr = 48 if version == 7 else 64
     pdu_at = 46 if version == 7 else 50
-    offs = np.empty(n // 48 + 1, np.int64)
     k = 0
     p = 0
     resyncs = 0
@@ -122,106 +126,327 @@ def detect_format(head: bytes, path: Path) -> tuple[int, bool]:
     raise ParseError(path, 0, f"not blktrace data (magic 0x{le:08x})")
 
 
-FIELDS = ("sequence", "time", "sector", "bytes", "action", "pid", "device", "cpu", "error", "pdu")
-
-
 @njit(cache=True, nogil=True)
-def _uint(buf, p, size, big):
+def _uint_le(buf, p, size):
     v = np.uint64(0)
     for j in range(size):
-        byte = np.uint64(buf[p + j])
-        v |= byte << np.uint64(8 * (size - 1 - j) if big else 8 * j)
+        v |= np.uint64(buf[p + j]) << np.uint64(8 * j)
     return v
 
 
 @njit(cache=True, nogil=True)
-def _decode(buf, offs, big, version):
-    """Every header field of every record at offs as int64 columns (either byte order), in one pass.
+def _uint_be(buf, p, size):
+    v = np.uint64(0)
+    for j in range(size):
+        v = (v << np.uint64(8)) | np.uint64(buf[p + j])
+    return v
 
-    Returns (cols[10, n] in FIELDS order, is_note[n], pdu_start[n], pdu_len[n]). sector and time above
-    2**63-1 become -1; pdu is the first big-endian u64 of the PDU after any cgroup id, -1 if there is none.
+
+@njit(cache=True, nogil=True)
+def _uint(buf, p, size, big):
+    """The unsigned integer of `size` bytes at p in the records' byte order (one loop per order: the compiler
+    folds each into plain loads, where one loop choosing its shift per byte stays byte by byte)."""
+    return _uint_be(buf, p, size) if big else _uint_le(buf, p, size)
+
+
+MAX_SEQUENCE_GROUPS = 256  # (device, cpu) pairs followed in one file; more and the exact sort-based count runs
+
+
+@njit(cache=True, nogil=True)
+def _index(buf, offs, big, version, times, known, action_count):
+    """The first look at every record of a file, before any column is built.
+
+    Compacts offs in place to the records that are not notes and writes their times (-1 above 2**63-1) into
+    times and whether their action becomes a row into known; counts their action codes into action_count.
+    Sequence gaps are summed per (device, cpu) while every such sequence only rises (a per-CPU file of the
+    blktrace tool, or a blk-tracer stream); otherwise `regular` is False and the caller counts them exactly.
+    Returns (records, note offsets, is_sorted, lost, regular).
     """
     n = len(offs)
-    cols = np.empty((10, n), np.int64)
-    is_note = np.zeros(n, np.bool_)
-    pdu_start = np.empty(n, np.int64)
-    pdu_len = np.empty(n, np.int64)
     v7 = version == 7
-    hdr = 48 if v7 else 64
+    dev_at = 36 if v7 else 40
     top = np.uint64((1 << 63) - 1)
+    notes = np.empty(n, np.int64)
+    n_notes = 0
+    gdev = np.empty(MAX_SEQUENCE_GROUPS, np.uint64)
+    gcpu = np.empty(MAX_SEQUENCE_GROUPS, np.uint64)
+    glast = np.empty(MAX_SEQUENCE_GROUPS, np.uint64)
+    n_groups = 0
+    g = 0
+    regular = True
+    lost = 0
+    is_sorted = True
+    prev = np.int64(-(1 << 62))
+    m = 0
     for i in range(n):
         o = offs[i]
-        cols[0, i] = np.int64(_uint(buf, o + 4, 4, big))
+        action = _uint(buf, o + 28, 4, big) if v7 else _uint(buf, o + 32, 8, big)
+        if (action >> np.uint64(16)) & np.uint64(0x400) != 0:
+            notes[n_notes] = o
+            n_notes += 1
+            continue
+        offs[m] = o
         t = _uint(buf, o + 8, 8, big)
-        cols[1, i] = np.int64(t) if t <= top else -1
+        ti = np.int64(t) if t <= top else np.int64(-1)
+        times[m] = ti
+        if m > 0 and ti < prev:
+            is_sorted = False
+        prev = ti
+        low = (action & np.uint64(0xFFFF)) & ~np.uint64(CGROUP_FLAG)
+        action_count[low] += 1
+        known[m] = low >= 1 and low <= 13  # the codes of ACTION_EVENT
+        m += 1
+        seq = _uint(buf, o + 4, 4, big)
+        if seq == 0 or not regular:
+            continue
+        dev = _uint(buf, o + dev_at, 4, big)
+        cpu = _uint(buf, o + dev_at + 4, 4, big)
+        if not (g < n_groups and gdev[g] == dev and gcpu[g] == cpu):
+            g = 0
+            while g < n_groups and not (gdev[g] == dev and gcpu[g] == cpu):
+                g += 1
+            if g == n_groups:
+                if n_groups == MAX_SEQUENCE_GROUPS:
+                    regular = False
+                    continue
+                gdev[g], gcpu[g], glast[g] = dev, cpu, seq
+                n_groups += 1
+                continue
+        if seq > glast[g]:
+            lost += np.int64(seq - glast[g]) - 1
+            glast[g] = seq
+        else:
+            regular = False
+    return m, notes[:n_notes], is_sorted, lost, regular
+
+
+@njit(cache=True, nogil=True)
+def _sequence_columns(buf, offs, big, version):
+    """device, cpu and sequence of the records at offs (for the exact gap count of irregular files)."""
+    n = len(offs)
+    dev_at = 36 if version == 7 else 40
+    out = np.empty((3, n), np.int64)
+    for i in range(n):
+        o = offs[i]
+        out[0, i] = np.int64(_uint(buf, o + dev_at, 4, big))
+        out[1, i] = np.int64(_uint(buf, o + dev_at + 4, 4, big))
+        out[2, i] = np.int64(_uint(buf, o + 4, 4, big))
+    return out
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _runs_before(times, head, a, b):
+    """Whether run a's next record goes before run b's: earlier time, ties to the earlier run."""
+    ta, tb = times[head[a]], times[head[b]]
+    return ta < tb or (ta == tb and a < b)
+
+
+@njit(cache=True, nogil=True)
+def _merge_destinations(times, known, bounds, dest):
+    """Output row of every record (in file order) into dest, -1 for records that make no row, merging runs
+    [bounds[r], bounds[r+1]) that are each in time order (per-CPU files) with a heap of their heads: equal to a
+    stable sort of the concatenation by time, without sorting or an order array."""
+    k = len(bounds) - 1
+    head = bounds[:-1].copy()
+    heap = np.empty(k, np.int64)
+    h = 0
+    for r in range(k):
+        if head[r] < bounds[r + 1]:
+            heap[h] = r  # sift up
+            c = h
+            h += 1
+            while c > 0 and _runs_before(times, head, heap[c], heap[(c - 1) // 2]):
+                heap[c], heap[(c - 1) // 2] = heap[(c - 1) // 2], heap[c]
+                c = (c - 1) // 2
+    row = 0
+    while h > 0:
+        r = heap[0]
+        j = head[r]
+        if known[j]:
+            dest[j] = row
+            row += 1
+        else:
+            dest[j] = -1
+        head[r] += 1
+        if head[r] == bounds[r + 1]:  # run done: the last heap entry takes the top
+            h -= 1
+            heap[0] = heap[h]
+        c = 0  # sift down
+        while True:
+            a = 2 * c + 1
+            if a >= h:
+                break
+            if a + 1 < h and _runs_before(times, head, heap[a + 1], heap[a]):
+                a += 1
+            if not _runs_before(times, head, heap[a], heap[c]):
+                break
+            heap[c], heap[a] = heap[a], heap[c]
+            c = a
+    return row
+
+
+@njit(cache=True, nogil=True)
+def _destinations(order, known, dest):
+    """Output row of every record (in file order) into dest given the merged order; -1 for records that make no
+    row."""
+    r = 0
+    for i in range(len(order)):
+        j = order[i]
+        if known[j]:
+            dest[j] = r
+            r += 1
+        else:
+            dest[j] = -1
+    return r
+
+
+@njit(cache=True, nogil=True)
+def _emit(buf, offs, big, version, dest, base, comm_pid, rwbs_id, rwbs_keys, out_ts, out_cpu, out_pid, out_comm,
+          out_event, out_major, out_minor, out_sector, out_nr, out_size, out_rwbs, out_error):
+    """Decode the records at offs (this file's rows base.. of the concatenation) straight into their output
+    rows dest[base + j] (or base + j when dest is empty: one file in order, every record a row).
+
+    event: the action code. comm: 1 + position of the pid in the sorted comm_pid, 0 when no PROCESS note named
+    it. rwbs: the id of key = category bits * 2 + (bytes > 0) in rwbs_id (ids given in order of first sight,
+    their keys appended to rwbs_keys, whose slot 0 counts them), so _rwbs_texts decodes each distinct key once."""
+    v7 = version == 7
+    hdr = 48 if v7 else 64
+    dev_at = 36 if v7 else 40
+    top = np.uint64((1 << 63) - 1)
+    use_dest = len(dest) > 0
+    n_comm = len(comm_pid)
+    for j in range(len(offs)):
+        d = dest[base + j] if use_dest else base + j
+        if d < 0:
+            continue
+        o = offs[j]
+        t = _uint(buf, o + 8, 8, big)
+        out_ts[d] = np.int64(t) if t <= top else -1
         sec = _uint(buf, o + 16, 8, big)
-        cols[2, i] = np.int64(sec) if sec <= top else -1
-        cols[3, i] = np.int64(_uint(buf, o + 24, 4, big))
+        sector = np.int64(sec) if sec <= top else np.int64(-1)
+        nbytes = np.int64(_uint(buf, o + 24, 4, big))
         if v7:
             action = _uint(buf, o + 28, 4, big)
-            cols[5, i] = np.int64(_uint(buf, o + 32, 4, big))
-            dev_at = 36
+            pid = np.int32(_uint(buf, o + 32, 4, big))
         else:
-            cols[5, i] = np.int64(_uint(buf, o + 28, 4, big))
+            pid = np.int32(_uint(buf, o + 28, 4, big))
             action = _uint(buf, o + 32, 8, big)
-            dev_at = 40
-        cols[4, i] = np.int64(action & np.uint64(0xFFFFFFFF))
-        cols[6, i] = np.int64(_uint(buf, o + dev_at, 4, big))
-        cols[7, i] = np.int64(_uint(buf, o + dev_at + 4, 4, big))
-        err = np.int64(_uint(buf, o + dev_at + 8, 2, big))
-        cols[8, i] = err - 65536 if err >= 32768 else err
-        plen = np.int64(_uint(buf, o + dev_at + 10, 2, big))
-        pdu_start[i] = o + hdr
-        pdu_len[i] = plen
-        is_note[i] = (action >> np.uint64(16)) & np.uint64(0x400) != 0
-        start = o + hdr + (8 if action & np.uint64(0x100) else 0)
-        if start + 8 <= o + hdr + plen:
-            v = _uint(buf, start, 8, True)  # PDU integers are big-endian whatever the records' order
-            cols[9, i] = np.int64(v) if v <= top else -1
+        out_pid[d] = pid
+        device = _uint(buf, o + dev_at, 4, big)
+        out_major[d] = np.int32(device >> np.uint64(20))
+        out_minor[d] = np.int32(device & np.uint64(0xFFFFF))
+        out_cpu[d] = np.int32(_uint(buf, o + dev_at + 4, 4, big))
+        err = np.int32(_uint(buf, o + dev_at + 8, 2, big))
+        out_error[d] = err - 65536 if err >= 32768 else err
+        low = np.int64((action & np.uint64(0xFFFF)) & ~np.uint64(CGROUP_FLAG))
+        out_event[d] = low
+        tc = np.int64((action >> np.uint64(16)) & np.uint64(0xFFFF))
+        key = tc * 2 + (1 if nbytes > 0 else 0)
+        rid = rwbs_id[key]
+        if rid < 0:
+            rid = rwbs_keys[0]
+            rwbs_id[key] = rid
+            rwbs_keys[rid + 1] = key
+            rwbs_keys[0] = rid + 1
+        out_rwbs[d] = rid
+        if low == 9 or low == 10 or low == 11:  # plug, unplug: no sectors
+            out_sector[d] = -1
+            out_nr[d] = -1
+            out_size[d] = -1
+        elif low == 13:  # split: the new sector is the PDU (big-endian, after any cgroup id)
+            plen = np.int64(_uint(buf, o + dev_at + 10, 2, big))
+            start = o + hdr + (8 if action & np.uint64(CGROUP_FLAG) else 0)
+            pdu = np.int64(-1)
+            if start + 8 <= o + hdr + plen:
+                v = _uint(buf, start, 8, True)
+                pdu = np.int64(v) if v <= top else np.int64(-1)
+            nr = pdu - sector if pdu >= 0 and sector >= 0 else np.int64(-1)
+            out_sector[d] = sector
+            out_nr[d] = nr
+            out_size[d] = nr * 512 if nr >= 0 else -1
         else:
-            cols[9, i] = -1
-    return cols, is_note, pdu_start, pdu_len
+            out_sector[d] = sector
+            out_nr[d] = nbytes >> 9
+            out_size[d] = nbytes
+        c = 0
+        if n_comm:
+            k = np.searchsorted(comm_pid, pid)
+            if k < n_comm and comm_pid[k] == pid:
+                c = k + 1
+        out_comm[d] = c
+
+
+def _map_file(path: Path) -> np.ndarray:
+    """The bytes of a file as a read-only uint8 array: mapped (no copy, page-cache pages) when it is a regular
+    file, else read."""
+    try:
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            if stat.S_ISREG(st.st_mode):
+                if st.st_size == 0:
+                    return np.zeros(0, np.uint8)
+                return np.frombuffer(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), np.uint8)
+            return np.frombuffer(f.read(), np.uint8)
+    except OSError as e:
+        raise ParseError(path, 0, f"cannot read: {e.strerror}") from None
+
+
+@dataclass
+class _File:
+    path: Path
+    buf: np.ndarray
+    version: int
+    big: bool
+    offs: np.ndarray = None  # the records that are not notes
+    base: int = 0            # index of its first record in the concatenation of all files' records
 
 
 def parse_blktrace(paths: list[Path], rep: int = 0) -> BlktraceTables:
-    """block_event and trace_marker rows of a set of blktrace files (per-CPU files or one stream)."""
-    parts: list[np.ndarray] = []
-    notes: list[tuple[int, int, int, bytes, str]] = []  # (kind, pid, time, payload, byte order)
-    warnings: list[str] = []
+    """block_event and trace_marker rows of a set of blktrace files (per-CPU files or one stream).
+
+    Three passes over the records, all compiled: index (times, notes, action counts, sequence gaps), merge
+    (the per-CPU files are each in time order: a stable merge of runs, no sort), emit (each record decoded
+    straight into its output row). Files are mapped, not copied."""
+    files: list[_File] = []
     for path in paths:
-        try:
-            data = Path(path).read_bytes()
-        except OSError as e:
-            raise ParseError(path, 0, f"cannot read: {e.strerror}") from None
-        if not data:
-            continue
-        version, big = detect_format(data[:4], path)
-        buf = np.frombuffer(data, np.uint8)
-        offs, end, resyncs, first_resync = _walk(buf, big, version)
+        buf = _map_file(path)
+        if len(buf):
+            version, big = detect_format(bytes(buf[:4]), path)
+            files.append(_File(path, buf, version, big))
+    warnings: list[str] = []
+    notes: list[tuple[int, int, int, bytes, str]] = []  # (kind, pid, time, payload, byte order)
+    capacity = sum(len(f.buf) // 48 + 1 for f in files)
+    # allocated here, not in the compiled passes: numpy asks for huge pages, and first touches of fresh memory
+    # are what this parse spends most of its time on in a VM
+    offs_all = np.empty(capacity, np.int64)
+    times = np.empty(capacity, np.int64)
+    known = np.empty(capacity, np.bool_)
+    action_count = np.zeros(1 << 16, np.int64)
+    n_records = lost = 0
+    all_sorted = True
+    bounds = [0]
+    for f in files:
+        offs, end, resyncs, first_resync = _walk(f.buf, f.big, f.version, offs_all[n_records:])
         if resyncs:
-            warnings.append(f"{path}: {resyncs} stretch(es) of bytes that are not blktrace records, the first at "
+            warnings.append(f"{f.path}: {resyncs} stretch(es) of bytes that are not blktrace records, the first at "
                             f"byte offset {first_resync}; skipped to the next record")
-        if end < len(data):
-            warnings.append(f"{path}: cut record at byte offset {end} (truncated file); every complete record "
+        if end < len(f.buf):
+            warnings.append(f"{f.path}: cut record at byte offset {end} (truncated file); every complete record "
                             "before it was kept")
-        cols, is_note, pdu_start, pdu_len = _decode(buf, offs, big, version)
-        for i in np.flatnonzero(is_note):
-            start = int(pdu_start[i])
-            notes.append((int(cols[4, i] & 0xFF), int(cols[5, i]), int(cols[1, i]),
-                          data[start:start + int(pdu_len[i])], "big" if big else "little"))
-        parts.append(cols[:, ~is_note] if is_note.any() else cols)
-    both = parts[0] if len(parts) == 1 else (np.concatenate(parts, axis=1) if parts else np.zeros((10, 0), np.int64))
-    merged = dict(zip(FIELDS, both))
-    pdu = merged.pop("pdu")
-    t = merged["time"]
-    if len(paths) > 1 or not bool(np.all(t[1:] >= t[:-1])):  # one stream is usually in time order already
-        order = np.argsort(t, kind="stable")
-        merged = {f: v[order] for f, v in merged.items()}
-        pdu = pdu[order]
-    n_records = len(t)
-    # Per file, before the merge: a per-CPU file is already in sequence order, so no sort is needed.
-    dev_i, cpu_i, seq_i = (FIELDS.index(f) for f in ("device", "cpu", "sequence"))
-    lost = sum(_sequence_gaps(part[dev_i], part[cpu_i], part[seq_i]) for part in parts)
+        m, note_offs, is_sorted, file_lost, regular = _index(f.buf, offs, f.big, f.version,
+                                                             times[n_records:], known[n_records:], action_count)
+        f.offs, f.base = offs[:m], n_records
+        if not regular:  # sequences out of order or too many (device, cpu): the exact count, by sorting
+            dev, cpu, seq = _sequence_columns(f.buf, f.offs, f.big, f.version)
+            file_lost = _sequence_gaps(dev, cpu, seq)
+        lost += file_lost
+        all_sorted &= bool(is_sorted)
+        n_records += m
+        bounds.append(n_records)
+        order = "big" if f.big else "little"
+        for o in note_offs.tolist():
+            notes.append(_note(f.buf, o, f.big, f.version, order))
+    times, known = times[:n_records], known[:n_records]
 
     comm_of = {}
     start_wall = None
@@ -236,34 +461,46 @@ def parse_blktrace(paths: list[Path], rep: int = 0) -> BlktraceTables:
             markers.append({"rep": rep, "ts": t, "pid": pid,
                             "text": payload.split(b"\0", 1)[0].decode("utf-8", errors="replace").strip()})
 
-    low = (merged["action"] & 0xFFFF) & ~CGROUP_FLAG
-    codes = np.array(sorted(ACTION_EVENT), np.int64)
-    known = np.isin(low, codes)
-    skipped = {f"action {int(a)}": int(n) for a, n in zip(*np.unique(low[~known], return_counts=True))}
-    if skipped:
-        m = {f: v[known] for f, v in merged.items()}
-        low, pdu = low[known], pdu[known]
-    else:
-        m = merged
-    tc = m["action"] >> TC_SHIFT
-    event = pl.Series("event", [ACTION_EVENT[int(c)] for c in codes]).gather(np.searchsorted(codes, low))
-    sector_i = m["sector"]
-    nbytes = m["bytes"]
-    is_plug = (low == 9) | (low == 10) | (low == 11)
-    is_split = low == 13
-    nr = np.where(is_split, np.where((pdu >= 0) & (sector_i >= 0), pdu - sector_i, -1), nbytes >> 9)
-    size = np.where(is_split, np.where(nr >= 0, nr * 512, -1), nbytes)
+    codes = np.flatnonzero(action_count)
+    skipped = {f"action {int(a)}": int(action_count[a]) for a in codes if int(a) not in ACTION_EVENT}
+    n_rows = n_records - sum(skipped.values())
+    # Rows in time order, ties in file order (a stable sort of the concatenation): per-CPU files, each in order
+    # already, are merged; anything else is sorted. dest: each record's row, -1 if it makes none, empty when
+    # records and rows coincide (one stream in order, every action known).
+    dest = np.zeros(0, np.int64)
+    if len(files) > 1 or not all_sorted or n_rows < n_records:
+        dest = np.empty(n_records, np.int32 if n_records < 2**31 else np.int64)
+        if all_sorted:
+            _merge_destinations(times, known, np.array(bounds, np.int64), dest)
+        else:
+            _destinations(np.argsort(times, kind="stable"), known, dest)
+    # comm by pid, as the record's i32 pid column holds it (the u32 wraps the same way for both)
+    comm_pid = np.array(list(comm_of), np.int64).astype(np.int32).astype(np.int64)
+    comm_order = np.argsort(comm_pid)
+    comm_pid = comm_pid[comm_order]
+    names = list(comm_of.values())
+    comm_text = [""] + [names[i] for i in comm_order.tolist()]
+    col = {name: np.empty(n_rows, dt) for name, dt in (  # codes are u32, the type polars gathers by
+        ("ts", np.int64), ("cpu", np.int32), ("pid", np.int32), ("comm", np.uint32), ("event", np.uint32),
+        ("dev_major", np.int32), ("dev_minor", np.int32), ("sector", np.int64), ("nr_sector", np.int64),
+        ("size_bytes", np.int64), ("rwbs", np.uint32), ("error", np.int32))}
+    rwbs_id = np.full(1 << 17, -1, np.int64)
+    rwbs_keys = np.zeros((1 << 17) + 1, np.int64)
+    for f in files:
+        _emit(f.buf, f.offs, f.big, f.version, dest, f.base, comm_pid, rwbs_id, rwbs_keys, col["ts"], col["cpu"],
+              col["pid"],
+              col["comm"], col["event"], col["dev_major"], col["dev_minor"], col["sector"], col["nr_sector"],
+              col["size_bytes"], col["rwbs"], col["error"])
+    event_names = pl.Series("event", [ACTION_EVENT.get(c, "") for c in range(14)], dtype=pl.Utf8)
+    rwbs_texts = pl.Series("rwbs", [_rwbs_text(k) for k in rwbs_keys[1:rwbs_keys[0] + 1].tolist()], dtype=pl.Utf8)
     block = pl.DataFrame({
-        "rep": np.full(len(low), rep, np.int32), "ts": m["time"],
-        "cpu": m["cpu"].astype(np.int32), "pid": m["pid"].astype(np.int32),
-        "comm": pl.Series(m["pid"]).replace_strict(comm_of, default="", return_dtype=pl.Utf8) if comm_of
-        else pl.repeat("", len(low), dtype=pl.Utf8, eager=True),
-        "event": event, "dev_major": (m["device"] >> 20).astype(np.int32),
-        "dev_minor": (m["device"] & 0xFFFFF).astype(np.int32),
-        "sector": np.where(is_plug, -1, sector_i), "nr_sector": np.where(is_plug, -1, nr),
-        "size_bytes": np.where(is_plug, -1, size), "rwbs": _rwbs(tc, nbytes),
-        "error": m["error"].astype(np.int32),
-    })
+        "ts": col["ts"], "cpu": col["cpu"], "pid": col["pid"],
+        "event": event_names.gather(col["event"]), "dev_major": col["dev_major"], "dev_minor": col["dev_minor"],
+        "sector": col["sector"], "nr_sector": col["nr_sector"], "size_bytes": col["size_bytes"],
+        "rwbs": rwbs_texts.gather(col["rwbs"]), "error": col["error"],
+    }).with_columns(  # constant columns stay scalars (no 5 M-row copies of one value)
+        rep=pl.lit(rep, dtype=pl.Int32),
+        comm=pl.Series("comm", comm_text, dtype=pl.Utf8).gather(col["comm"]) if comm_of else pl.lit("", pl.Utf8))
     marker_df = pl.DataFrame({  # pid is u32 in the record: a damaged one must not overflow the i32 column
         "rep": np.full(len(markers), rep, np.int32), "ts": np.array([m["ts"] for m in markers], np.int64),
         "pid": np.array([m["pid"] for m in markers], np.int64).astype(np.int32),
@@ -273,31 +510,35 @@ def parse_blktrace(paths: list[Path], rep: int = 0) -> BlktraceTables:
                           start_wallclock_ns=start_wall, warnings=warnings)
 
 
-def _rwbs(tc: np.ndarray, nbytes: np.ndarray) -> pl.Series:
-    """blkparse's fill_rwbs over the category bits, vectorized through a table of the distinct combinations."""
-    key = (tc & 0xFFFF) * 2 + (nbytes > 0)
-    uniq = np.flatnonzero(np.bincount(key, minlength=1 << 17))  # the combinations present, without a sort
-    lookup = np.zeros(1 << 17, np.int64)
-    lookup[uniq] = np.arange(len(uniq))
-    inverse = lookup[key]
-    texts = []
-    for k in uniq.tolist():
-        bits, has_bytes = k >> 1, k & 1
-        s = "F" if bits & TC["flush"] else ""
-        if bits & TC["discard"]:
-            s += "D"
-        elif bits & TC["write"]:
-            s += "W"
-        elif has_bytes:
-            s += "R"
-        else:
-            s += "N"
-        s += "F" if bits & TC["fua"] else ""
-        s += "A" if bits & TC["ahead"] else ""
-        s += "S" if bits & TC["sync"] else ""
-        s += "M" if bits & TC["meta"] else ""
-        texts.append(s)
-    return pl.Series("rwbs", texts, dtype=pl.Utf8).gather(inverse.reshape(-1))
+def _note(buf: np.ndarray, o: int, big: bool, version: int, byteorder: str) -> tuple[int, int, int, bytes, str]:
+    """(kind, pid, time, payload, byte order) of the note record at offset o."""
+    hdr = HEADER_SIZE[version]
+    head = bytes(buf[o:o + hdr])
+    u = lambda at, size: int.from_bytes(head[at:at + size], byteorder)  # noqa: E731
+    action = u(28, 4) if version == 7 else u(32, 8)
+    pid = u(32, 4) if version == 7 else u(28, 4)
+    t = u(8, 8)
+    plen = u(46 if version == 7 else 50, 2)
+    return (action & 0xFF, pid, t if t < 1 << 63 else -1, bytes(buf[o + hdr:o + hdr + plen]), byteorder)
+
+
+def _rwbs_text(key: int) -> str:
+    """blkparse's fill_rwbs of key = category bits * 2 + (bytes > 0)."""
+    bits, has_bytes = key >> 1, key & 1
+    s = "F" if bits & TC["flush"] else ""
+    if bits & TC["discard"]:
+        s += "D"
+    elif bits & TC["write"]:
+        s += "W"
+    elif has_bytes:
+        s += "R"
+    else:
+        s += "N"
+    s += "F" if bits & TC["fua"] else ""
+    s += "A" if bits & TC["ahead"] else ""
+    s += "S" if bits & TC["sync"] else ""
+    s += "M" if bits & TC["meta"] else ""
+    return s
 
 
 def _sequence_gaps(device: np.ndarray, cpu: np.ndarray, seq: np.ndarray) -> int:
