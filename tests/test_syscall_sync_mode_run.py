@@ -53,3 +53,33 @@ def test_dsync_and_direct_writes_classified_by_both_sources(dd_run, clean_machin
     assert rm["source"].to_list() == ["ftrace", "strace"]
     assert rm["path"][0] == "" and rm["path"][1].endswith("/data/F1") and rm["path"][1].startswith("/")
     assert rm["fd"].to_list() == [-100, -100] and rm["ret"].to_list() == [0, 0]
+
+
+def _mobibench_calls(binary, tmp_path, *args: str) -> pl.DataFrame:
+    """The generator under `strace -f -ttt -T -y` (the collector's options), classified at the syscall layer."""
+    from mobiperf.analyzers.syscall import classify_syscalls
+    from mobiperf.collectors.parse.strace import parse_strace
+    from mobiperf.collectors.strace import STRACE_OPTIONS
+
+    log = tmp_path / "strace.log"
+    done = subprocess.run(["strace", *STRACE_OPTIONS, "-o", str(log), str(binary), "-q", "--no-drop-caches",
+                           "-p", str(tmp_path / "w"), *args], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    parsed = parse_strace(log)
+    assert parsed.unparsed == 0 and parsed.unpaired == 0
+    return classify_syscalls(parsed.syscall_io).filter(pl.col("path").str.contains("/test.dat"))
+
+
+def test_mobibench_o_sync_threads_and_o_sync_direct(reference_binary, tmp_path):
+    mobibench = reference_binary("mobibench")
+    # -y 1: O_SYNC, two threads (clone3 with CLONE_FILES), each opening its own file; the pre-creation write of
+    # each file goes through an earlier plain O_RDWR|O_CREAT open and stays buffered
+    calls = _mobibench_calls(mobibench, tmp_path, "-f", "256", "-r", "4", "-a", "0", "-y", "1", "-t", "2")
+    writes = calls.filter(pl.col("op") == "write").group_by("path", "sync_mode", "size_bytes").len()
+    assert sorted((p.rsplit("/", 1)[1], m, s, n) for p, m, s, n in writes.iter_rows()) == [
+        ("test.dat0", "buffered", 131072, 1), ("test.dat0", "o_sync", 4096, 32),
+        ("test.dat1", "buffered", 131072, 1), ("test.dat1", "o_sync", 4096, 32)]
+    # -y 4: O_SYNC|O_DIRECT random writes: o_direct (one category per call; the direct path decides)
+    calls = _mobibench_calls(mobibench, tmp_path, "-f", "256", "-r", "4", "-a", "1", "-y", "4")
+    timed = calls.filter((pl.col("op") == "write") & (pl.col("size_bytes") == 4096))
+    assert len(timed) == 64 and set(timed["sync_mode"]) == {"o_direct"}

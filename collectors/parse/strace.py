@@ -36,7 +36,8 @@ from pathlib import Path
 
 import polars as pl
 
-from mobiperf.collectors.parse.fd_flags import CLONE_FILES, CLOSE_RANGE_CLOEXEC, flag_bits_of_names, track_open_flags
+from mobiperf.collectors.parse.fd_flags import (CLONE_FILES, CLOSE_RANGE_CLOEXEC, TABLE_CALLS, flag_bits_of_names,
+                                                track_open_flags)
 from mobiperf.errors import ParseError
 from mobiperf.schema import SYSCALL_IO
 
@@ -202,10 +203,11 @@ def _flag_columns(df: pl.DataFrame) -> pl.DataFrame:
         text = pl.when(name == call).then(args.str.extract(pattern, 1)).otherwise(text)
     fcntl = args.str.extract_groups(FCNTL_ARGS)
     closing = args.str.extract_groups(CLOSE_RANGE_ARGS)
-    w = df.select("pid", "name", "args", "_fd", "_ret",
-                  fcntl_cmd=pl.when(name == "fcntl").then(fcntl.struct.field("cmd")),
-                  _arg=fcntl.struct.field("arg"), _close_flags=closing.struct.field("flags"),
-                  _last=closing.struct.field("last"), _text=text)
+    # the regexes run on the fd-table calls only; the reads and writes just look their fd up
+    w = df.with_row_index("_row").filter(name.is_in(TABLE_CALLS)).select(
+        "_row", "name", "args", fcntl_cmd=pl.when(name == "fcntl").then(fcntl.struct.field("cmd")),
+        _arg=fcntl.struct.field("arg"), _close_flags=closing.struct.field("flags"),
+        _last=closing.struct.field("last"), _text=text)
     w = w.with_columns(_text=pl.when(pl.col("fcntl_cmd") == "F_SETFL").then(pl.col("_arg"))
                        .otherwise(pl.col("_text")).str.strip_chars())
     names = {t: flag_bits_of_names(t) for t in w["_text"].unique().drop_nulls().to_list()}
@@ -219,28 +221,33 @@ def _flag_columns(df: pl.DataFrame) -> pl.DataFrame:
                 .otherwise(0))
             .otherwise(pl.col("_text").replace_strict(names, default=None, return_dtype=pl.Int64)))
     last = pl.col("_last").str.replace(r"^~0U?$", str((1 << 31) - 1)).cast(pl.Int64, strict=False)
-    tracked = w.select("pid", pl.col("name").alias("syscall"), pl.col("_fd").alias("fd"),
-                       pl.when(name == "close_range").then(last).alias("fd2"), pl.col("_ret").alias("ret"),
-                       bits.cast(pl.Int64).alias("flag_bits"), "fcntl_cmd")
+    w = w.select("_row", pl.when(name == "close_range").then(last).alias("fd2"),
+                 bits.cast(pl.Int64).alias("flag_bits"), "fcntl_cmd")
+    tracked = df.with_row_index("_row").select("_row", "pid", pl.col("name").alias("syscall"),
+                                               pl.col("_fd").alias("fd"), pl.col("_ret").alias("ret"))
+    tracked = tracked.join(w, on="_row", how="left", maintain_order="left").drop("_row")
     return pl.DataFrame({"open_flags": track_open_flags(tracked)})
 
 
 def _path_columns(df: pl.DataFrame) -> pl.DataFrame:
     """_arg_path and _arg_new_path of unlink/rename calls: their path arguments, made absolute."""
-    args = df["args"].str.extract_groups(PATH_ARGS).struct.unnest()
-    # the working directory of each process: strace -y annotates AT_FDCWD with it; chdir starts a new one
-    cwd = df.select(
-        "pid", cwd=pl.when(pl.col("fd") == "AT_FDCWD").then(pl.col("fd_path")),
-        seg=pl.col("name").is_in(["chdir", "fchdir"]).cast(pl.Int32).cum_sum().over("pid"))
-    cwd = cwd.select(pl.col("cwd").forward_fill().backward_fill().over(["pid", "seg"]))["cwd"]
-    wanted = df["name"].is_in(PATH_CALLS)
-    both = pl.DataFrame({"_d1": args["d1"], "_p1": args["p1"], "_d2": args["d2"], "_p2": args["p2"], "_cwd": cwd})
+    name = pl.col("name")
+    # only the rows that name a file by path or show a working directory (strace -y annotates AT_FDCWD with
+    # it; a chdir starts a new one) take part: the reads and writes cost nothing here
+    rows = df.with_row_index("_row").filter(name.is_in(PATH_CALLS) | (pl.col("fd") == "AT_FDCWD")
+                                            | name.is_in(["chdir", "fchdir"]))
+    rows = rows.with_columns(_cwd=pl.when(pl.col("fd") == "AT_FDCWD").then(pl.col("fd_path")),
+                             _seg=name.is_in(["chdir", "fchdir"]).cast(pl.Int32).cum_sum().over("pid"))
+    rows = rows.with_columns(pl.col("_cwd").forward_fill().backward_fill().over(["pid", "_seg"]))
+    rows = rows.filter(name.is_in(PATH_CALLS)).with_columns(
+        pl.col("args").str.extract_groups(PATH_ARGS).alias("_g")).unnest("_g")
 
     def absolute(d: str, p: str) -> pl.Expr:
-        name = pl.col(p).str.replace_all(r'\\(["\\])', "$1").str.replace(r"^(\./)+", "")
+        text = pl.col(p).str.replace_all(r'\\(["\\])', "$1").str.replace(r"^(\./)+", "")
         base = pl.coalesce(pl.col(d), pl.col("_cwd"))
-        return (pl.when(name.str.starts_with("/") | base.is_null()).then(name)
-                .when(name == "").then(base).otherwise(base.str.strip_chars_end("/") + "/" + name))
+        return (pl.when(text.str.starts_with("/") | base.is_null()).then(text)
+                .when(text == "").then(base).otherwise(base.str.strip_chars_end("/") + "/" + text))
 
-    out = both.select(absolute("_d1", "_p1").alias("_arg_path"), absolute("_d2", "_p2").alias("_arg_new_path"))
-    return out.select(pl.when(wanted).then(pl.col(c)).alias(c) for c in out.columns)
+    rows = rows.select("_row", absolute("d1", "p1").alias("_arg_path"), absolute("d2", "p2").alias("_arg_new_path"))
+    return pl.DataFrame({"_row": pl.int_range(len(df), eager=True, dtype=pl.UInt32)}).join(
+        rows, on="_row", how="left", maintain_order="left").drop("_row")
