@@ -115,6 +115,7 @@ def cmd_probe(target: str, fmt: str) -> None:
     "mobiperf run -t local --stack ext4 -- dd if=/dev/zero of=f bs=512k count=64 oflag=direct",
     "mobiperf run --stack ext4 --scheduler bfq -n 3 -o runs/seq -- mobibench -p . -f 65536 -r 512 -a 0",
     "mobiperf run --stack ext4+fuse -- mobibench -p . -d 0 -n 100 -j 1",
+    "mobiperf run --stack ext4+fuse --device emmc-2012 --dirty-limit 64M --cpu 25% --fuse-wakeup 430us -- mobibench -p . -f 262144 -r 512",
     "mobiperf run --stack ext4 --source ftrace --source strace --source layout -- mobibench -p . -d 0 -n 50 -j 3",
     "mobiperf run -t adb:SERIAL --stack dir:/data/local/tmp -- mobibench -p . -f 16384 -r 4 -a 1 -y 2"))
 @target_option
@@ -126,6 +127,12 @@ def cmd_probe(target: str, fmt: str) -> None:
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Run directory to create (never overwritten).")
 @click.option("--image-size", default="1G", show_default=True, help="Size of the emulated data partition.")
 @click.option("--device", "device_profile", help="Device profile under the loop device: emmc-2012, ufs-2020, host.")
+@click.option("--dirty-limit", default="host", show_default=True,
+              help="Phone memory model: dirty page limit of the stack's device (e.g. 64M), or host.")
+@click.option("--cpu", "cpu_share", default="host", show_default=True,
+              help="Phone CPU model: share of one core for the workload and the FUSE daemons (e.g. 15%), or host.")
+@click.option("--fuse-wakeup", default="0", show_default=True,
+              help="Phone scheduler model: each FUSE request reaches its daemon this much later (e.g. 430us).")
 @click.option("--source", "sources", multiple=True,
               help="Trace source (repeatable): ftrace, ftrace_raw, syscalls, strace, blktrace, layout, facts. "
                    "Default: ftrace, layout, facts.")
@@ -136,12 +143,14 @@ def cmd_probe(target: str, fmt: str) -> None:
 @click.option("--timeout", help="Kill the workload after this long (e.g. 10m).")
 @click.option("--no-report", is_flag=True, help="Skip the HTML page (mobiperf report RUNDIR draws it later).")
 @click.argument("command", nargs=-1, required=True)
-def cmd_run(target, stack_spec, scheduler, repeat, output, image_size, device_profile, sources, event_sets, events,
-            timeout, no_report, command) -> None:
+def cmd_run(target, stack_spec, scheduler, repeat, output, image_size, device_profile, dirty_limit, cpu_share,
+            fuse_wakeup, sources, event_sets, events, timeout, no_report, command) -> None:
     """Set up the stack, run COMMAND in its working directory while tracing, tear the stack down, then parse,
     analyze and report."""
     from mobiperf import pipeline
     from mobiperf.collectors.ftrace import parse_event_names
+    from mobiperf.cpu_share import parse_cpu_share
+    from mobiperf.dirty_limit import parse_dirty_limit
     from mobiperf.stack import parse_image_size, parse_stack_spec
     from mobiperf.target.probe import probe
     from mobiperf.units import parse_duration_ns
@@ -150,7 +159,9 @@ def cmd_run(target, stack_spec, scheduler, repeat, output, image_size, device_pr
         stack=parse_stack_spec(stack_spec), command=list(command), scheduler=scheduler, repeat=repeat,
         image_size=parse_image_size(image_size), extra_events=parse_event_names(list(events)),
         timeout_s=parse_duration_ns(timeout) / 1e9 if timeout else None, device=device_profile,
-        sources=tuple(sources) or None, event_sets=tuple(event_sets) or None, report=not no_report)
+        sources=tuple(sources) or None, event_sets=tuple(event_sets) or None, report=not no_report,
+        dirty_limit=parse_dirty_limit(dirty_limit), cpu_share=parse_cpu_share(cpu_share),
+        fuse_wakeup_ns=parse_duration_ns(fuse_wakeup) if fuse_wakeup not in ("", "0") else 0)
     if device_profile:
         from mobiperf.devmodel import resolve_profile
 

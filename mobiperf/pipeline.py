@@ -45,6 +45,9 @@ class RunRequest:
     extra_events: list[EventSpec] = field(default_factory=list)
     timeout_s: float | None = None
     device: str | None = None       # a device profile of mobiperf.devmodel (None: the host's disk as it is)
+    dirty_limit: int | None = None  # the data device's dirty page limit in bytes (None: the host's thresholds)
+    cpu_share: str = "host"         # CPU share of the workload and the FUSE daemons (mobiperf.cpu_share)
+    fuse_wakeup_ns: int = 0         # a phone's wake-up latency per FUSE request (reference-impl/phonemodel)
     sources: tuple[str, ...] | None = None     # trace sources (collectors.SOURCES); None: the defaults
     event_sets: tuple[str, ...] | None = None  # whole ftrace event sets; None: the stack's light events
     report: bool = True             # sweeps skip the per-run HTML page: they draw one matrix for all runs
@@ -62,7 +65,8 @@ def run(transport: Transport, caps: Capabilities, request: RunRequest, out: Path
     rundir = RunDir.create(out, {
         "id": out.name, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "mobiperf": __version__, "host": platform.node(), "target": caps.as_dict(), "stack": str(request.stack),
-        "scheduler": request.scheduler, "device": request.device, "command": request.command,
+        "scheduler": request.scheduler, "device": request.device, "dirty_limit": request.dirty_limit,
+        "cpu_share": request.cpu_share, "fuse_wakeup_ns": request.fuse_wakeup_ns, "command": request.command,
         "repetitions": [], "warnings": [],
     })
     timings = {}
@@ -112,11 +116,13 @@ def collect_repetition(transport: Transport, caps: Capabilities, request: RunReq
                        rep: int) -> dict:
     raw = rundir.raw_dir(rep)
     with make_stack(transport, request.stack, scheduler=request.scheduler, image_size=request.image_size,
-                    counters_dir=raw, device=request.device) as stack, contextlib.ExitStack() as active:
+                    counters_dir=raw, device=request.device, dirty_limit=request.dirty_limit,
+                    cpu_share=request.cpu_share, fuse_wakeup_ns=request.fuse_wakeup_ns) as stack, contextlib.ExitStack() as active:
         notes: list[str] = []
         collectors = plan_collectors(transport, caps, stack, raw, extra_events=request.extra_events,
                                      sources=request.sources, event_sets=request.event_sets, notes=notes)
         argv, env = _workload_command(transport, request.command, stack.workdir, active)
+        argv = stack.wrap_workload(argv)   # the phone's CPU share, innermost: collectors' wrappers stay outside
         env["MOBIPERF_WORKDIR"] = stack.workdir
         for collector in collectors:
             active.enter_context(collector)

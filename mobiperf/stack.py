@@ -12,7 +12,12 @@ The first element is a filesystem, the others are layers mounted on top, each a 
 reference-impl/bin. Filesystem options: `mkfs=ARGS` (extra mkfs arguments, space-separated), `mount=OPTS` (replaces
 the Android-like mount options), and for ext4 `journal_dev=SIZE` (the journal on a second loop device, seed 002's
 external journal). Below the filesystem, a device profile (`device=emmc-2012`, see mobiperf.devmodel) puts a
-throttling store between the loop device and the host's disk. Set-up mirrors Android: the filesystem is the data partition,
+throttling store between the loop device and the host's disk. Two more options make the host behave like a phone
+around the stack: `dirty_limit` bounds the dirty pages of the data device (mobiperf.dirty_limit: a phone's small
+memory starts writeback early), `cpu_share` puts the FUSE daemons the stack starts, and the workload
+(`StackFacts.wrap_workload`), into a CPU-limited cgroup (mobiperf.cpu_share: a phone's CPU), and `fuse_wakeup_ns`
+makes each request reach a FUSE daemon that much later (reference-impl/phonemodel/fuse_wakeup.c: a phone's
+per-request wake-up cost, which this host's scheduler does not have). Set-up mirrors Android: the filesystem is the data partition,
 mounted at PRIVATE/data; a FUSE layer serves PRIVATE/data/media/0 at PRIVATE/sdcard. The workload runs in the top
 layer's directory.
 
@@ -125,6 +130,10 @@ class StackFacts:
     layers: list[dict[str, Any]] = field(default_factory=list)
     journal_device: dict[str, Any] | None = None
     device_profile: str | None = None
+    dirty_limit_bytes: int | None = None      # the data device's dirty page limit (None: the host's thresholds)
+    cpu_share: str = "host"                   # the phone CPU model of the daemons and the workload
+    cpu_procs_files: list[str] = field(default_factory=list)   # cgroup.procs files the workload joins
+    fuse_wakeup_ns: int = 0                   # a phone's FUSE request wake-up latency, added in the daemons
     extra_devices: list[tuple[int, int]] = field(default_factory=list)  # e.g. the disk under a partition
 
     @property
@@ -139,6 +148,13 @@ class StackFacts:
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
+    def wrap_workload(self, argv: list[str]) -> list[str]:
+        """argv, made to join the stack's CPU share before it execs (so every thread and child is limited)."""
+        if not self.cpu_procs_files:
+            return list(argv)
+        joins = "; ".join(f'echo $$ > "{path}"' for path in self.cpu_procs_files)
+        return ["sh", "-c", f'{joins} && exec "$@"', "mobiperf-cpu-share", *argv]
+
 
 class LocalStack:
     """Builds the stack on entry and always takes it down on exit.
@@ -148,7 +164,8 @@ class LocalStack:
 
     def __init__(self, transport: Transport, spec: StackSpec, *, scheduler: str | None = None,
                  image_size: int = DEFAULT_IMAGE_SIZE, workroot: str = "/var/tmp/mobiperf",
-                 counters_dir: Path | None = None, timeout_s: float = 120.0, device: str | None = None):
+                 counters_dir: Path | None = None, timeout_s: float = 120.0, device: str | None = None,
+                 dirty_limit: int | None = None, cpu_share: str = "host", fuse_wakeup_ns: int = 0):
         if scheduler is not None and scheduler not in SCHEDULERS:
             raise UsageError(f"unknown IO scheduler {scheduler!r}; choose one of {', '.join(SCHEDULERS)}")
         self.transport = transport
@@ -159,6 +176,10 @@ class LocalStack:
         self.counters_dir = counters_dir
         self.timeout_s = timeout_s
         self.device = device
+        self.dirty_limit = dirty_limit
+        self.cpu_share = cpu_share
+        self.fuse_wakeup_ns = fuse_wakeup_ns
+        self._cpu = None
         self._undo: list[tuple[str, Any]] = []
         self.facts: StackFacts | None = None
 
@@ -187,6 +208,10 @@ class LocalStack:
         image = self._make_image("userdata.img", self.image_size)
         device = self._attach_loop(image)
         scheduler = self._set_scheduler(device)
+        major, minor = self._dev_numbers(device)
+        if self.dirty_limit is not None:
+            self._limit_dirty_pages(f"{major}:{minor}")
+        cpu_files = self._start_cpu_share()
         extra_mkfs = [o for o in fs.options.get("mkfs", "").split() if o]
         journal = None
         if "journal_dev" in fs.options:
@@ -201,7 +226,6 @@ class LocalStack:
         if self._sh(["mount", "-t", fs.name, "-o", opts, device, data], check=False).returncode != 0:
             raise StackError(f"cannot mount {fs.name} on {device}: does this kernel support {fs.name}?")
         self._undo.append(("umount", data))
-        major, minor = self._dev_numbers(device)
         workdir, layers = data, []
         for layer in self.spec.layers:
             workdir, facts = self._mount_fuse_layer(layer, data)
@@ -209,7 +233,28 @@ class LocalStack:
         return StackFacts(spec=str(self.spec), workdir=workdir, device=device, dev_major=major, dev_minor=minor,
                           filesystem=fs.name, mount_options=opts, scheduler=scheduler,
                           image_size_bytes=self.image_size, layers=layers, journal_device=journal,
-                          device_profile=self.device)
+                          device_profile=self.device, dirty_limit_bytes=self.dirty_limit,
+                          cpu_share=self.cpu_share, cpu_procs_files=cpu_files, fuse_wakeup_ns=self.fuse_wakeup_ns)
+
+    def _limit_dirty_pages(self, major_minor: str) -> None:
+        """The phone's memory: the data device's own dirty limit, restored before the loop device is detached."""
+        from mobiperf.dirty_limit import DirtyLimit
+
+        limit = DirtyLimit(self.transport, major_minor, self.dirty_limit)
+        limit.__enter__()
+        self._undo.append(("dirty", limit))
+
+    def _start_cpu_share(self) -> list[str]:
+        """The phone's CPU: a cgroup for the FUSE daemons and the workload, removed after they have exited."""
+        if self.cpu_share == "host":
+            return []
+        if self.transport.name != "local":
+            raise UsageError("a CPU share models a phone's CPU on this host; a remote target has its own CPU")
+        from mobiperf.cpu_share import CpuShare
+
+        self._cpu = CpuShare(self.cpu_share, Path(self.private).name).__enter__()
+        self._undo.append(("cpu", self._cpu))
+        return self._cpu.procs_files()
 
     def _make_image(self, name: str, size: int) -> str:
         """A sparse image file, served through the device model's throttling store when a profile is set."""
@@ -288,8 +333,11 @@ class LocalStack:
             options["counters"] = counters
         argv = [str(daemon), "-f", "-o", ",".join(f"{k}={v}" for k, v in options.items()), source, mountpoint]
         log = (self.counters_dir or Path(self.private)) / f"{layer.name}-daemon.log"
-        proc = self.transport.start(argv, stdout_path=log, stderr_path=log)
+        proc = self.transport.start(argv, stdout_path=log, stderr_path=log, env=self._daemon_env())
         self._undo.append(("fuse", (mountpoint, proc)))
+        if self._cpu is not None:
+            # Before it mounts: the daemon's threads (and its FUSE INIT) run on the phone's CPU from the start.
+            self._cpu.add(proc.pid)
         deadline = time.monotonic() + 15
         while not self._is_mounted(mountpoint):
             if proc.poll() is not None or time.monotonic() > deadline:
@@ -298,6 +346,18 @@ class LocalStack:
             time.sleep(0.05)
         return mountpoint, {"layer": layer.name, "daemon": daemon_name, "options": options, "source": source,
                             "mountpoint": mountpoint, "counters_path": counters}
+
+    def _daemon_env(self) -> dict[str, str] | None:
+        """The phone's FUSE wake-up latency, preloaded into the daemon (None: the daemon as it is)."""
+        if not self.fuse_wakeup_ns:
+            return None
+        if self.transport.name != "local":
+            raise UsageError("fuse_wakeup models a phone's scheduler on this host; a remote target has its own")
+        shim = REFERENCE_BIN / "fuse_wakeup.so"
+        if not shim.exists():
+            raise StackError(f"{shim} is not built; run `make -C reference-impl` (or `make setup`)")
+        preload = " ".join(filter(None, [str(shim), os.environ.get("LD_PRELOAD", "")]))
+        return {"LD_PRELOAD": preload, "FUSE_WAKEUP_NS": str(self.fuse_wakeup_ns)}
 
     def _is_mounted(self, path: str) -> bool:
         mounts = self.transport.read_file("/proc/self/mounts").decode(errors="replace")
@@ -331,6 +391,20 @@ class LocalStack:
             proc.wait(timeout=30)  # the daemon flushes its buffers and writes its counters on the way out
         except TargetError:
             proc.kill()
+
+    def _undo_dirty(self, limit) -> None:
+        limit.__exit__(None, None, None)
+
+    def _undo_cpu(self, share) -> None:
+        """After the daemons have exited (newer undo steps): their CPU time is in, and the group is empty."""
+        if self.counters_dir is not None:
+            facts = share.facts()
+            numbers = {k: v for k, v in facts.items() if isinstance(v, (int, float))}
+            if "usage_ns" in numbers:
+                numbers["usage_s"] = numbers.pop("usage_ns") / 1e9
+            (self.counters_dir / "cpu-counters.json").write_text(json.dumps(
+                {"share": facts["share"], "cgroup": facts["cgroup"], "counters": numbers}, indent=2))
+        share.__exit__(None, None, None)
 
     def _undo_umount(self, path: str) -> None:
         for attempt in range(20):

@@ -29,12 +29,13 @@ ABSENT = "not in this study's size"
 
 @dataclass
 class Config:
-    """Everything a study's cells depend on: size, device profile, repetitions, CPU model."""
+    """Everything a study's cells depend on: size, device profile, repetitions, CPU model, phone profile."""
 
     quick: bool = False
     device: str | None = None
     repeat: int | None = None
     cpu: str = "host"
+    phone: str | None = None     # mobiperf.phone profile (None: the study's default; "none": no phone model)
 
 
 @dataclass
@@ -78,6 +79,7 @@ class Study:
     analyse: Callable[["Results", Config], tuple[list[Section], list[Check]]]
     metric: str = "e2e.throughput"
     default_device: Callable[[Config], str | None] = lambda config: None
+    default_phone: Callable[[Config], str | None] = lambda config: None
     repeat: Callable[[Config], int] = lambda config: 2 if config.quick else 3
     needs: tuple[str, ...] = ()          # reference binaries the study cannot do without
 
@@ -142,6 +144,8 @@ def get_study(name: str) -> Study:
 
 def plan_study(study: Study, config: Config) -> tuple[SweepDefinition, dict[str, dict[str, str]]]:
     """The sweep of a study, and its cell labels -> parameters."""
+    if config.phone is None:
+        config.phone = study.default_phone(config) or "none"
     if config.device is None:
         config.device = study.default_device(config)
     labelled = study.cells(config)
@@ -153,6 +157,8 @@ def plan_study(study: Study, config: Config) -> tuple[SweepDefinition, dict[str,
             params.setdefault("device", config.device)
         if config.cpu != "host":
             params.setdefault("cpu", config.cpu)
+        if config.phone and config.phone != "none":
+            params.setdefault("phone", config.phone)
         params = check_params(params)
         labels[label] = params
         if params not in cells:
@@ -180,11 +186,13 @@ def run_study(name: str, out: Path, config: Config, *, progress: Progress | None
     stored = _stored_config(out)
     if stored is not None and not report_only:
         if (stored["quick"], stored["device"], stored["cpu"]) != (config.quick, config.device or stored["device"],
-                                                                   config.cpu):
+                                                                   config.cpu) \
+                or config.phone not in (None, stored.get("phone")):
             raise UsageError(f"{out} holds this study with --quick={stored['quick']}, device "
-                             f"{stored['device']}, cpu {stored['cpu']}; resume it with the same options or "
-                             "choose another -o")
+                             f"{stored['device']}, cpu {stored['cpu']}, phone {stored.get('phone')}; resume it "
+                             "with the same options or choose another -o")
         config.device = stored["device"]
+        config.phone = stored.get("phone", "none")
         config.repeat = config.repeat or stored.get("repeat")
     definition, labels = plan_study(study, config)
     if report_only:

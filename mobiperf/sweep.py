@@ -40,6 +40,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from mobiperf.cpu_share import remove_stale_cgroups
 from mobiperf.errors import UsageError
 from mobiperf.units import parse_duration_ns, parse_size
 
@@ -123,12 +124,30 @@ def _profile(text: str) -> str:
 
 
 def _cpu_share(text: str) -> str:
-    if text.lower() in ("", "host", "none", "100%"):
-        return "host"
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)%", text)
-    if not m or not 1 <= float(m.group(1)) <= 100:
-        raise UsageError("a percentage of one CPU between 1% and 100% (e.g. 20%), or host")
+    from mobiperf.cpu_share import parse_cpu_share
+
+    return parse_cpu_share(text)
+
+
+def _dirty(text: str) -> str:
+    from mobiperf.dirty_limit import parse_dirty_limit
+
+    return "host" if parse_dirty_limit(text) is None else text.lower()
+
+
+def _wakeup(text: str) -> str:
+    if text in ("", "0", "off", "none"):
+        return "0"
+    parse_duration_ns(text)
     return text
+
+
+def _phone(text: str) -> str:
+    from mobiperf.phone import resolve_phone
+
+    if text.lower() in ("", "none", "host"):
+        return "none"
+    return resolve_phone(text.lower()).name
 
 
 def _free_text(text: str) -> str:
@@ -144,8 +163,14 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     Parameter("scheduler", "IO scheduler of the loop device", _choice(SCHEDULERS), SCHEDULERS),
     Parameter("device", "device model profile under the loop device (mobiperf.devmodel), or none",
               _profile, ("none", "emmc-2012", "ufs-2020", "host")),
-    Parameter("cpu", "CPU share of one core for the workload and its FUSE daemon (cgroup quota): a phone's CPU",
-              _cpu_share, ("host", "20%", "50%")),
+    Parameter("phone", "phone profile: device + dirty + cpu + fuse_wakeup at once (mobiperf.phone); explicit "
+              "values of those override it", _phone, ("none", "galaxy-s3-2012")),
+    Parameter("cpu", "CPU share of one core for the workload and its FUSE daemons (cgroup quota): a phone's CPU",
+              _cpu_share, ("host", "15%", "25%")),
+    Parameter("dirty", "dirty page limit of the stack's data device (per-device BDI limit): a phone's memory",
+              _dirty, ("host", "64m")),
+    Parameter("fuse_wakeup", "wake-up latency added to every FUSE request in the daemons: a phone's scheduler",
+              _wakeup, ("0", "430us")),
     Parameter("image_size", "size of the emulated data partition", _size),
     Parameter("layer", "FUSE layer over the filesystem (native = none)", _choice(LAYERS), LAYERS),
     Parameter("preset", "preset of the FUSE layer (bfuse: legacy/bfuse/nobuf/zerocopy; fjord: native/logging/"
@@ -178,7 +203,8 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
 )}
 
 DEFAULTS: dict[str, str] = {
-    "fs": "ext4", "fs_journal": "internal", "device": "none", "cpu": "host", "image_size": "1g", "layer": "native",
+    "fs": "ext4", "fs_journal": "internal", "phone": "none", "device": "none", "cpu": "host", "dirty": "host",
+    "fuse_wakeup": "0", "image_size": "1g", "layer": "native",
     "workload": "file", "access": "append", "sync": "buffered", "record": "512k", "file_size": "64m",
     "threads": "1", "final_fsync": "on", "journal": "truncate", "sqlite_sync": "full", "transactions": "100",
     "syscalls": "off", "compat": "1.0.8",
@@ -239,6 +265,8 @@ class CellPlan:
     scheduler: str | None = None
     device: str | None = None
     cpu: str = "host"
+    dirty: str = "host"
+    fuse_wakeup: str = "0"
     image_size: str = "1g"
     command: list[str] = field(default_factory=list)
     bytes_moved: int = 0          # what the file workload writes or reads, for e2e.throughput
@@ -254,10 +282,18 @@ def kernel_filesystems() -> set[str]:
     return {line.split()[-1] for line in text.splitlines() if line.strip()}
 
 
+def _phone_params(name: str) -> dict[str, str]:
+    if name in ("", "none"):
+        return {}
+    from mobiperf.phone import resolve_phone
+
+    return resolve_phone(name).params()
+
+
 def plan_cell(params: dict[str, str], *, available_fs: set[str] | None = None) -> CellPlan:
     """The run of one cell. Parameters that do not apply give a skipped cell with the reason."""
-    p = {**DEFAULTS, **params}
-    plan = CellPlan(cpu=p["cpu"], image_size=p["image_size"])
+    p = {**DEFAULTS, **_phone_params(params.get("phone", "none")), **params}
+    plan = CellPlan(cpu=p["cpu"], dirty=p["dirty"], fuse_wakeup=p["fuse_wakeup"], image_size=p["image_size"])
     fs = p["fs"]
     fs_known = kernel_filesystems() if available_fs is None else available_fs
     if fs not in fs_known:
@@ -336,11 +372,6 @@ def plan_cell(params: dict[str, str], *, available_fs: set[str] | None = None) -
         # The papers' throughput is the device's: buffered data must reach it inside the timed command.
         files = " ".join(shlex.quote(f"{workdir}/test.dat{i}") for i in range(int(p["threads"])))
         script += f" && sync {files}"
-    if p["cpu"] != "host":
-        # The phone's CPU: the workload and its FUSE daemon (the process serving this mount) join the unit's
-        # CPU-limited cgroup; kernel threads and the device model stay at host speed.
-        script = ('cg="$MOBIPERF_CPU_CGROUP"; for pid in $(pgrep -f -- " $PWD$"); do echo "$pid" > '
-                  '"$cg/cgroup.procs"; done; echo $$ > "$cg/cgroup.procs" && ' + script)
     plan.command = ["sh", "-c", script]
     return plan
 
@@ -588,7 +619,7 @@ def run_sweep(path: Path, definition: SweepDefinition | None = None, *, retry_fa
     progress = progress or Progress()
     cells = {c["id"]: c for c in data["cells"]}
     _wait_for_orphans(data)
-    _remove_stale_cgroups()
+    remove_stale_cgroups()  # CPU shares of a `mobiperf run` that was SIGKILLed
     todo = [u for u in data["units"] if u["status"] in ("pending", "running")
             or (retry_failed and u["status"] == "failed")]
     restore = _sigterm_as_interrupt()
@@ -624,20 +655,13 @@ def _run_unit(sweep: SweepDir, data: dict, cell: dict, unit: dict, python: str) 
     name = f"{cell['id']}-r{unit['rep']}-a{unit['attempts']}"
     run_path = sweep.path / "runs" / name
     run_path.parent.mkdir(exist_ok=True)
-    argv = [python, "-m", "mobiperf", "run", "--stack", plan.stack, "--image-size", plan.image_size,
-            "-o", str(run_path), "--timeout", f"{int(data.get('timeout_s', 1800))}s", "--no-report"]
-    if plan.scheduler:
-        argv += ["--scheduler", plan.scheduler]
-    if plan.device:
-        argv += ["--device", plan.device]
-    argv += ["--", *plan.command]
+    argv = unit_argv(plan, run_path, int(data.get("timeout_s", 1800)), python)
     unit.update(status="running", run=str(run_path.relative_to(sweep.path)), error=None, notes=[],
                 started=time.time(), argv=argv)
     log = sweep.path / "runs" / f"{name}.log"
-    with open(log, "wb") as out, _cpu_limit(plan.cpu, name) as cgroup:
-        env = dict(os.environ, MOBIPERF_CPU_CGROUP=str(cgroup or ""))
+    with open(log, "wb") as out:
         child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                 start_new_session=True, preexec_fn=_die_with_parent(), env=env)
+                                 start_new_session=True, preexec_fn=_die_with_parent())
         unit["pid"] = child.pid
         sweep.write(data)
         try:
@@ -661,6 +685,23 @@ def _run_unit(sweep: SweepDir, data: dict, cell: dict, unit: dict, python: str) 
     except (OSError, ValueError, KeyError) as e:
         unit.update(status="failed", error=f"unreadable run {run_path}: {e}", metrics={})
     sweep.write(data)
+
+
+def unit_argv(plan: CellPlan, run_path: Path, timeout_s: int, python: str = sys.executable) -> list[str]:
+    """The child `mobiperf run` of one unit: the stack, the phone model options, the workload."""
+    argv = [python, "-m", "mobiperf", "run", "--stack", plan.stack, "--image-size", plan.image_size,
+            "-o", str(run_path), "--timeout", f"{timeout_s}s", "--no-report"]
+    if plan.scheduler:
+        argv += ["--scheduler", plan.scheduler]
+    if plan.device:
+        argv += ["--device", plan.device]
+    if plan.dirty != "host":
+        argv += ["--dirty-limit", plan.dirty]
+    if plan.cpu != "host":
+        argv += ["--cpu", plan.cpu]
+    if plan.fuse_wakeup != "0":
+        argv += ["--fuse-wakeup", plan.fuse_wakeup]
+    return argv + ["--", *plan.command]
 
 
 def _stop_child(child: subprocess.Popen) -> None:
@@ -687,70 +728,6 @@ def _die_with_parent() -> Callable[[], None]:
         if os.getppid() != parent:  # the parent died before prctl took effect
             os.kill(os.getpid(), signal.SIGINT)
     return setup
-
-
-class _cpu_limit:
-    """A cgroup (v1 cpu or v2) of the sweep's own that limits its members to a share of one CPU.
-
-    Models a phone's CPU on a fast host: per-request FUSE costs that a 2012 phone paid in full. The cell's
-    command moves the workload and its FUSE daemon into it (see plan_cell). None when the share is `host`.
-    Removed on exit, after the members have gone (a daemon still unmounting keeps it a few seconds)."""
-
-    def __init__(self, share: str, name: str):
-        self.share = share
-        self.name = f"mobiperf-sweep-{os.getpid()}-{name}"
-        self.path: Path | None = None
-
-    def __enter__(self) -> Path | None:
-        if self.share == "host":
-            return None
-        fraction = float(self.share.rstrip("%")) / 100
-        # A short period makes the throttling look like a slower CPU rather than one that stalls for most of
-        # 100 ms; the kernel wants a quota of at least 1 ms.
-        period = max(10_000, int(1000 / fraction) + 1)
-        quota = max(1000, int(period * fraction))
-        v1 = Path("/sys/fs/cgroup/cpu")
-        v2 = Path("/sys/fs/cgroup")
-        try:
-            if (v1 / "cpu.cfs_quota_us").exists():
-                self.path = v1 / self.name
-                self.path.mkdir()
-                (self.path / "cpu.cfs_period_us").write_text(str(period))
-                (self.path / "cpu.cfs_quota_us").write_text(str(quota))
-            elif (v2 / "cgroup.controllers").exists() and "cpu" in (v2 / "cgroup.controllers").read_text():
-                self.path = v2 / self.name
-                self.path.mkdir()
-                (self.path / "cpu.max").write_text(f"{quota} {period}")
-            else:
-                raise UsageError("cpu=SHARE needs the cgroup cpu controller (v1 /sys/fs/cgroup/cpu or v2 "
-                                 "cpu.max)")
-        except OSError as e:
-            self.__exit__()
-            raise UsageError(f"cannot set up the CPU cgroup for cpu={self.share}: {e} (needs root)") from None
-        return self.path
-
-    def __exit__(self, *exc) -> None:
-        if self.path is None or not self.path.exists():
-            return
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                self.path.rmdir()  # fails while a straggler of the cell is still in it
-                return
-            except OSError:
-                time.sleep(0.2)
-
-
-def _remove_stale_cgroups() -> None:
-    """CPU cgroups left by a sweep that was killed (named mobiperf-sweep-<pid>-...; its pid is gone)."""
-    for root in (Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup")):
-        for path in root.glob("mobiperf-sweep-*-*") if root.is_dir() else ():
-            pid = path.name.split("-")[2]
-            if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
-                try:
-                    path.rmdir()
-                except OSError:
-                    pass
 
 
 def _wait_for_orphans(data: dict) -> None:

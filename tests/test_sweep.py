@@ -196,15 +196,32 @@ def test_cli_bad_input_lists_the_valid_choices(tmp_path):
     assert not (tmp_path / "s").exists()
 
 
-def test_cpu_share_moves_the_workload_and_its_fuse_daemon_into_the_cells_cgroup():
-    plan = sweep.plan_cell({"layer": "fuse", "cpu": "20%"}, available_fs={"ext4"})
-    assert plan.cpu == "20%"
-    script = plan.command[2]
-    assert script.startswith('cg="$MOBIPERF_CPU_CGROUP"; for pid in $(pgrep -f -- " $PWD$")')
-    assert 'echo $$ > "$cg/cgroup.procs" && mobibench' in script
-    assert sweep.plan_cell({}, available_fs={"ext4"}).command[2].startswith("mobibench")
+def test_phone_model_reaches_the_child_run_as_options_not_as_a_script(tmp_path):
+    plan = sweep.plan_cell(sweep.check_params({"layer": "fuse", "cpu": "20%", "dirty": "64M",
+                                               "fuse_wakeup": "430us"}), available_fs={"ext4"})
+    assert (plan.cpu, plan.dirty, plan.fuse_wakeup) == ("20%", "64m", "430us")
+    assert plan.command[2].startswith("mobibench") and "cgroup" not in plan.command[2]  # the stack does it now
+    argv = sweep.unit_argv(plan, tmp_path / "run", 60, python="py")
+    opts = argv[:argv.index("--")]
+    assert opts[opts.index("--cpu") + 1] == "20%" and opts[opts.index("--dirty-limit") + 1] == "64m"
+    assert opts[opts.index("--fuse-wakeup") + 1] == "430us"
+    host = sweep.unit_argv(sweep.plan_cell({}, available_fs={"ext4"}), tmp_path / "r", 60, python="py")
+    assert not {"--cpu", "--dirty-limit", "--fuse-wakeup", "--device"} & set(host)
     with pytest.raises(UsageError, match="between 1% and 100%"):
         sweep.parse_grid(["cpu=0.5%"])
+
+
+def test_a_phone_profile_expands_into_its_models_and_explicit_values_win():
+    from mobiperf.phone import PHONES
+
+    phone = PHONES["galaxy-s3-2012"]
+    plan = sweep.plan_cell({"phone": "galaxy-s3-2012", "layer": "fuse"}, available_fs={"ext4"})
+    assert (plan.device, plan.dirty, plan.cpu, plan.fuse_wakeup) == (phone.device, phone.dirty, phone.cpu,
+                                                                     phone.fuse_wakeup)
+    plan = sweep.plan_cell({"phone": "galaxy-s3-2012", "cpu": "host", "dirty": "host"}, available_fs={"ext4"})
+    assert (plan.device, plan.dirty, plan.cpu) == ("emmc-2012", "host", "host")
+    with pytest.raises(UsageError, match="galaxy-s3-2012"):
+        sweep.parse_grid(["phone=pixel"])
 
 
 def test_one_sweep_process_per_directory(tmp_path):

@@ -24,7 +24,7 @@ stopped. study.json holds the tables and checks, study.html draws them beside th
 \b
 Examples:
   mobiperf study --list
-  mobiperf study bfuse -o studies/bfuse                 # full size on the emmc-2012 device profile
+  mobiperf study bfuse -o studies/bfuse                 # full size on the galaxy-s3-2012 phone profile
   mobiperf study bfuse --quick -o /tmp/bfuse-quick
   mobiperf study journal-modes --quick --device emmc-2012 -o /tmp/jm
   mobiperf study bfuse -o studies/bfuse --report-only   # redraw from what was measured
@@ -39,12 +39,14 @@ Examples:
 @click.option("--device", "device_profile", help="Device profile under the stack (default: the study's own).")
 @click.option("--cpu", default="host", show_default=True,
               help="CPU share of one core for the workload and FUSE daemon (e.g. 20%), a phone CPU model.")
+@click.option("--phone", help="Phone profile around the stack: device + dirty limit + CPU share + FUSE wake-up "
+                              "(galaxy-s3-2012, or none; default: the study's own).")
 @click.option("-n", "--repeat", type=click.IntRange(1, 100), help="Repetitions per cell (default: the study's).")
 @click.option("--report-only", is_flag=True, help="Only redraw study.json/study.html from the measured cells.")
 @click.option("--list", "list_only", is_flag=True, help="List the studies.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="Output format.")
-def cmd_study(name, output, quick, device_profile, cpu, repeat, report_only, list_only, fmt) -> None:
+def cmd_study(name, output, quick, device_profile, cpu, phone, repeat, report_only, list_only, fmt) -> None:
     """Run the study NAME (bfuse, journal-modes, fjord, zero-copy, layers) and print its tables."""
     from mobiperf import study as study_mod
     from mobiperf.sweep import PARAMETERS, Progress
@@ -62,7 +64,9 @@ def cmd_study(name, output, quick, device_profile, cpu, repeat, report_only, lis
     if device_profile:
         PARAMETERS["device"].check(device_profile)
     PARAMETERS["cpu"].check(cpu)
-    config = study_mod.Config(quick=quick, device=device_profile, repeat=repeat, cpu=cpu)
+    if phone:
+        phone = PARAMETERS["phone"].check(phone)
+    config = study_mod.Config(quick=quick, device=device_profile, repeat=repeat, cpu=cpu, phone=phone)
     out = output or Path("studies") / (f"{name}-quick" if quick else name)
     progress = Progress(
         unit_started=lambda u, i, n: click.echo(f"[{i}/{n}] {u['cell']} rep {u['rep']} ...", err=True),
