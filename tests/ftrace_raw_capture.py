@@ -29,7 +29,10 @@ from pathlib import Path
 TRACEFS = Path("/sys/kernel/tracing")
 EVENTS = ("block", "ext4", "jbd2", "writeback",
           "syscalls/sys_enter_write", "syscalls/sys_exit_write", "syscalls/sys_enter_fsync",
-          "syscalls/sys_exit_fsync", "syscalls/sys_enter_pwrite64", "syscalls/sys_exit_pwrite64")
+          "syscalls/sys_exit_fsync", "syscalls/sys_enter_pwrite64", "syscalls/sys_exit_pwrite64",
+          "raw_syscalls/sys_enter", "raw_syscalls/sys_exit")
+# raw_syscalls fire for every system call of the machine: only fsync's (its number is the ABI's).
+FILTERS = {"raw_syscalls": f"id == {dict(x86_64=74, aarch64=82).get(os.uname().machine, 74)}"}
 
 
 def kernel_hz() -> int | None:
@@ -104,6 +107,8 @@ def capture_raw_and_text(out: Path, workdir: Path, writes: int = 4, buffer_kb: i
                 dest = formats / ev.parent.name / ev.name
                 dest.mkdir(parents=True, exist_ok=True)
                 (dest / "format").write_bytes((ev / "format").read_bytes())
+                if ev.parent.name in FILTERS:
+                    (inst / "events" / ev.parent.name / ev.name / "filter").write_text(FILTERS[ev.parent.name])
                 (inst / "events" / ev.parent.name / ev.name / "enable").write_text("1")
         dest = formats / "ftrace" / "print"
         dest.mkdir(parents=True, exist_ok=True)

@@ -42,6 +42,16 @@ class FieldFormat:
     kind: str  # int | string | dynamic | array
     loc: bool = False  # __data_loc / __rel_loc: the field is a u32 (length << 16 | offset) of dynamic data
     relative: bool = False  # __rel_loc: the offset counts from the end of this field
+    count: int = 0  # elements of a fixed array (`unsigned long args[6]`: 6, each size // count bytes)
+
+    def element(self, index: int) -> FieldFormat | None:
+        """Element index of an integer array as an int field of its own (None outside the array)."""
+        if self.kind != "array" or not self.count or not 0 <= index < self.count or self.size % self.count:
+            return None
+        size = self.size // self.count
+        if size not in (1, 2, 4, 8):
+            return None
+        return FieldFormat(f"{self.name}[{index}]", self.type, self.offset + index * size, size, self.signed, "int")
 
 
 @dataclass
@@ -90,13 +100,15 @@ def parse_field(line: str) -> FieldFormat | None:
     if not d:
         return None
     base = d["type"].strip()
+    count = 0
     if d["array"] is not None:
         kind = "string" if base in CHAR_TYPES else "array"
+        count = int(d["array"][1:-1]) if d["array"][1:-1].isdigit() else 0
     elif size in (1, 2, 4, 8):
         kind = "int"
     else:
         kind = "array"
-    return FieldFormat(d["name"], base, offset, size, signed, kind)
+    return FieldFormat(d["name"], base, offset, size, signed, kind, count=count)
 
 
 def split_args(text: str) -> list[str]:

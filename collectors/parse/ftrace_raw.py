@@ -196,9 +196,18 @@ class _Columns:
     def __init__(self, buf: np.ndarray, group: _Group):
         self.buf, self.g, self.cache = buf, group, {}
 
+    def field(self, name: str):
+        """A field by name, or an element `name[k]` of an integer array."""
+        f = self.g.fmt.fields.get(name)
+        if f is None and name.endswith("]") and "[" in name:
+            base, _, index = name[:-1].partition("[")
+            array = self.g.fmt.fields.get(base)
+            f = array.element(int(index)) if array is not None and index.isdigit() else None
+        return f
+
     def get(self, name: str):
         if name not in self.cache:
-            f = self.g.fmt.fields.get(name)
+            f = self.field(name)
             if f is None:
                 raise Unrenderable(f"no field {name}")
             if f.kind not in ("int", "string"):
@@ -219,12 +228,20 @@ class _Columns:
         value = self.get(name)
         if isinstance(value, pl.Series):
             return value
-        f = self.g.fmt.fields[name]
+        f = self.field(name)
         return IntCol(value, 8 * f.size, not f.signed)
 
     def frame(self) -> dict[str, np.ndarray | pl.Series]:
-        return {name: self.get(name) for name, f in self.g.fmt.fields.items()
-                if f.kind in ("int", "string") and not name.startswith("common_")}
+        """Every field but the common header: ints, strings, and integer arrays element by element (`args[0]`)."""
+        out = {}
+        for name, f in self.g.fmt.fields.items():
+            if name.startswith("common_"):
+                continue
+            if f.kind in ("int", "string"):
+                out[name] = self.get(name)
+            elif f.kind == "array" and f.element(0) is not None:
+                out.update({f"{name}[{k}]": self.get(f"{name}[{k}]") for k in range(f.count)})
+        return out
 
 
 def _read_pages(files: list[Path], page_size: int) -> tuple[np.ndarray, list[tuple[int, int, int]], list[str]]:

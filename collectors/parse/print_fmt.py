@@ -4,7 +4,7 @@ This reproduces the text the kernel writes to `trace` for an event (its TP_print
 vectorised: every argument expression is evaluated once over numpy columns (one row per record), and every
 conversion is formatted over the column's distinct values only. What it understands:
 
-  arguments    REC->field, integer/char/string literals, casts to C integer types (width and sign applied),
+  arguments    REC->field, REC->array[constant], integer/char/string literals, casts to C integer types (width and sign applied),
                unary - ~ ! +, binary * / % + - << >> < > <= >= == != & ^ | && ||, the ternary ?:,
                __get_str(f), __print_symbolic(v, {k, "name"}...), __print_flags(v, "sep", {k, "name"}...),
                jiffies_to_msecs(j) (only when the kernel's HZ is known: the binary field holds jiffies)
@@ -13,7 +13,7 @@ conversion is formatted over the column's distinct values only. What it understa
 Not reproducible (the argument is printed as its raw value in hex, or `?`, and render() says why): kernel
 pointer extensions (%p, %pS, %pU: the kernel hashes or symbolises them), __print_hex/__get_bitmask and other
 helpers, enum names the kernel left unresolved in the format file (e.g. the I_DIRTY_* flags of writeback events),
-member access other than REC->field. `*` widths make the whole format Unrenderable.
+member access other than REC->field, computed subscripts. `*` widths make the whole format Unrenderable.
 Limits: C integer promotion is modelled as "the wider operand's width, at least 32 bits, unsigned if the wider
 (or either, at equal width) is unsigned", which is what the kernel's print fmts rely on. jiffies_to_msecs follows
 the kernel exactly for HZ dividing 1000 or a multiple of 1000 (every common HZ), else rounds up.
@@ -206,7 +206,12 @@ class _Parser:
                 self.take("op", ")")
                 node = ("call", node[1], args)
             elif self.is_op("["):
-                raise Unrenderable("array subscript")
+                self.take()
+                index = self.take("num")[1][0]
+                self.take("op", "]")
+                if node[0] != "field":
+                    raise Unrenderable("a subscript of something other than a REC-> array")
+                node = ("field", f"{node[1]}[{index}]")
             else:
                 return node
 
@@ -487,14 +492,17 @@ def compile_print_fmt(fmt: str, args: list[str]) -> list:
 
 def _raw_fallback(ev: Evaluator, spec: re.Match, node) -> pl.Series:
     """What stands in for an argument the kernel's text cannot be reproduced for: the raw number in hex
-    (a pointer; the value given to __print_flags/__print_symbolic), else `?`."""
+    (a pointer; the value given to __print_flags/__print_symbolic, empty for flags 0 as in the kernel), else `?`."""
     try:
         if isinstance(node, Exception):
             raise node
+        no_flags = ""
         if node[0] == "call" and node[1] in ("__print_flags", "__print_symbolic"):
+            no_flags = "" if node[1] == "__print_flags" else None  # no flag set prints nothing, whatever the names
             node = node[2][0]
         value = ev.int_of(node)
-        return _map_unique(value.as_unsigned64(), lambda x: f"0x{x & 0xFFFFFFFFFFFFFFFF:x}")
+        return _map_unique(value.as_unsigned64(), lambda x: no_flags if x == 0 and no_flags is not None
+                           else f"0x{x & 0xFFFFFFFFFFFFFFFF:x}")
     except Unrenderable:
         return pl.Series(["?"] * ev.n, dtype=pl.Utf8)
 
