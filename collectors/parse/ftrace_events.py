@@ -195,7 +195,9 @@ def _syscalls(rows: pl.DataFrame, rep: int) -> tuple[pl.DataFrame, dict[str, int
 
     What stays unknown, measured on this machine (6.18) against strace on the same run: path and new_path
     (filename/oldname/newname are printed as user pointers, `filename: 0x7f0d6383c0b1`; the kernel reads no
-    user memory in these events), so file types are `unknown` at the syscall layer without strace; openat2's
+    user memory in these events; an event probe fetching `+0($filename):ustring` would, but writing any `e:`
+    definition to dynamic_events fails with EINVAL on this kernel), so file types are `unknown` at the syscall
+    layer without strace; openat2's
     flags (behind the `how` pointer: its fd's flags stay unknown) and clone3's flags (behind a pointer: taken as
     a thread's, sharing the fd table, which is what pthread_create does; a posix_spawn child's fd changes before
     its exec are then wrongly shared with the parent); a thread or process that started before tracing (its
