@@ -3,8 +3,7 @@
 Oracle: one capture seen twice, the non-consuming text file `trace` read first and then every CPU's
 trace_pipe_raw (tests/ftrace_raw_capture.py). The fixture is such a capture of this machine (6.18: block, ext4,
 jbd2, writeback, write/fsync syscalls and raw_syscalls filtered to fsync, while dd wrote and fsynced a file on a
-journaled ext4); with root the
-same comparison runs on a fresh capture in a tracefs instance of the test's own.
+journaled ext4); with root the same comparison runs on a fresh capture in a tracefs instance of the test's own.
 """
 
 from __future__ import annotations
