@@ -122,3 +122,16 @@ def test_live_capture_binary_tables_equal_the_text_tables(tmp_path, clean_machin
     binary, _ = assert_same_tables(tmp_path / "cap")
     dd = binary.events["fsync_event"].filter(pl.col("comm") == "dd")
     assert set(dd["phase"]) == {"enter", "exit"} and set(dd["ret"].drop_nulls()) == {0}
+
+
+def test_lost_events_by_the_counts_the_kernel_stored(capture, tmp_path):
+    import struct
+
+    raw = tmp_path / "ftrace_raw"
+    raw.mkdir()
+    # Page 1: "missed events" with the count stored after its (empty) data (bit 30); page 2: flagged, no count.
+    stored = struct.pack("<QQ", 5, (1 << 31) | (1 << 30)) + struct.pack("<Q", 1234)
+    (raw / "cpu0").write_bytes(stored.ljust(4096, b"\0") + struct.pack("<QQ", 6, 1 << 31).ljust(4096, b"\0"))
+    t = parse_ftrace_raw(raw, capture / "formats")
+    assert (t.pages, t.pages_with_lost_events, t.lost_events, t.events_total) == (2, 2, 1235, 0)
+    assert any("1235 events" in w for w in t.warnings)

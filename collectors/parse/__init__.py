@@ -72,7 +72,7 @@ def parse_raw_dir(raw: Path, rep: int) -> ParsedRaw:
                                      "undecoded": binary.undecoded, "other_events": binary.other_events,
                                      "unparsed": binary.unparsed_by_event, "unrendered": binary.unrendered,
                                      "lost_events": max(_ftrace_lost(raw / "ftrace_raw_stats.json"),
-                                                        binary.pages_with_lost_events)}
+                                                        binary.lost_events)}
         out.warnings += [f"ftrace_raw: {w}" for w in binary.warnings]
     strace_log = raw / "strace.log"
     if strace_log.exists():

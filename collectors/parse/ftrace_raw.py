@@ -28,8 +28,8 @@ raw `field=value` pairs (as `trace-cmd report -R` prints them).
 Differences from the text that are not errors: ts is exact ns (the text has µs); comm of events without a comm
 field comes from saved_cmdlines read after the trace (pid 0 is <idle>, a pid it lacks is <...>), as the kernel's
 own text output does when it is read.
-Lost events: pages flagged "missed events" are counted (the per-CPU stats also say how many). Event types without
-a saved format are counted in `undecoded` by type id.
+Lost events: pages flagged "missed events" are counted, with the number the kernel stored after their data (the
+per-CPU stats also say how many). Event types without a saved format are counted in `undecoded` by type id.
 Byte order: little-endian (every Android and x86 target).
 """
 
@@ -60,6 +60,7 @@ class RawTables:
     events_total: int = 0
     pages: int = 0
     pages_with_lost_events: int = 0
+    lost_events: int = 0  # the counts the kernel stored after the data of such pages (at least one per page)
     undecoded: dict[str, int] = field(default_factory=dict)  # records whose type has no saved format
     other_events: dict[str, int] = field(default_factory=dict)  # decoded, but no table reads them (as the text)
     unrendered: dict[str, str] = field(default_factory=dict)  # event -> why its print fmt was not reproduced
@@ -76,7 +77,9 @@ def _read_u32(buf, p):
 
 @njit(cache=True, nogil=True)
 def walk_pages(buf, data_off, data_size):
-    """Every data event of every page: (ts, payload offset, payload length, type id); pages; lost-flag pages."""
+    """Every data event of every page: (ts, payload offset, payload length, type id); pages; pages flagged
+    "missed events"; events lost (the kernel stores the count after the page's data when it fits, flag bit 30;
+    a flagged page without it counts one)."""
     page_size = data_off + data_size
     n_pages = len(buf) // page_size
     cap = n_pages * (data_size // 8) + 1
@@ -86,17 +89,23 @@ def walk_pages(buf, data_off, data_size):
     type_out = np.empty(cap, np.int32)
     k = 0
     lost_pages = 0
+    lost_events = 0
     for pg in range(n_pages):
         base = pg * page_size
         ts = np.int64(0)
         for j in range(8):
             ts |= np.int64(buf[base + j]) << np.int64(8 * j)
         commit = _read_u32(buf, base + 8)
-        if commit & np.uint32(1 << 31):
-            lost_pages += 1
         length = np.int64(commit & np.uint32((1 << 27) - 1))
         if length > data_size:
             length = data_size
+        if commit & np.uint32(1 << 31):
+            lost_pages += 1
+            missed = np.int64(1)
+            if commit & np.uint32(1 << 30) and length + 8 <= data_size:
+                q = base + data_off + length
+                missed = np.int64(_read_u32(buf, q)) | (np.int64(_read_u32(buf, q + 4)) << np.int64(32))
+            lost_events += max(missed, np.int64(1))
         p = base + data_off
         end = p + length
         while p + 4 <= end:
@@ -137,7 +146,7 @@ def walk_pages(buf, data_off, data_size):
             type_out[k] = np.int32(buf[start]) | (np.int32(buf[start + 1]) << 8)
             k += 1
             p = start + ((plen + 3) // 4) * 4
-    return ts_out[:k], off_out[:k], len_out[:k], type_out[:k], n_pages, lost_pages
+    return ts_out[:k], off_out[:k], len_out[:k], type_out[:k], n_pages, lost_pages, lost_events
 
 
 def saved_cmdlines(path: Path) -> dict[int, str]:
@@ -274,10 +283,11 @@ def parse_ftrace_raw(raw_dir: Path, formats: Path, rep: int = 0, hz: int | None 
     cmdlines = CommTable(saved_cmdlines(raw_dir / "saved_cmdlines"))
     files = sorted((p for p in raw_dir.iterdir() if re.fullmatch(r"cpu\d+", p.name)), key=lambda p: int(p.name[3:]))
     buf, spans, warnings = _read_pages(files, layout.page_size)
-    cols, pages, lost = [], 0, 0
+    cols, pages, lost, lost_events = [], 0, 0, 0
     for cpu, start, length in spans:
-        ts, offs, lens, types, n_pages, n_lost = walk_pages(buf[start:start + length], layout.data_offset,
-                                                            layout.data_size)
+        ts, offs, lens, types, n_pages, n_lost, n_missed = walk_pages(buf[start:start + length],
+                                                                      layout.data_offset, layout.data_size)
+        lost_events += n_missed
         pages += n_pages
         lost += n_lost
         cols.append((ts, offs + start, lens, types, np.full(len(ts), cpu, np.int32)))
@@ -291,7 +301,7 @@ def parse_ftrace_raw(raw_dir: Path, formats: Path, rep: int = 0, hz: int | None 
     by_type = merged[np.argsort(types[merged], kind="stable")]
     bounds = np.flatnonzero(np.diff(types[by_type])) + 1
     out = RawTables(block_event=BLOCK_EVENT.empty(), trace_marker=TRACE_MARKER.empty(), events_total=len(ts),
-                    pages=pages, pages_with_lost_events=lost, warnings=warnings)
+                    pages=pages, pages_with_lost_events=lost, lost_events=lost_events, warnings=warnings)
     rank = np.empty(len(ts), np.int64)
     rank[merged] = np.arange(len(ts))
     blocks, markers, heads = [], [], []
@@ -329,7 +339,8 @@ def parse_ftrace_raw(raw_dir: Path, formats: Path, rep: int = 0, hz: int | None 
         head = pl.concat(heads).sort("order").drop("order")
         out.events, out.unparsed_by_event = parse_other_events(head, rep)
     if lost:
-        out.warnings.append(f"{lost} trace pages say events were lost before them (ring buffer overrun)")
+        out.warnings.append(f"{lost} trace pages say events were lost before them (ring buffer overrun): "
+                            f"{lost_events} events by the kernel's counts")
     out.warnings += [f"{n} {ev} records did not match the known formats and were skipped"
                      for ev, n in sorted(out.unparsed_by_event.items())]
     return out
