@@ -124,6 +124,7 @@ def collect_repetition(transport: Transport, caps: Capabilities, request: RunReq
         argv, env = _workload_command(transport, request.command, stack.workdir, active)
         argv = stack.wrap_workload(argv)   # the phone's CPU share, innermost: collectors' wrappers stay outside
         env["MOBIPERF_WORKDIR"] = stack.workdir
+        env["MOBIPERF_DEVICE"] = stack.device   # what a raw stack's workload writes
         for collector in collectors:
             active.enter_context(collector)
             env.update(collector.workload_env())

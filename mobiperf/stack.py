@@ -3,6 +3,9 @@
 A stack is described by a string, bottom layer first:
 
     ext4                              the data partition alone
+    raw                               no filesystem: the bare loop device (the paper's raw-device bars); the
+                                      workload gets its path in $MOBIPERF_DEVICE
+    ext4:data=journal                 ext4 with another journal mode (ordered, the default; journal; writeback)
     ext4+fuse                         /sdcard over /data/media the legacy Android way (4 KiB FUSE IO unit)
     dir:/data/local/tmp               a directory of the target's own storage, used as it is (phones)
     ext4+bfuse:io_unit=512k           the Buffered FUSE daemon with options
@@ -10,7 +13,8 @@ A stack is described by a string, bottom layer first:
 
 The first element is a filesystem, the others are layers mounted on top, each a reference daemon from
 reference-impl/bin. Filesystem options: `mkfs=ARGS` (extra mkfs arguments, space-separated), `mount=OPTS` (replaces
-the Android-like mount options), and for ext4 `journal_dev=SIZE` (the journal on a second loop device, seed 002's
+the Android-like mount options; separate them with `;`, since `,` separates the layer's options), for ext4
+`data=ordered|journal|writeback` (the journal mode in the Android-like options), and for ext4 `journal_dev=SIZE` (the journal on a second loop device, seed 002's
 external journal). Below the filesystem, a device profile (`device=emmc-2012`, see mobiperf.devmodel) puts a
 throttling store between the loop device and the host's disk. Two more options make the host behave like a phone
 around the stack: `dirty_limit` bounds the dirty pages of the data device (mobiperf.dirty_limit: a phone's small
@@ -58,6 +62,8 @@ FUSE_LAYERS = {
     "fjord": ("fjord", "fjord-ram"),
 }
 SCHEDULERS = ("none", "mq-deadline", "bfq", "kyber")
+RAW = "raw"   # no filesystem: the workload writes the loop device itself
+EXT4_DATA_MODES = ("ordered", "journal", "writeback")
 REFERENCE_BIN = Path(__file__).resolve().parent.parent / "reference-impl" / "bin"
 DEFAULT_IMAGE_SIZE = 1 << 30
 
@@ -93,8 +99,15 @@ def parse_stack_spec(text: str) -> StackSpec:
         raise UsageError(f"empty stack spec {text!r} (examples: ext4, ext4+fuse, ext4+bfuse:io_unit=512k)")
     layers = [_parse_layer(p, text) for p in parts]
     fs, upper = layers[0], layers[1:]
+    if fs.name == RAW:
+        if upper or fs.options:
+            raise UsageError(f"stack {text!r}: raw is the bare device: no options, no layers over it")
+        return StackSpec(fs)
     if fs.name not in FILESYSTEMS:
-        raise UsageError(f"stack {text!r}: {fs.name!r} is not a filesystem; choose one of {', '.join(FILESYSTEMS)}")
+        raise UsageError(f"stack {text!r}: {fs.name!r} is not a filesystem; choose one of "
+                         f"{', '.join(FILESYSTEMS)} (or raw, the bare device)")
+    if "data" in fs.options and (fs.name != "ext4" or fs.options["data"] not in EXT4_DATA_MODES):
+        raise UsageError(f"stack {text!r}: data= is ext4's journal mode: {', '.join(EXT4_DATA_MODES)}")
     for layer in upper:
         if layer.name not in FUSE_LAYERS:
             raise UsageError(f"stack {text!r}: unknown layer {layer.name!r}; layers are {', '.join(FUSE_LAYERS)}")
@@ -199,6 +212,8 @@ class LocalStack:
     def _build(self) -> StackFacts:
         self._require_root()
         fs = self.spec.filesystem
+        if fs.name == RAW:
+            return self._build_raw()
         mkfs, mount_opts = FILESYSTEMS[fs.name]
         if not self.transport.which(mkfs[0]):
             raise StackError(f"{mkfs[0]} is not installed; it makes the {fs.name} data partition "
@@ -220,7 +235,9 @@ class LocalStack:
         self._sh(mkfs + extra_mkfs + [device], timeout=self.timeout_s)
         data = f"{self.private}/data"
         self._sh(["mkdir", "-p", data])
-        opts = fs.options.get("mount", mount_opts)
+        opts = fs.options.get("mount", mount_opts).replace(";", ",")
+        if "data" in fs.options:
+            opts = ",".join([o for o in opts.split(",") if not o.startswith("data=")] + [f"data={fs.options['data']}"])
         if journal:
             opts += f",journal_path={journal['device']}"
         if self._sh(["mount", "-t", fs.name, "-o", opts, device, data], check=False).returncode != 0:
@@ -235,6 +252,23 @@ class LocalStack:
                           image_size_bytes=self.image_size, layers=layers, journal_device=journal,
                           device_profile=self.device, dirty_limit_bytes=self.dirty_limit,
                           cpu_share=self.cpu_share, cpu_procs_files=cpu_files, fuse_wakeup_ns=self.fuse_wakeup_ns)
+
+    def _build_raw(self) -> StackFacts:
+        """The bare loop device on the device model: the workload writes $MOBIPERF_DEVICE (its path)."""
+        self._sh(["mkdir", "-p", self.private])
+        self._undo.append(("rmdir", self.private))
+        device = self._attach_loop(self._make_image("userdata.img", self.image_size))
+        scheduler = self._set_scheduler(device)
+        major, minor = self._dev_numbers(device)
+        if self.dirty_limit is not None:
+            self._limit_dirty_pages(f"{major}:{minor}")
+        cpu_files = self._start_cpu_share()
+        workdir = f"{self.private}/raw"
+        self._sh(["mkdir", "-p", workdir])
+        return StackFacts(spec=str(self.spec), workdir=workdir, device=device, dev_major=major, dev_minor=minor,
+                          filesystem=RAW, mount_options="", scheduler=scheduler, image_size_bytes=self.image_size,
+                          device_profile=self.device, dirty_limit_bytes=self.dirty_limit, cpu_share=self.cpu_share,
+                          cpu_procs_files=cpu_files, fuse_wakeup_ns=self.fuse_wakeup_ns)
 
     def _limit_dirty_pages(self, major_minor: str) -> None:
         """The phone's memory: the data device's own dirty limit, restored before the loop device is detached."""

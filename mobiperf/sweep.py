@@ -60,7 +60,8 @@ SQLITE_JOURNALS = {"delete": 0, "truncate": 1, "persist": 2, "wal": 3, "memory":
 SQLITE_SYNC = {"off": 0, "normal": 1, "full": 2}
 WORKLOADS = ("file", "sqlite-insert", "sqlite-update", "sqlite-delete")
 LAYERS = ("native", "fuse", "bfuse", "fjord")
-FILESYSTEMS = ("ext4", "xfs", "btrfs", "f2fs")
+FILESYSTEMS = ("ext4", "xfs", "btrfs", "f2fs", "raw")   # raw: no filesystem, the bare loop device
+EXT4_DATA_MODES = ("ordered", "journal", "writeback")
 SCHEDULERS = ("none", "mq-deadline", "bfq", "kyber")
 BFUSE_PRESETS = ("legacy", "bfuse", "nobuf", "zerocopy")
 FJORD_PRESETS = ("native", "logging", "rambuf", "both", "fjord-ram", "fjord-both")
@@ -157,7 +158,9 @@ def _free_text(text: str) -> str:
 
 
 PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
-    Parameter("fs", "filesystem of the data partition", _choice(FILESYSTEMS), FILESYSTEMS),
+    Parameter("fs", "filesystem of the data partition (raw: none, the file workload writes the bare device with "
+              "dd)", _choice(FILESYSTEMS), FILESYSTEMS),
+    Parameter("fs_data", "ext4 journal mode (data=)", _choice(EXT4_DATA_MODES), EXT4_DATA_MODES),
     Parameter("fs_journal", "ext4 journal: internal, or external on a second loop device (seed 002)",
               _choice(("internal", "external")), ("internal", "external")),
     Parameter("scheduler", "IO scheduler of the loop device", _choice(SCHEDULERS), SCHEDULERS),
@@ -296,6 +299,8 @@ def plan_cell(params: dict[str, str], *, available_fs: set[str] | None = None) -
     plan = CellPlan(cpu=p["cpu"], dirty=p["dirty"], fuse_wakeup=p["fuse_wakeup"], image_size=p["image_size"])
     fs = p["fs"]
     fs_known = kernel_filesystems() if available_fs is None else available_fs
+    if fs == "raw":
+        return _plan_raw(p, params, plan)
     if fs not in fs_known:
         plan.skip = (f"this kernel has no {fs} (not in /proc/filesystems; modprobe {fs} or use a kernel with "
                      f"CONFIG_{fs.upper()}_FS)")
@@ -306,6 +311,11 @@ def plan_cell(params: dict[str, str], *, available_fs: set[str] | None = None) -
             plan.skip = f"an external journal is an ext4 feature (mkfs.ext4 -J device=); fs is {fs}"
             return plan
         fs_opts.append("journal_dev=64M")
+    if "fs_data" in params:
+        if fs != "ext4":
+            plan.skip = f"data={p['fs_data']} is an ext4 journal mode; fs is {fs}"
+            return plan
+        fs_opts.append(f"data={p['fs_data']}")
     layer = p["layer"]
     given_fuse = [o for o in FUSE_OPTIONS if o in params]
     if layer == "native":
@@ -373,6 +383,33 @@ def plan_cell(params: dict[str, str], *, available_fs: set[str] | None = None) -
         files = " ".join(shlex.quote(f"{workdir}/test.dat{i}") for i in range(int(p["threads"])))
         script += f" && sync {files}"
     plan.command = ["sh", "-c", script]
+    return plan
+
+
+def _plan_raw(p: dict[str, str], params: dict[str, str], plan: CellPlan) -> CellPlan:
+    """The bare device (the paper's raw bars): dd writes the file size in records to $MOBIPERF_DEVICE, buffered
+    and fsynced at the end (sync=buffered), or O_DIRECT (sync=direct). Filesystem and FUSE parameters do not
+    apply."""
+    not_raw = [n for n in ("fs_journal", "fs_data", *FUSE_OPTIONS) if n in params]
+    if p["layer"] != "native" or not_raw:
+        plan.skip = f"raw is the bare device: {', '.join(not_raw) or 'layer=' + p['layer']} does not apply"
+        return plan
+    if p["workload"] != "file" or p["access"] not in ("seq-write", "append") or p["sync"] not in ("buffered",
+                                                                                                   "direct"):
+        plan.skip = "raw runs the sequential file write only (access seq-write/append, sync buffered/direct)"
+        return plan
+    record = parse_size(p["record"])
+    count = parse_size(p["file_size"]) // record
+    if count < 1:
+        plan.skip = f"record {p['record']} must be at most the file size {p['file_size']}"
+        return plan
+    flag = "oflag=direct" if p["sync"] == "direct" else ("conv=fsync" if p["final_fsync"] == "on" else "")
+    plan.stack = "raw"
+    plan.scheduler = params.get("scheduler")
+    plan.device = None if p["device"] == "none" else p["device"]
+    plan.bytes_moved = count * record
+    plan.command = ["sh", "-c", f'dd if=/dev/zero of="$MOBIPERF_DEVICE" bs={record} count={count} {flag}'.rstrip()
+                    + " status=none"]
     return plan
 
 
