@@ -201,7 +201,7 @@ def run_study(name: str, out: Path, config: Config, *, progress: Progress | None
         out.mkdir(parents=True, exist_ok=True)
         (out / "study-config.json").write_text(json.dumps({**asdict(config), "repeat": definition.repeat,
                                                            "study": name}))
-        data = run_sweep(out, definition, progress=progress)
+        data = run_sweep(out, definition, progress=progress, grow=True)  # a study that gained cells continues
     return write_study_outputs(study, config, data, labels, out)
 
 

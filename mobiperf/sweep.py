@@ -600,15 +600,21 @@ class SweepDir:
         tmp.write_text(json.dumps(data, indent=1))
         os.replace(tmp, self.manifest_path)
 
-    def create_or_resume(self, definition: SweepDefinition | None) -> dict:
+    def create_or_resume(self, definition: SweepDefinition | None, *, grow: bool = False) -> dict:
         """The manifest: created from `definition`, or the existing one when it holds the same cells and
-        repetitions (a resume). `definition=None` resumes whatever is there."""
+        repetitions (a resume). `definition=None` resumes whatever is there. With `grow`, a definition that has
+        every stored cell and more (a study that gained configurations) adds the new cells and their units,
+        keeping what was measured."""
         if self.exists():
             data = self.read()
             if definition is not None:
                 stored = [c["params"] for c in data["cells"]]
-                if stored != definition.cells or data["repeat"] != definition.repeat or \
-                        data["seed"] != definition.seed:
+                new = [c for c in definition.cells if c not in stored]
+                same_runs = data["repeat"] == definition.repeat and data["seed"] == definition.seed
+                if grow and same_runs and all(c in definition.cells for c in stored):
+                    if new:
+                        self._add_cells(data, new)
+                elif stored != definition.cells or not same_runs:
                     raise UsageError(f"{self.path} holds a different sweep ({len(stored)} cells, -n "
                                      f"{data['repeat']}, seed {data['seed']}); resume it without parameters or "
                                      "choose another -o")
@@ -633,6 +639,22 @@ class SweepDir:
         self.write(data)
         return data
 
+    def _add_cells(self, data: dict, new: list[dict[str, str]]) -> None:
+        available = kernel_filesystems()
+        first = len(data["cells"])
+        units = []
+        for i, params in enumerate(new, first):
+            plan = plan_cell(params, available_fs=available)
+            data["cells"].append({"id": f"c{i:03d}", "params": params, "reason": plan.skip,
+                                  "status": "skipped" if plan.skip else "planned"})
+            if not plan.skip:
+                units += [(f"c{i:03d}", r) for r in range(data["repeat"])]
+        random.Random(data["seed"] + first).shuffle(units)
+        data["units"] += [{"cell": cid, "rep": r, "status": "pending", "attempts": 0, "run": None, "metrics": {},
+                           "error": None, "notes": []} for cid, r in units]
+        data.pop("finished", None)
+        self.write(data)
+
 
 # --- running ---------------------------------------------------------------------------------------------------
 
@@ -645,13 +667,13 @@ class Progress:
 
 
 def run_sweep(path: Path, definition: SweepDefinition | None = None, *, retry_failed: bool = False,
-              progress: Progress | None = None, python: str = sys.executable) -> dict:
+              progress: Progress | None = None, python: str = sys.executable, grow: bool = False) -> dict:
     """Run (or continue) the sweep in `path` until every unit is done, failed or skipped; returns the manifest.
 
     KeyboardInterrupt (Ctrl-C, SIGTERM) stops the running child cleanly, marks its unit pending again and
     propagates; the next call continues from there."""
     sweep = SweepDir(path)
-    data = sweep.create_or_resume(definition)
+    data = sweep.create_or_resume(definition, grow=grow)
     lock = _lock_sweep(sweep)
     progress = progress or Progress()
     cells = {c["id"]: c for c in data["cells"]}

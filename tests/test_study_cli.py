@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mobiperf import study
+from mobiperf import study, sweep
 from mobiperf.study import Config, plan_study
 
 REPO = Path(__file__).resolve().parent.parent
@@ -51,3 +51,21 @@ def test_bfuse_paper_numbers_are_bundled_with_their_source():
     assert bfuse.PAPER["fig17_share_of_raw"]["xfs"]["ICS"] == 0.99
     full, _ = plan_study(study.get_study("bfuse"), Config(quick=False))
     assert all(c.get("device") == "emmc-2012" for c in full.cells)
+
+
+def test_full_bfuse_study_runs_every_cell_on_one_phone_profile():
+    """One phone model for all cells (no per-configuration tuning); --phone none drops it; --quick has none."""
+    from mobiperf.phone import PHONES
+
+    full, labels = plan_study(study.get_study("bfuse"), Config(quick=False))
+    phone = PHONES["galaxy-s3-2012"]
+    assert all(c.get("phone") == phone.name for c in full.cells)
+    assert not any(k in c for c in full.cells for k in ("cpu", "dirty", "fuse_wakeup"))  # only via the profile
+    plans = [sweep.plan_cell(c) for c in full.cells]
+    assert {(p.device, p.dirty, p.cpu, p.fuse_wakeup) for p in plans if not p.skip} == {
+        (phone.device, phone.dirty, phone.cpu, phone.fuse_wakeup)}
+    assert labels["raw"]["fs"] == "raw" and sweep.plan_cell(labels["raw"]).stack == "raw"
+    bare, _ = plan_study(study.get_study("bfuse"), Config(quick=False, phone="none"))
+    assert not any("phone" in c for c in bare.cells)
+    quick, _ = plan_study(study.get_study("bfuse"), Config(quick=True))
+    assert not any("phone" in c for c in quick.cells)

@@ -183,7 +183,7 @@ def test_cli_bad_input_lists_the_valid_choices(tmp_path):
                               cwd=repo, capture_output=True, text=True, timeout=60)
 
     bad = cli("-p", "filesystem=ext4")
-    assert bad.returncode == 2 and "valid parameters: fs, fs_journal, scheduler" in bad.stderr
+    assert bad.returncode == 2 and "valid parameters: fs, fs_data, fs_journal, scheduler" in bad.stderr
     bad = cli("-p", "layer=fuse3")
     assert bad.returncode == 2 and "valid values: native, fuse, bfuse, fjord" in bad.stderr
     resume = cli()
@@ -232,3 +232,21 @@ def test_one_sweep_process_per_directory(tmp_path):
         fcntl.flock(held, fcntl.LOCK_EX)
         with pytest.raises(UsageError, match="another mobiperf sweep is running"):
             sweep.run_sweep(tmp_path)
+
+
+def test_a_study_that_gained_cells_keeps_what_was_measured_and_adds_the_new_units(tmp_path):
+    first = sweep.SweepDefinition([{"record": "4k"}, {"record": "8k"}], repeat=2, seed=3)
+    sdir = sweep.SweepDir(tmp_path)
+    data = sdir.create_or_resume(first)
+    data["units"][0].update(status="done", metrics={"e2e.throughput": 1.0})
+    sdir.write(data)
+    grown = sweep.SweepDefinition([{"record": "16k"}, {"record": "4k"}, {"record": "8k"}], repeat=2, seed=3)
+    with pytest.raises(UsageError, match="holds a different sweep"):
+        sdir.create_or_resume(grown)            # a plain sweep does not grow silently
+    data = sdir.create_or_resume(grown, grow=True)
+    assert [c["params"]["record"] for c in data["cells"]] == ["4k", "8k", "16k"]
+    assert data["units"][0]["status"] == "done" and len(data["units"]) == 6
+    assert sorted((u["cell"], u["rep"]) for u in data["units"][4:]) == [("c002", 0), ("c002", 1)]
+    assert sdir.create_or_resume(grown, grow=True)["units"] == data["units"]   # growing is idempotent
+    with pytest.raises(UsageError, match="holds a different sweep"):
+        sdir.create_or_resume(sweep.SweepDefinition([{"record": "16k"}], repeat=2, seed=3), grow=True)
