@@ -115,7 +115,8 @@ def cmd_probe(target: str, fmt: str) -> None:
     "mobiperf run -t local --stack ext4 -- dd if=/dev/zero of=f bs=512k count=64 oflag=direct",
     "mobiperf run --stack ext4 --scheduler bfq -n 3 -o runs/seq -- mobibench -p . -f 65536 -r 512 -a 0",
     "mobiperf run --stack ext4+fuse -- mobibench -p . -d 0 -n 100 -j 1",
-    "mobiperf run --stack ext4+fuse --device emmc-2012 --dirty-limit 64M --cpu 25% --fuse-wakeup 430us -- mobibench -p . -f 262144 -r 512",
+    "mobiperf run --stack ext4+fuse --phone galaxy-s3-2012 -- mobibench -p . -f 262144 -r 512 -a 4",
+    "mobiperf run --stack raw --device emmc-2012 -- sh -c 'dd if=/dev/zero of=$MOBIPERF_DEVICE bs=512k count=256'",
     "mobiperf run --stack ext4 --source ftrace --source strace --source layout -- mobibench -p . -d 0 -n 50 -j 3",
     "mobiperf run -t adb:SERIAL --stack dir:/data/local/tmp -- mobibench -p . -f 16384 -r 4 -a 1 -y 2"))
 @target_option
@@ -127,6 +128,7 @@ def cmd_probe(target: str, fmt: str) -> None:
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Run directory to create (never overwritten).")
 @click.option("--image-size", default="1G", show_default=True, help="Size of the emulated data partition.")
 @click.option("--device", "device_profile", help="Device profile under the loop device: emmc-2012, ufs-2020, host.")
+@click.option("--phone", help="Phone profile: the four models below at once (galaxy-s3-2012); explicit options win.")
 @click.option("--dirty-limit", default="host", show_default=True,
               help="Phone memory model: dirty page limit of the stack's device (e.g. 64M), or host.")
 @click.option("--cpu", "cpu_share", default="host", show_default=True,
@@ -143,7 +145,7 @@ def cmd_probe(target: str, fmt: str) -> None:
 @click.option("--timeout", help="Kill the workload after this long (e.g. 10m).")
 @click.option("--no-report", is_flag=True, help="Skip the HTML page (mobiperf report RUNDIR draws it later).")
 @click.argument("command", nargs=-1, required=True)
-def cmd_run(target, stack_spec, scheduler, repeat, output, image_size, device_profile, dirty_limit, cpu_share,
+def cmd_run(target, stack_spec, scheduler, repeat, output, image_size, device_profile, phone, dirty_limit, cpu_share,
             fuse_wakeup, sources, event_sets, events, timeout, no_report, command) -> None:
     """Set up the stack, run COMMAND in its working directory while tracing, tear the stack down, then parse,
     analyze and report."""
@@ -155,6 +157,14 @@ def cmd_run(target, stack_spec, scheduler, repeat, output, image_size, device_pr
     from mobiperf.target.probe import probe
     from mobiperf.units import parse_duration_ns
 
+    if phone:
+        from mobiperf.phone import resolve_phone
+
+        model = resolve_phone(phone)
+        device_profile = device_profile or model.device
+        dirty_limit = model.dirty if dirty_limit == "host" else dirty_limit
+        cpu_share = model.cpu if cpu_share == "host" else cpu_share
+        fuse_wakeup = model.fuse_wakeup if fuse_wakeup in ("", "0") else fuse_wakeup
     request = pipeline.RunRequest(
         stack=parse_stack_spec(stack_spec), command=list(command), scheduler=scheduler, repeat=repeat,
         image_size=parse_image_size(image_size), extra_events=parse_event_names(list(events)),
