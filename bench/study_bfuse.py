@@ -1,7 +1,9 @@
-"""The bfuse study as a benchmark: native vs legacy FUSE vs 512 KiB FUSE vs bFUSE on the emmc-2012 device model,
-with ratios against native and legacy FUSE, beside the paper's (seed 000, Figs. 2, 16, 17).
+"""The bfuse study as a benchmark: raw device vs native vs legacy FUSE vs 512 KiB FUSE vs bFUSE on the
+galaxy-s3-2012 phone model (emmc-2012 device, 64 MiB dirty limit, 25 % CPU share, 430 us FUSE wake-up; see
+mobiperf/phone.py), with ratios against native and legacy FUSE, beside the paper's (seed 000, Figs. 2, 16, 17).
 
-    python bench/study_bfuse.py                       # full study (256 MiB files, 3 repetitions, emmc-2012)
+    python bench/study_bfuse.py                       # full study (256 MiB files, 3 repetitions, phone model)
+    python bench/study_bfuse.py --phone none          # the bare emmc-2012 device on this host's memory and CPU
     python bench/study_bfuse.py --quick               # reduced (32 MiB, host disk, 2 repetitions)
     python bench/study_bfuse.py --device ufs-2020 --cpu 20% -o /tmp/bfuse-ufs
     python bench/study_bfuse.py -o /tmp/bfuse --report-only   # reprint from a finished or interrupted study
@@ -23,7 +25,7 @@ sys.path.insert(0, str(REPO))
 from mobiperf.study import Config, Results, plan_study, get_study, run_study  # noqa: E402
 from mobiperf.sweep import SweepDir, format_rows  # noqa: E402
 
-PEERS = [("native", "ext4, no FUSE", 40.0), ("legacy", "legacy FUSE (4 KiB, 1 thread)", 7.0),
+PEERS = [("raw", "raw device (NOOP)", 40.0), ("native", "ext4, no FUSE", 40.0), ("legacy", "legacy FUSE (4 KiB, 1 thread)", 7.0),
          ("nobuf", "512 KiB unit, no buffer", 33.1), ("bfuse", "bFUSE (8 MiB buffer, 10 ms)", 37.0)]
 
 
@@ -33,13 +35,14 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--device", default=None, help="device profile (default: the study's, emmc-2012)")
     ap.add_argument("--cpu", default="host", help="CPU share of one core for workload + FUSE daemon, e.g. 20%%")
+    ap.add_argument("--phone", default=None, help="phone profile (default: the study's, galaxy-s3-2012; none)")
     ap.add_argument("-n", "--repeat", type=int, default=None)
     ap.add_argument("--report-only", action="store_true")
     args = ap.parse_args()
-    config = Config(quick=args.quick, device=args.device, repeat=args.repeat, cpu=args.cpu)
+    config = Config(quick=args.quick, device=args.device, repeat=args.repeat, cpu=args.cpu, phone=args.phone)
     result = run_study("bfuse", args.output, config, report_only=args.report_only)
     study = get_study("bfuse")
-    _, labels = plan_study(study, Config(quick=args.quick, device=config.device, cpu=args.cpu))
+    _, labels = plan_study(study, Config(quick=args.quick, device=config.device, cpu=args.cpu, phone=config.phone))
     res = Results(SweepDir(args.output).read(), labels)
     native = res.median("native", "e2e.throughput")
     legacy = res.median("legacy", "e2e.throughput")
@@ -53,7 +56,8 @@ def main() -> int:
         rows.append([name, f"{st['median'] / 1e6:.1f}", f"{st['min'] / 1e6:.1f}-{st['max'] / 1e6:.1f}",
                      str(st["n"]), f"{st['median'] / native:.2f}" if native else "-",
                      f"{st['median'] / legacy:.2f}" if legacy else "-", f"{paper:.1f}"])
-    print(f"bfuse study in {args.output} (device {config.device or 'host disk'}, cpu {args.cpu}); "
+    print(f"bfuse study in {args.output} (phone {config.phone}, device {config.device or 'host disk'}, "
+          f"cpu {args.cpu}); "
           f"{result['machine_note']}")
     print(format_rows(rows), end="")
     print("\nshape (issue 9):")

@@ -474,9 +474,13 @@ class DirectoryStack:
     /data is traced instead.
     """
 
-    def __init__(self, transport: Transport, spec: StackSpec, *, scheduler: str | None = None, **_ignored):
+    def __init__(self, transport: Transport, spec: StackSpec, *, scheduler: str | None = None,
+                 dirty_limit: int | None = None, cpu_share: str = "host", fuse_wakeup_ns: int = 0, **_ignored):
         if scheduler is not None:
             raise UsageError("--scheduler changes an emulated stack's device; a dir: stack is measured as it is")
+        if dirty_limit is not None or cpu_share != "host" or fuse_wakeup_ns:
+            raise UsageError("--dirty-limit, --cpu and --fuse-wakeup model a phone around an emulated stack; a dir: "
+                             "stack is the device's own storage, measured as it is")
         self.transport = transport
         self.spec = spec
         self.workdir = f"{spec.filesystem.options['path'].rstrip('/')}/mobiperf-{uuid.uuid4().hex[:8]}"

@@ -172,3 +172,11 @@ def test_remote_targets_refuse_the_host_side_models():
     with pytest.raises(UsageError, match="remote target"):
         stack._daemon_env()
     assert os.environ.get("FUSE_WAKEUP_NS") is None
+
+
+def test_a_directory_stack_refuses_the_phone_models():
+    from mobiperf.stack import make_stack
+
+    for option in ({"dirty_limit": 64 * MiB}, {"cpu_share": "25%"}, {"fuse_wakeup_ns": 1000}):
+        with pytest.raises(UsageError, match="measured as it is"):
+            make_stack(LocalTransport(), parse_stack_spec("dir:/tmp"), **option)
