@@ -162,7 +162,8 @@ def infer_journal_mode(syscall_io: pl.DataFrame) -> pl.DataFrame:
     for rep in sorted(set(syscall_io["rep"].to_list())):
         k = kinds.filter(pl.col("rep") == rep)
         j = k.filter(pl.col("ft") == "db-journal")
-        if (k["ft"] == "db-wal").any():
+        # A -wal file that was really used: every mode probes for a hot -wal first, and that open fails.
+        if k.filter((pl.col("ft") == "db-wal") & (pl.col("ret") >= 0)).height:
             mode = "wal"
         elif k.filter(pl.col("syscall").is_in(["unlink", "unlinkat"])
                       & pl.col("ft").is_in(["db-journal", "unknown"])).height:

@@ -20,8 +20,10 @@ else `buffered` — also where the fd's open was not traced (inherited fds, a ru
 File type (file_type.py) comes from the path strace -y prints (unlink and rename: their path argument);
 ftrace syscalls carry no path (`unknown`): the kernel prints only the user pointer of a file name.
 
-Both sources in one table (a run with strace and the syscalls events) are kept apart for positions and
-locality (the streams include the source), but each call is counted once per source.
+Both sources in one table (a run with strace and the syscalls events): the calls are classified from strace
+alone (it sees every call and the paths), so that each call is counted once in syscall_class and every table
+built on it; the ftrace rows stay in syscall_io, and classify_syscalls(syscall_io.filter(source == "ftrace"))
+classifies them on their own.
 
 Clocks: strace stamps calls with the wall clock, the kernel's events with the trace clock. When the table holds
 strace rows and the run has trace markers (the generator writes them through write(2) on trace_marker, which
@@ -88,6 +90,8 @@ def classify_syscalls_on_trace_clock(syscall_io: pl.DataFrame, trace_marker: pl.
 
 
 def classify_syscalls(syscall_io: pl.DataFrame) -> pl.DataFrame:
+    if syscall_io["source"].n_unique() > 1:  # one call, two records: keep strace's (see the module docstring)
+        syscall_io = syscall_io.filter(pl.col("source") == "strace")
     calls = syscall_io.with_row_index("_row").sort(["rep", "ts", "_row"])
     is_lseek = pl.col("syscall").is_in(["lseek", "_llseek"])
     calls = calls.filter(pl.col("syscall").is_in([*READS, *WRITES, *SYNCS]) | is_lseek)

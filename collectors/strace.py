@@ -24,7 +24,8 @@ class StraceCollector(Collector):
     def __init__(self, transport: Transport, strace: str, out_dir: Path, *, remote_log: str | None = None):
         self.transport = transport
         self.strace = strace
-        self.local_log = Path(out_dir) / "strace.log"
+        # Absolute: the workload (and strace with it) runs in the stack's directory, not ours.
+        self.local_log = Path(out_dir).absolute() / "strace.log"
         self.remote_log = remote_log or str(self.local_log)
 
     def wrap_command(self, argv: Sequence[str]) -> list[str]:

@@ -85,3 +85,21 @@ def test_sqlite_table_on_fresh_captures(tmp_path, capsys):
     assert all(by["wal"]["fsync_per_txn"] < by[m]["fsync_per_txn"] for m in MODES if m != "wal")
     assert all(by["wal"]["block_kib_per_txn"] < by[m]["block_kib_per_txn"] for m in MODES if m != "wal")
     assert all(by["persist"]["fsync_per_txn"] >= by[m]["fsync_per_txn"] for m in MODES)
+
+
+def test_journal_mode_ignores_the_failed_probe_for_a_hot_wal():
+    """Every journal mode first probes for a -wal file; only a -wal that was opened makes the mode wal."""
+    from mobiperf.analyzers.sqlite_txn import infer_journal_mode
+    from mobiperf.schema import SYSCALL_IO
+
+    def call(syscall, path, ret, errno=""):
+        return {"rep": 0, "ts": 0, "dur": 1, "pid": 1, "comm": "", "syscall": syscall, "fd": -100, "path": path,
+                "request_bytes": -1, "offset_bytes": -1, "ret": ret, "errno": errno, "source": "strace",
+                "open_flags": "", "new_path": ""}
+
+    probe = call("openat", "/d/test.db-wal", -1, "ENOENT")
+    delete = [probe, call("openat", "/d/test.db-journal", 3), call("unlinkat", "/d/test.db-journal", 0)]
+    wal = [call("openat", "/d/test.db-wal", 4)]
+    for calls, mode in ((delete, "delete"), (delete + wal, "wal")):
+        table = pl.DataFrame(calls, schema=SYSCALL_IO.columns)
+        assert infer_journal_mode(table)["journal_mode"].to_list() == [mode]

@@ -20,21 +20,26 @@ WORKLOAD = "dd if=/dev/zero of=F1 bs=4k count=50 oflag=dsync && dd if=/dev/zero 
 
 @pytest.fixture(scope="module")
 def dd_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("runs") / "dd-sync-modes"  # absolute: strace runs in the stack's directory
+    runs = tmp_path_factory.mktemp("runs")
+    # -o relative to our directory, while strace runs in the stack's: its log must still land in the run
     done = subprocess.run([sys.executable, "-m", "mobiperf", "run", "--stack", "ext4", "--source", "strace",
-                           "--source", "syscalls", "--no-report", "-o", str(out), "--", "sh", "-c", WORKLOAD],
-                          capture_output=True, text=True, timeout=240)
+                           "--source", "syscalls", "--no-report", "-o", "dd-sync-modes", "--", "sh", "-c", WORKLOAD],
+                          capture_output=True, text=True, timeout=240, cwd=runs)
+    out = runs / "dd-sync-modes"
     assert done.returncode == 0, done.stderr
     return out
 
 
 def test_dsync_and_direct_writes_classified_by_both_sources(dd_run, clean_machine):
+    from mobiperf.analyzers.syscall import classify_syscalls
+
     sc = pl.read_parquet(dd_run / "results" / "syscall_class.parquet")
     calls = pl.read_parquet(dd_run / "tables" / "syscall_io.parquet")
-    dd_writes = sc.filter((pl.col("op") == "write") & (pl.col("size_bytes") == 4096))
-    # syscall_class has no source column: tell the sources apart by strace's paths (ftrace has none)
-    strace = dd_writes.filter(pl.col("path") != "")
-    ftrace = dd_writes.filter(pl.col("path") == "")
+    dd_writes = pl.col("op").eq("write") & pl.col("size_bytes").eq(4096)
+    # the run's syscall_class counts each call once: strace's record of it
+    strace = sc.filter(dd_writes)
+    assert strace["path"].str.contains("/F[12]$").all()
+    ftrace = classify_syscalls(calls.filter(pl.col("source") == "ftrace")).filter(dd_writes)
     by_file = dict(strace.group_by(pl.col("path").str.extract(r"/(F\d)$")).agg(pl.col("sync_mode").unique())
                    .iter_rows())
     assert {k: sorted(v) for k, v in by_file.items()} == {"F1": ["o_dsync"], "F2": ["o_direct"]}
