@@ -4,6 +4,11 @@ real to reach deep code, plus random bytes."""
 
 from __future__ import annotations
 
+import atexit
+import functools
+import shutil
+import tarfile
+import tempfile
 from pathlib import Path
 
 from hypothesis import strategies as st
@@ -22,14 +27,35 @@ SEEDS = {
     "ftrace_raw": [(FIX / "ftrace" / "raw-6.18-dd12" / "ftrace_raw" / "cpu1").read_bytes()[:4096 * 3]],
 }
 RAW_FORMATS = FIX / "ftrace" / "raw-6.18-dd12" / "formats"
+# Pages of every event family (ext4, jbd2, writeback, syscalls: decoded by their print fmts), with their formats.
+RAW_EVENTS = FIX / "ftrace" / "raw-6.18-rawdec.tar.gz"
+
+
+def _raw_events_pages() -> bytes:
+    with tarfile.open(RAW_EVENTS) as tar:
+        return tar.extractfile("raw-6.18-rawdec/ftrace_raw/cpu0").read()[:4096 * 3]
+
+
+@functools.cache
+def raw_events_formats() -> Path:
+    """The fixture's formats/ unpacked once per process (removed at exit)."""
+    work = Path(tempfile.mkdtemp(prefix="fuzz-formats-"))
+    atexit.register(shutil.rmtree, work, True)
+    with tarfile.open(RAW_EVENTS) as tar:
+        tar.extractall(work, members=[m for m in tar.getmembers() if "/formats" in m.name], filter="data")
+    return work / "raw-6.18-rawdec" / "formats"
+
+
+SEEDS["ftrace_raw_events"] = [_raw_events_pages()]
 PARSERS = {"ftrace": lambda p: parse_ftrace_text(p), "strace": lambda p: parse_strace(p),
            "blktrace": lambda p: parse_blktrace([p]),
-           "ftrace_raw": lambda p: parse_ftrace_raw(p.parent, RAW_FORMATS)}
+           "ftrace_raw": lambda p: parse_ftrace_raw(p.parent, RAW_FORMATS),
+           "ftrace_raw_events": lambda p: parse_ftrace_raw(p.parent, raw_events_formats())}
 
 
 def input_name(kind: str) -> str:
     """The file name a parser expects: binary pages are read per CPU."""
-    return "cpu0" if kind == "ftrace_raw" else "input"
+    return "cpu0" if kind.startswith("ftrace_raw") else "input"
 
 
 def mutated(kind: str):

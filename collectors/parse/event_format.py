@@ -188,12 +188,34 @@ def parse_header_page(text: str) -> PageLayout:
 
 
 def read_formats(formats: Path) -> tuple[dict[int, EventFormat], PageLayout]:
-    """Every event format of a saved formats/ directory by its ID, and the page layout of header_page."""
+    """Every event format of a saved formats/ directory by its ID, and the page layout of header_page.
+
+    Parsed once per directory content: the files' names, sizes and mtimes are the key (a run's formats are
+    read for every repetition, and the fuzz tests read the same ones thousands of times)."""
+    paths = sorted(formats.glob("*/*/format"))
     header = formats / "header_page"
-    layout = parse_header_page(header.read_text(errors="replace")) if header.exists() else PageLayout()
-    by_id: dict[int, EventFormat] = {}
-    for path in sorted(formats.glob("*/*/format")):
-        fmt = parse_event_format(path.read_text(errors="replace"), path.parent.parent.name)
-        if fmt is not None:
-            by_id[fmt.id] = fmt
-    return by_id, layout
+    key = (str(formats), tuple((str(p), *_stamp(p)) for p in [*paths, header]))
+    hit = _FORMATS_CACHE.get(key)
+    if hit is None:
+        layout = parse_header_page(header.read_text(errors="replace")) if header.exists() else PageLayout()
+        by_id: dict[int, EventFormat] = {}
+        for path in paths:
+            fmt = parse_event_format(path.read_text(errors="replace"), path.parent.parent.name)
+            if fmt is not None:
+                by_id[fmt.id] = fmt
+        if len(_FORMATS_CACHE) > 16:
+            _FORMATS_CACHE.clear()
+        hit = _FORMATS_CACHE[key] = (by_id, layout)
+    # Copies of the containers: a caller may add to them without changing the cached ones.
+    return dict(hit[0]), hit[1]
+
+
+_FORMATS_CACHE: dict[tuple, tuple[dict[int, EventFormat], PageLayout]] = {}
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    try:
+        st = path.stat()
+    except OSError:
+        return (-1, -1)
+    return (st.st_size, st.st_mtime_ns)

@@ -572,7 +572,7 @@ def _concat_pieces(parts: list, n: int) -> pl.Series:
             ints.append(part[0])
             int_specs.append([int(x) for x in part[1:]])
         else:
-            arr = part.fill_null("").to_arrow()
+            arr = (part.fill_null("") if part.null_count() else part).to_arrow()
             if isinstance(arr, pa.ChunkedArray):
                 arr = arr.combine_chunks()
             arr = arr.cast(pa.large_string())
