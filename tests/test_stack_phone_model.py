@@ -123,8 +123,10 @@ def test_stack_sets_the_dirty_limit_and_cpu_share_and_undoes_them(phone_stack, t
         assert set(saved) == {"strict_limit", "max_ratio_fine", "min_ratio_fine"}
         # During the run: the data device's own limit, and only its own
         assert (bdi / "strict_limit").read_text().strip() == "1"
-        assert abs(int((bdi / "max_bytes").read_text()) - 64 * MiB) <= MiB
-        assert abs(int((bdi / "min_bytes").read_text()) - 64 * MiB) <= MiB
+        # The kernel keeps the limit as a ratio of the global threshold, which moves with the machine's free
+        # memory (other tenants): read back, it is 64 MiB give or take that drift.
+        assert abs(int((bdi / "max_bytes").read_text()) - 64 * MiB) <= 0.15 * 64 * MiB
+        assert abs(int((bdi / "min_bytes").read_text()) - 64 * MiB) <= 0.15 * 64 * MiB
         # The FUSE daemon is in the share; the workload joins it before it execs
         share = stack._cpu
         daemon_pid = stack._undo[-1][1][1].pid
