@@ -57,7 +57,17 @@ def _pop_fresh(head, tail, node_next, node_ts, key, t, stale_ns, stats, stale_sl
 def pair_events(kind, dev, sector, nr, ts, is_flush_op, stale_ns, span):
     """Arrays in, arrays out: per request (index < n_req) its times and the events its fields come from."""
     n = len(kind)
-    cap = 3 * n + 16
+    # Capacities from what the events can create (a request: G, and M, F, I, D, R that find none; a queue
+    # element: at most two per event), not from n: the arrays filled below would otherwise touch memory for
+    # every event, plugs and all (first touches of fresh memory are slow, in VMs most of all).
+    n_req_max = 0
+    cap = 16
+    for i in range(n):
+        k = kind[i]
+        if k == G or k == M or k == F or k == I or k == D or k == R:
+            n_req_max += 1
+        if k >= 0:
+            cap += 2 if k == G else 1
     node_val = np.empty(cap, np.int64)   # Q event (QUEUED) or request id (others)
     node_aux = np.empty(cap, np.int64)   # issue end sector (ISSUED)
     node_ts = np.empty(cap, np.int64)    # the time the element entered (a split copy: its Q's time)
@@ -68,21 +78,21 @@ def pair_events(kind, dev, sector, nr, ts, is_flush_op, stale_ns, span):
     stats = np.zeros(N_STATS, np.int64)
 
     # requests
-    queue_ts = np.full(n, NULL, np.int64)
-    getrq_ts = np.full(n, NULL, np.int64)
-    insert_ts = np.full(n, NULL, np.int64)
-    issue_ts = np.full(n, NULL, np.int64)
-    complete_ts = np.full(n, NULL, np.int64)
-    issued_ev = np.full(n, -1, np.int64)
-    inserted_ev = np.full(n, -1, np.int64)
-    rwbs_ev = np.full(n, -1, np.int64)
-    pid_ev = np.full(n, -1, np.int64)
-    error_ev = np.full(n, -1, np.int64)
-    bio_sector = np.full(n, NULL, np.int64)
-    bio_sectors = np.zeros(n, np.int64)
-    nr_bios = np.zeros(n, np.int64)
-    has_req = np.zeros(n, np.bool_)
-    into = np.full(n, -1, np.int64)
+    queue_ts = np.full(n_req_max, NULL, np.int64)
+    getrq_ts = np.full(n_req_max, NULL, np.int64)
+    insert_ts = np.full(n_req_max, NULL, np.int64)
+    issue_ts = np.full(n_req_max, NULL, np.int64)
+    complete_ts = np.full(n_req_max, NULL, np.int64)
+    issued_ev = np.full(n_req_max, -1, np.int64)
+    inserted_ev = np.full(n_req_max, -1, np.int64)
+    rwbs_ev = np.full(n_req_max, -1, np.int64)
+    pid_ev = np.full(n_req_max, -1, np.int64)
+    error_ev = np.full(n_req_max, -1, np.int64)
+    bio_sector = np.full(n_req_max, NULL, np.int64)
+    bio_sectors = np.zeros(n_req_max, np.int64)
+    nr_bios = np.zeros(n_req_max, np.int64)
+    has_req = np.zeros(n_req_max, np.bool_)
+    into = np.full(n_req_max, -1, np.int64)
     n_req = 0
 
     for i in range(n):
