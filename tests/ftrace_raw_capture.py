@@ -8,6 +8,7 @@ consumes the buffer), so both views hold the very same events. It saves the layo
     out/ftrace_raw/cpuN, saved_cmdlines  the binary pages and the pid -> comm cache
     out/ftrace_raw/kernel_hz             CONFIG_HZ (jbd2_run_stats holds jiffies in binary, ms in the text)
     out/formats/<system>/<event>/format  the event formats, header_page, header_event
+With fuse_dir (a FUSE mount, e.g. bfuse_mounted()), dd writes there as well and the fuse events are traced.
 
 The instance is removed in a finally block, also when the workload fails. Run as a script to refresh the
 fixture: `python tests/ftrace_raw_capture.py tests/fixtures/ftrace/raw-6.18-rawdec`.
@@ -27,6 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 TRACEFS = Path("/sys/kernel/tracing")
+REPO = Path(__file__).resolve().parent.parent
 EVENTS = ("block", "ext4", "jbd2", "writeback",
           "syscalls/sys_enter_write", "syscalls/sys_exit_write", "syscalls/sys_enter_fsync",
           "syscalls/sys_exit_fsync", "syscalls/sys_enter_pwrite64", "syscalls/sys_exit_pwrite64",
@@ -93,8 +95,26 @@ def journaled_ext4(workdir: Path):
         image.unlink()
 
 
-def capture_raw_and_text(out: Path, workdir: Path, writes: int = 4, buffer_kb: int = 4096) -> Path:
-    """Trace dd's writes + fsyncs of a file in workdir (on ext4 with a journal for the ext4 and jbd2 events)."""
+@contextmanager
+def bfuse_mounted(workdir: Path, binary: Path = REPO / "reference-impl" / "bin" / "bfuse"):
+    """The reference bFUSE daemon over workdir/source at workdir/mnt (for fuse_request_send/end events), or None
+    where FUSE or the binary is missing; unmounted and reaped on the way out."""
+    if not (binary.exists() and Path("/dev/fuse").exists() and shutil.which("fusermount3")):
+        yield None
+        return
+    from test_bfuse_mount import start_bfuse, stop_quietly
+
+    mount = start_bfuse(binary, workdir, "preset=bfuse")
+    try:
+        yield mount.mountpoint
+    finally:
+        stop_quietly(mount)
+
+
+def capture_raw_and_text(out: Path, workdir: Path, writes: int = 4, buffer_kb: int = 4096,
+                         fuse_dir: Path | None = None) -> Path:
+    """Trace dd's writes + fsyncs of a file in workdir (on ext4 with a journal for the ext4 and jbd2 events), and
+    of one in fuse_dir (a FUSE mount) if given."""
     inst = TRACEFS / "instances" / f"mobiperf-rawdec-{os.getpid()}"
     inst.mkdir()
     try:
@@ -102,7 +122,7 @@ def capture_raw_and_text(out: Path, workdir: Path, writes: int = 4, buffer_kb: i
         (inst / "buffer_size_kb").write_text(str(buffer_kb))
         (inst / "trace_clock").write_text("mono")
         formats = out / "formats"
-        for spec in EVENTS:
+        for spec in EVENTS + (("fuse",) if fuse_dir else ()):
             for ev in _events_of(spec):
                 dest = formats / ev.parent.name / ev.name
                 dest.mkdir(parents=True, exist_ok=True)
@@ -119,8 +139,9 @@ def capture_raw_and_text(out: Path, workdir: Path, writes: int = 4, buffer_kb: i
         (inst / "tracing_on").write_text("1")
         (inst / "trace_marker").write_text("rawdec start")
         for i in range(writes):
-            subprocess.run(["dd", "if=/dev/zero", f"of={target}", "bs=4k", "count=1", f"seek={i}",
-                            "conv=notrunc,fsync", "status=none"], check=True, timeout=30)
+            for t in (target, *([fuse_dir / "rawdec.bin"] if fuse_dir else [])):
+                subprocess.run(["dd", "if=/dev/zero", f"of={t}", "bs=4k", "count=1", f"seek={i}",
+                                "conv=notrunc,fsync", "status=none"], check=True, timeout=30)
         time.sleep(0.05)  # jbd2's commit of the last fsync and its run stats
         (inst / "trace_marker").write_text("rawdec end")
         (inst / "tracing_on").write_text("0")
@@ -166,7 +187,8 @@ if __name__ == "__main__":
     dest = Path(sys.argv[1])
     if dest.exists():
         shutil.rmtree(dest)
-    with tempfile.TemporaryDirectory(dir="/var/tmp") as work, journaled_ext4(Path(work)) as fs:
-        capture_raw_and_text(dest, fs)
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as work, journaled_ext4(Path(work)) as fs, \
+            bfuse_mounted(Path(work) / "fuse") as fuse:
+        capture_raw_and_text(dest, fs, fuse_dir=fuse)
     prune_formats(dest)
     print(f"captured into {dest}")

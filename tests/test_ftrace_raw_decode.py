@@ -2,21 +2,23 @@
 
 Oracle: one capture seen twice, the non-consuming text file `trace` read first and then every CPU's
 trace_pipe_raw (tests/ftrace_raw_capture.py). The fixture is such a capture of this machine (6.18: block, ext4,
-jbd2, writeback, write/fsync syscalls and raw_syscalls filtered to fsync, while dd wrote and fsynced a file on a
-journaled ext4); with root the same comparison runs on a fresh capture in a tracefs instance of the test's own.
+jbd2, writeback, fuse, write/fsync syscalls and raw_syscalls filtered to fsync, while dd wrote and fsynced a file
+on a journaled ext4 and one on a bFUSE mount); with root the same comparison runs on a fresh capture in a tracefs
+instance of the test's own.
 """
 
 from __future__ import annotations
 
 import shutil
 import tarfile
+from contextlib import nullcontext
 from pathlib import Path
 
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from ftrace_raw_capture import capture_raw_and_text, journaled_ext4
+from ftrace_raw_capture import bfuse_mounted, capture_raw_and_text, journaled_ext4
 from mobiperf.collectors.parse import parse_raw_dir
 from mobiperf.collectors.parse.ftrace_raw import parse_ftrace_raw
 from mobiperf.collectors.parse.ftrace_text import parse_ftrace_text
@@ -70,10 +72,13 @@ def assert_same_tables(raw_dir: Path) -> tuple:
 def test_fixture_binary_tables_equal_the_text_tables(capture):
     binary, text = assert_same_tables(capture)
     # The capture holds every family the text parser tables.
-    assert {"fsync_event", "jbd2_commit", "jbd2_run_stats", "fs_event", "syscall_io"} <= set(binary.events)
+    assert {"fsync_event", "jbd2_commit", "jbd2_run_stats", "fs_event", "syscall_io", "fuse_event"} <= set(
+        binary.events)
     assert binary.trace_marker["text"].to_list() == ["rawdec start", "rawdec end"]
     ours = binary.events["fsync_event"].filter((pl.col("comm") == "dd") & (pl.col("phase") == "enter"))["pid"]
-    assert len(ours) == 4  # the capture's four dd runs (other dd runs of the machine may show up too)
+    assert len(ours) == 4  # the capture's four dd runs on ext4 (other dd runs of the machine may show up too)
+    fuse_writes = binary.events["fuse_event"].filter(pl.col("opcode_name") == "FUSE_WRITE")
+    assert len(fuse_writes) == 4 and set(fuse_writes["comm"]) == {"dd"} and (fuse_writes["len_bytes"] > 4096).all()
     calls = binary.events["syscall_io"].filter(pl.col("pid").is_in(ours.to_list()))
     # syscalls:sys_*_write/fsync and raw_syscalls (NR 74 = fsync on x86_64: `NR %ld (%lx, ...)` from args[6]).
     assert sorted(calls["syscall"]) == ["fsync"] * 4 + ["nr_74"] * 4 + ["write"] * 4
@@ -116,12 +121,17 @@ def test_without_kernel_hz_run_stats_keep_their_jiffies(capture, tmp_path):
 
 @needs_root
 @pytest.mark.skipif(not Path("/sys/kernel/tracing/instances").is_dir(), reason="needs tracefs instances")
-def test_live_capture_binary_tables_equal_the_text_tables(tmp_path, clean_machine):
-    with journaled_ext4(tmp_path) as fs:
-        capture_raw_and_text(tmp_path / "cap", fs)
+def test_live_capture_binary_tables_equal_the_text_tables(tmp_path, clean_machine, reference_binary):
+    fuse_ok = Path("/dev/fuse").exists() and shutil.which("fusermount3") is not None
+    with journaled_ext4(tmp_path) as fs, bfuse_mounted(tmp_path / "fuse", reference_binary("bfuse")) if fuse_ok \
+            else nullcontext() as fuse:
+        capture_raw_and_text(tmp_path / "cap", fs, fuse_dir=fuse)
     binary, _ = assert_same_tables(tmp_path / "cap")
     dd = binary.events["fsync_event"].filter(pl.col("comm") == "dd")
     assert set(dd["phase"]) == {"enter", "exit"} and set(dd["ret"].drop_nulls()) == {0}
+    if fuse_ok:
+        assert set(binary.events["fuse_event"].filter(pl.col("comm") == "dd")["opcode_name"]) >= {
+            "FUSE_WRITE", "FUSE_FSYNC"}
 
 
 def test_lost_events_by_the_counts_the_kernel_stored(capture, tmp_path):
