@@ -143,10 +143,12 @@ static void fc_counters_write(FILE *out)
 	fprintf(out, ",\n  \"mountpoint\": ");
 	fc_json_string(out, fc_cfg.mountpoint);
 	fprintf(out, ",\n  \"config\": {\"io_unit\": %u, \"threads\": %u, "
-		"\"splice\": %s, \"writeback_cache\": %s},\n",
+		"\"splice\": %s, \"writeback_cache\": %s, "
+		"\"own_loop\": %s},\n",
 		fc_cfg.io_unit, fc_cfg.threads,
 		fc_cfg.splice ? "true" : "false",
-		fc_cfg.writeback_cache ? "true" : "false");
+		fc_cfg.writeback_cache ? "true" : "false",
+		fc_cfg.own_loop && !fc_cfg.splice ? "true" : "false");
 	fprintf(out, "  \"ops\": {");
 	for (i = 0; i < FC_OP_COUNT; i++) {
 		uint64_t n = atomic_load(&fc_op_requests[i]);

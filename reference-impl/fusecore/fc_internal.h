@@ -35,6 +35,9 @@ void fc_counters_init(void);
 /* Inode table: open the root; stop() has nothing to do at exit. */
 int fc_table_init(const char *source);
 
+/* Serve with fusecore's own receive loop (fc_loop.c); 0 or -errno. */
+int fc_loop_run(struct fuse_session *se, unsigned int nthreads);
+
 /* Called once at unmount (after the last request or on FUSE_DESTROY). */
 void fc_stop_policy(void);
 

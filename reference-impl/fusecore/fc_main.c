@@ -57,6 +57,8 @@ static void fc_usage(const char *prog)
 	       "    -o threads=N         worker threads (1 = one loop thread)\n"
 	       "    -o splice=BOOL       zero-copy splice in and out\n"
 	       "    -o writeback_cache=BOOL  kernel writeback cache\n"
+	       "    -o own_loop=BOOL     fusecore's receive loop: write data may\n"
+	       "                         stay in its receive buffer (splice off)\n"
 	       "    -o timeout=SECONDS   entry/attr cache timeout (1)\n"
 	       "    -o counters=PATH     JSON counters at unmount and on "
 	       "SIGUSR1\n",
@@ -156,6 +158,12 @@ static int fc_core_opt(const char *key, const char *val)
 		fc_cfg.splice = b;
 		return 1;
 	}
+	if (!strcmp(key, "own_loop")) {
+		if (fc_parse_bool(val, &b))
+			return fc_bad(key, val, "must be 0/1, yes/no, on/off");
+		fc_cfg.own_loop = b;
+		return 1;
+	}
 	if (!strcmp(key, "writeback_cache")) {
 		if (fc_parse_bool(val, &b))
 			return fc_bad(key, val, "must be 0/1, yes/no, on/off");
@@ -229,8 +237,6 @@ static int fc_apply_options(struct fuse_args *args)
 		}
 		free(joined);
 	}
-	if (fc_pol->validate && fc_pol->validate(&fc_cfg) < 0)
-		return -1;
 	return 0;
 }
 
@@ -402,6 +408,8 @@ static int fc_serve(struct fuse_session *se)
 	struct fuse_loop_config *lc;
 	int res;
 
+	if (fc_cfg.own_loop && !fc_cfg.splice)
+		return fc_loop_run(se, fc_cfg.threads ? fc_cfg.threads : 1);
 	if (fc_cfg.threads <= 1)
 		return fuse_session_loop(se);
 	lc = fuse_loop_cfg_create();
@@ -450,6 +458,9 @@ int fc_main(int argc, char *argv[], const struct fc_policy *policy)
 		goto out_args;
 	}
 	if (fc_apply_options(&args) < 0 || fc_check_paths() < 0)
+		goto out_args;
+	/* after the paths: validate may use cfg->source and cfg->mountpoint */
+	if (fc_pol->validate && fc_pol->validate(&fc_cfg) < 0)
 		goto out_args;
 	if (fc_add_mount_names(&args) < 0)
 		goto out_args;

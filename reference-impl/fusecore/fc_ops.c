@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/statvfs.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "fc_internal.h"
@@ -331,6 +332,39 @@ ssize_t fc_pread(int fd, void *buf, size_t size, off_t off)
 		return -errno;
 	fc_counter_add(fc_c_pread_bytes, n);
 	return n;
+}
+
+ssize_t fc_pwritev_all(int fd, struct iovec *iov, int iovcnt, off_t off)
+{
+	size_t total = 0;
+
+	while (iovcnt > 0) {
+		int cnt = iovcnt < IOV_MAX ? iovcnt : IOV_MAX;
+		ssize_t n = pwritev(fd, iov, cnt, off);
+
+		fc_counter_add(fc_c_pwrite_calls, 1);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EIO;
+		fc_counter_add(fc_c_pwrite_bytes, n);
+		total += n;
+		off += n;
+		/* skip what was written, trim a partly written vector */
+		while (iovcnt > 0 && (size_t)n >= iov->iov_len) {
+			n -= iov->iov_len;
+			iov++;
+			iovcnt--;
+		}
+		if (iovcnt > 0 && n > 0) {
+			iov->iov_base = (char *)iov->iov_base + n;
+			iov->iov_len -= n;
+		}
+	}
+	return total;
 }
 
 ssize_t fc_write_bufvec(struct fc_file *f, struct fuse_bufvec *in, off_t off)
@@ -1021,8 +1055,18 @@ static void fc_ll_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 	int fd = dirfd(d->dp);
 	int res;
 
-	(void)ino;
 	fc_op_count(FC_OP_FSYNCDIR, 0);
+	if (fc_pol->fsyncdir) {
+		res = fc_pol->fsyncdir(fc_inode_of(ino), fd, datasync);
+		if (res == FC_HANDLED) {
+			fuse_reply_err(req, 0);
+			return;
+		}
+		if (res < 0) {
+			fuse_reply_err(req, -res);
+			return;
+		}
+	}
 	res = datasync ? fdatasync(fd) : fsync(fd);
 	fuse_reply_err(req, res < 0 ? errno : 0);
 }

@@ -25,8 +25,10 @@
  * order: the core's own keys (io_unit, threads, splice, writeback_cache,
  * counters, timeout), then policy->parse_opt, and what nobody claims goes to
  * libfuse (allow_other, default_permissions, ...).  policy->validate runs
- * last, before anything is mounted: a bad value is a clear message on stderr
- * and exit status 1, with nothing mounted.
+ * last, after SOURCE and MOUNTPOINT have been resolved and checked
+ * (cfg->source and cfg->mountpoint are set, realpaths) and before anything
+ * is mounted: a bad value is a clear message on stderr and exit status 1,
+ * with nothing mounted.
  *
  * Lifetime.  policy->start runs after the mount, before the first request
  * (start threads there).  policy->stop runs once at unmount, after the last
@@ -68,6 +70,9 @@
  *   fsync(f, datasync)  FUSE_FSYNC.  Return <0 for an error, 0 to let the core
  *                       then fsync/fdatasync the native fd, FC_HANDLED to
  *                       answer success without a native sync (relaxed).
+ *   fsyncdir(i, fd, datasync)  FUSE_FSYNCDIR of directory inode i; fd is the
+ *                       native directory descriptor the core would sync.
+ *                       Same return values as fsync.
  *   sync_inode(i, cause)  make the native file of inode i current (write out
  *                       everything held for it).  The core calls it before
  *                       fallocate and open(O_TRUNC); cause is an FC_CAUSE_*.
@@ -95,6 +100,15 @@
  *   counters_json(out)  append policy members to the counters JSON: print
  *                       `"key": value` pairs separated by ",\n" without a
  *                       leading or trailing comma; they go inside "policy".
+ *
+ * Receive buffers (-o own_loop=1, splice off).  The core then reads each
+ * request into a buffer of fc_rbuf_size() bytes of its own pool.  A write
+ * hook that wants to keep the data where the kernel put it calls
+ * fc_rbuf_adopt(in->buf[0].mem): if that memory is the current request's
+ * buffer, the hook now owns the whole buffer (returned: its base) and gives
+ * it back later with fc_rbuf_free(); otherwise (libfuse's loop, splice) it
+ * returns NULL and the hook copies.  fc_rbuf_alloc() hands out pool buffers
+ * for such copies.
  *
  * Counters.  The core counts requests and bytes per opcode by itself.
  * Policy counters are registered once (before start) with fc_counter_new()
@@ -144,6 +158,7 @@ struct fc_config {
 	unsigned int threads;	/* 1 = single-threaded loop */
 	bool splice;		/* splice in/out (zero copy, seed 003) */
 	bool writeback_cache;	/* kernel writeback cache */
+	bool own_loop;		/* fc_loop.c instead of libfuse's loop */
 	bool foreground;	/* -f */
 	bool debug;		/* -d */
 	double timeout;		/* entry/attr timeout, seconds */
@@ -209,6 +224,7 @@ struct fc_policy {
 	int (*flush)(struct fc_file *f);
 	int (*release)(struct fc_file *f);
 	int (*fsync)(struct fc_file *f, int datasync);
+	int (*fsyncdir)(struct fc_inode *i, int fd, int datasync);
 	int (*sync_inode)(struct fc_inode *i, enum fc_cause cause);
 	int (*open)(struct fc_file *f);		/* after native open; <0 fails */
 
@@ -266,10 +282,20 @@ int fc_inode_path(struct fc_inode *i, char *buf, size_t size);
  */
 ssize_t fc_pwrite_all(int fd, const void *buf, size_t size, off_t off);
 ssize_t fc_pread(int fd, void *buf, size_t size, off_t off);
+/* One pwritev(2) per IOV_MAX vectors (loops over short writes); counted
+ * as pwrite calls.  iov is modified.  Returns the total or -errno. */
+struct iovec;
+ssize_t fc_pwritev_all(int fd, struct iovec *iov, int iovcnt, off_t off);
 /* Write a FUSE buffer vector straight to f->fd at off (splice if a pipe). */
 ssize_t fc_write_bufvec(struct fc_file *f, struct fuse_bufvec *in, off_t off);
 /* Copy a FUSE buffer vector into memory (from a pipe or memory). */
 ssize_t fc_copy_bufvec(struct fuse_bufvec *in, void *dst, size_t size);
+
+/* Receive buffers of the core's own loop (see the contract above). */
+size_t fc_rbuf_size(void);
+void *fc_rbuf_alloc(void);		/* NULL if out of memory */
+void fc_rbuf_free(void *base);
+void *fc_rbuf_adopt(const void *p);
 
 uint64_t fc_now_ns(void);	/* CLOCK_MONOTONIC */
 void fc_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
