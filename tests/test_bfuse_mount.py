@@ -143,15 +143,17 @@ def test_mount_shows_source_and_type_and_counters_name_the_preset(bfuse_mount):
 @needs_fuse
 def test_presets_configure_io_unit_threads_and_buffer(bfuse_mount):
     expected = {
-        "legacy": (4096, 1, 0, False),
-        "nobuf": (512 * 1024, 4, 0, False),
-        "zerocopy": (512 * 1024, 4, 0, True),
-        "bfuse,buffer=16M,entry=4M,io_unit=1M,threads=2": (1024 * 1024, 2, 4, False),
+        "legacy": (4096, 1, 0, False, False),
+        "nobuf": (512 * 1024, 4, 0, False, False),
+        "zerocopy": (512 * 1024, 4, 0, True, False),
+        "bfuse,buffer=16M,entry=4M,io_unit=1M,threads=2": (1024 * 1024, 2, 4, False, True),
+        "bfuse,splice=1": (512 * 1024, 4, 4, True, False),      # splice needs libfuse's loop
+        "bfuse,own_loop=0": (512 * 1024, 4, 4, False, False),
     }
-    for k, (preset, (io_unit, threads, entries, splice)) in enumerate(expected.items()):
+    for k, (preset, (io_unit, threads, entries, splice, own_loop)) in enumerate(expected.items()):
         counters = bfuse_mount(f"preset={preset}", name=f"p{k}").unmount()
         assert counters["config"] == {"io_unit": io_unit, "threads": threads, "splice": splice,
-                                      "writeback_cache": False}, preset
+                                      "writeback_cache": False, "own_loop": own_loop}, preset
         assert counters["policy"]["entries"] == entries, preset
 
 

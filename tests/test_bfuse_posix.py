@@ -73,16 +73,19 @@ def test_close_writes_buffered_data_before_returning(bfuse_mount):
     assert mount.counters()["counters"]["flushed_entries_close"] == 1
 
 
-def test_read_through_another_descriptor_sees_buffered_data(bfuse_mount):
+def test_read_through_another_descriptor_is_served_from_the_buffer(bfuse_mount):
     mount = bfuse_mount(HELD)
     fd, data = buffered_file(mount)
     with open(mount.mountpoint / "f", "rb") as reader:
         assert reader.read() == data
+    assert native_size(mount.source / "f") == 0, "a read must not flush: the bytes come from the buffer"
+    counters = mount.counters()["counters"]
+    assert counters["reads_from_buffer"] >= 1 and counters["flushed_entries_read"] == 0
     os.close(fd)
-    assert mount.counters()["counters"]["flushed_entries_read"] == 1
+    assert (mount.source / "f").read_bytes() == data
 
 
-def test_read_flushes_only_when_buffered_data_overlaps(bfuse_mount):
+def test_read_lays_buffered_bytes_over_the_native_file(bfuse_mount):
     mount = bfuse_mount(HELD)
     base = pattern(1024 * KIB, seed=2)
     (mount.mountpoint / "f").write_bytes(base)
@@ -91,13 +94,49 @@ def test_read_flushes_only_when_buffered_data_overlaps(bfuse_mount):
     os.pwrite(fd, new, 512 * KIB)
     with open(mount.mountpoint / "f", "rb") as reader:   # a new open drops the kernel's cached pages
         assert reader.read(100 * KIB) == base[:100 * KIB]
-        assert (mount.source / "f").read_bytes()[512 * KIB:612 * KIB] == base[512 * KIB:612 * KIB]
-        counters = mount.counters()["counters"]
-        assert counters["reads_without_flush"] >= 1 and counters["flushed_entries_read"] == 0
         reader.seek(500 * KIB)
         assert reader.read(200 * KIB) == base[500 * KIB:512 * KIB] + new + base[612 * KIB:700 * KIB]
-    assert mount.counters()["counters"]["flushed_entries_read"] == 1
+    assert (mount.source / "f").read_bytes()[512 * KIB:612 * KIB] == base[512 * KIB:612 * KIB], "flushed by a read"
+    counters = mount.counters()["counters"]
+    assert counters["reads_from_buffer"] >= 1 and counters["flushed_entries_read"] == 0
     os.close(fd)
+    assert (mount.source / "f").read_bytes() == base[:512 * KIB] + new + base[612 * KIB:]
+
+
+def test_read_of_buffered_data_past_the_native_end_and_a_hole(bfuse_mount):
+    """Native file 10 KiB; buffered bytes at 300 KiB..400 KiB: the read sees the hole as zeros and the tail."""
+    mount = bfuse_mount(HELD + ",timeout=0")
+    (mount.mountpoint / "f").write_bytes(b"a" * (10 * KIB))
+    fd = os.open(mount.mountpoint / "f", os.O_RDWR)
+    tail = pattern(100 * KIB, seed=4)
+    os.pwrite(fd, tail, 300 * KIB)
+    assert native_size(mount.source / "f") == 10 * KIB
+    with open(mount.mountpoint / "f", "rb") as reader:
+        assert reader.read() == b"a" * (10 * KIB) + bytes(290 * KIB) + tail
+        reader.seek(350 * KIB)
+        assert reader.read(1000 * KIB) == tail[50 * KIB:]
+    assert native_size(mount.source / "f") == 10 * KIB
+    os.close(fd)
+    assert (mount.source / "f").read_bytes() == b"a" * (10 * KIB) + bytes(290 * KIB) + tail
+
+
+def test_read_sees_the_latest_of_overlapping_buffered_writes(bfuse_mount):
+    """Rewrites inside the filling entry and a second entry over the first: later writes win, also in reads."""
+    mount = bfuse_mount(HELD)
+    fd = os.open(mount.mountpoint / "f", os.O_RDWR | os.O_CREAT, 0o644)
+    expected = bytearray(pattern(600 * KIB, seed=5))
+    os.pwrite(fd, bytes(expected), 0)                 # large write: a segment of its own
+    for off, size, seed in ((100, 5000, 6), (4090, 20, 7), (599 * KIB, 3 * KIB, 8), (300 * KIB, 300 * KIB, 9)):
+        chunk = pattern(size, seed)
+        os.pwrite(fd, chunk, off)
+        expected[off:off + size] = chunk
+    os.pwrite(fd, b"Z" * 7000, 50)                    # starts before the newest entry: a new entry, newer
+    expected[50:7050] = b"Z" * 7000
+    assert native_size(mount.source / "f") in (0, 602 * KIB)   # the first entry may have been sealed and flushed
+    with open(mount.mountpoint / "f", "rb") as reader:
+        assert reader.read() == bytes(expected)
+    os.close(fd)
+    assert (mount.source / "f").read_bytes() == bytes(expected)
 
 
 def test_stat_size_includes_buffered_data(bfuse_mount):
