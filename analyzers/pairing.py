@@ -89,7 +89,8 @@ class PairingStats:
 def _ordered_events(block_event: pl.DataFrame) -> pl.DataFrame:
     """Events in trace order: by repetition, then time, ties in input order (the parsers already emit this)."""
     rep, ts = block_event["rep"].to_numpy(), block_event["ts"].to_numpy()
-    if len(rep) < 2 or bool(np.all((np.diff(rep) > 0) | ((np.diff(rep) == 0) & (np.diff(ts) >= 0)))):
+    # comparisons, not np.diff: boolean temporaries instead of 8-byte ones
+    if len(rep) < 2 or bool(np.all((rep[1:] > rep[:-1]) | ((rep[1:] == rep[:-1]) & (ts[1:] >= ts[:-1])))):
         return block_event
     return block_event.sort(["rep", "ts"], maintain_order=True)
 
@@ -111,9 +112,15 @@ def _rwbs_flush_op(rwbs: pl.Series) -> np.ndarray:
 
 def _event_arrays(block_event: pl.DataFrame, stats: PairingStats):
     """The events in trace order and the arrays pairing reads; kind is -1 for rows pairing does not use
-    (other events, and events without a device: plug/unplug in ftrace, counted as ignored)."""
+    (other events, and events without a device: plug/unplug in ftrace, counted as ignored). For the compiled
+    pairing: dev and span come from pairing_kernel, and is_flush_op is decided only where the kernel reads it."""
+    from mobiperf.analyzers.pairing_kernel import device_ids, sector_span
+
     ev = _ordered_events(block_event)
-    kind = ev["event"].replace_strict(KINDS, default=-1, return_dtype=pl.Int64).to_numpy().copy()
+    kind_names = list(KINDS)  # one hash pass: names not among them cast to null
+    lut = np.array([KINDS[name] for name in kind_names] + [-1], np.int64)
+    kind = lut[ev["event"].cast(pl.Enum(kind_names), strict=False).to_physical().fill_null(len(kind_names))
+               .to_numpy()]
     major = ev["dev_major"].to_numpy()
     deviceless = major < 0
     if deviceless.any():
@@ -124,11 +131,12 @@ def _event_arrays(block_event: pl.DataFrame, stats: PairingStats):
     ts = ev["ts"].cast(pl.Int64).to_numpy()
     sector = ev["sector"].cast(pl.Int64).to_numpy()
     nr = ev["nr_sector"].cast(pl.Int64).to_numpy()
-    composite = ((ev["rep"].to_numpy().astype(np.int64) << 40) | (major.astype(np.int64) << 20)
-                 | ev["dev_minor"].to_numpy().astype(np.int64))
-    devices = np.sort(pl.Series(composite).unique().to_numpy()) if len(ev) else np.zeros(0, np.int64)
-    dev = np.searchsorted(devices, composite).astype(np.int64)
-    return ev, kind, ts, sector, nr, dev, _rwbs_flush_op(ev["rwbs"])
+    dev, _ = device_ids(ev["rep"].to_numpy(), major, ev["dev_minor"].to_numpy())
+    # the kernel asks whether the request is a flush only of zero-length completions at a sector
+    asked = np.flatnonzero((kind == C) & (nr == 0) & (sector >= 0))
+    is_flush_op = np.zeros(len(ev), bool)
+    is_flush_op[asked] = _rwbs_flush_op(ev["rwbs"].gather(asked))
+    return ev, kind, ts, sector, nr, dev, is_flush_op, sector_span(sector, nr)
 
 
 _STAT_NAMES = ("stale queue", "stale open end", "stale pending request", "stale issued request",
@@ -145,10 +153,9 @@ def pair_block_requests(block_event: pl.DataFrame, *, stale_after_ns: int = STAL
         return pair_block_requests_vectorized(block_event, stale_after_ns=stale_after_ns)
 
     stats = PairingStats()
-    ev, kind, ts, sector, nr, dev, is_flush_op = _event_arrays(block_event, stats)
+    ev, kind, ts, sector, nr, dev, is_flush_op, span = _event_arrays(block_event, stats)
     if not (kind >= 0).any():
         return BLOCK_RQ.empty(), stats
-    span = int(np.maximum(sector + np.maximum(nr, 0), 0).max()) + 3
     (n_req, queue_ts, getrq_ts, insert_ts, issue_ts, complete_ts, issued_ev, inserted_ev, rwbs_ev, pid_ev,
      error_ev, bio_sector, bio_sectors, nr_bios, has_req, into, counts) = pair_events(
         kind, dev, sector, nr, ts, is_flush_op, stale_after_ns, span)

@@ -29,6 +29,47 @@ N_STATS = 11
 
 
 @njit(cache=True)
+def device_ids(rep, major, minor):
+    """Per event, the rank of its (rep, dev_major, dev_minor) among the distinct ones (sorted), and the number
+    of them; a trace has a few devices, found by a linear search."""
+    n = len(rep)
+    seen = np.empty(16, np.int64)
+    n_seen = 0
+    ids = np.empty(n, np.int64)
+    for i in range(n):
+        c = (np.int64(rep[i]) << 40) | (np.int64(major[i]) << 20) | np.int64(minor[i])
+        j = 0
+        while j < n_seen and seen[j] != c:
+            j += 1
+        if j == n_seen:
+            if n_seen == len(seen):
+                grown = np.empty(2 * len(seen), np.int64)
+                grown[:n_seen] = seen[:n_seen]
+                seen = grown
+            seen[n_seen] = c
+            n_seen += 1
+        ids[i] = j
+    order = np.argsort(seen[:n_seen])
+    if np.any(order != np.arange(n_seen)):  # first seen is not sorted order: renumber
+        rank = np.empty(n_seen, np.int64)
+        rank[order] = np.arange(n_seen)
+        for i in range(n):
+            ids[i] = rank[ids[i]]
+    return ids, n_seen
+
+
+@njit(cache=True)
+def sector_span(sector, nr):
+    """max(sector + max(nr, 0), 0) over the events, + 3: keys (device * span + sector + 2) stay distinct."""
+    top = 0
+    for i in range(len(sector)):
+        v = sector[i] + max(nr[i], 0)
+        if v > top:
+            top = v
+    return top + 3
+
+
+@njit(cache=True)
 def _find(into, r):
     while into[r] >= 0:
         r = into[r]
