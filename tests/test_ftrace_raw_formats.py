@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import random
 import struct
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
 
+from conftest import needs_root
 from mobiperf.collectors.parse.event_fields import decode_field
 from mobiperf.collectors.parse.event_format import parse_event_format, parse_field, split_args
 from mobiperf.collectors.parse.print_fmt import IntCol, Unrenderable, compile_print_fmt, render
@@ -140,3 +142,58 @@ def test_what_cannot_be_reproduced_is_said_and_kept_raw():
         .to_list() == [f"{(0xFFFFFFFF81000000 * 4) & 0xFFFFFFFF} ms", "64 ms"]  # unsigned int, as the kernel
     with pytest.raises(Unrenderable):
         compile_print_fmt("%*d", ["REC->w", "REC->x"])
+
+
+def test_star_precision_null_terminated_tables_and_abi_names():
+    cols = {"n": IntCol(np.array([2, -1, 0], np.int64), 32, True),
+            "f": IntCol(np.array([3, 0, 5], np.int64), 32, False)}
+
+    def get(name):
+        return pl.Series(["abcdef", "xyz", "q"]) if name == "s" else cols[name]
+
+    body, why = render(compile_print_fmt("[%.*s] %s %s", [
+        "REC->n", "__get_str(s)", '__print_flags(REC->f, "|", {1, "A"}, {(uint)2, "B"}, { 0, ((void *)0) })',
+        '__print_symbolic(REC->f, { IOPRIO_CLASS_BE, "be" }, { IOPRIO_CLASS_RT, "rt" })']), 3, get)
+    assert why == [] and body.to_list() == ["[ab] A|B 0x3", "[xyz]  0x0", "[] A|0x4 0x5"]
+
+
+TRACEFS_EVENTS = Path("/sys/kernel/tracing/events")
+IO_SYSTEMS = ("block", "ext4", "jbd2", "writeback", "fuse", "syscalls", "raw_syscalls", "f2fs", "filemap")
+# What the kernel's text has that the binary does not: symbols and hashed pointers, enum names the format file
+# leaves unresolved, the time of printing (jiffies), strings behind pointers.
+NOT_IN_THE_BINARY = ("conversion %p", "unresolved name", "%s of a number")
+
+
+@needs_root
+@pytest.mark.skipif(not TRACEFS_EVENTS.is_dir(), reason="needs tracefs")
+def test_every_io_event_format_of_this_kernel_renders():
+    """Random records of every IO event this kernel has: each print fmt renders, exactly unless it needs what
+    only the running kernel knows."""
+    n, partial, total = 20, {}, 0
+    for system in IO_SYSTEMS:
+        for path in sorted(TRACEFS_EVENTS.glob(f"{system}/*/format")):
+            fmt = parse_event_format(path.read_text(), system)
+            if fmt is None or fmt.print_format is None:
+                continue
+            size = max(f.offset + f.size for f in fmt.fields.values()) + 64
+            buf = np.random.default_rng(total).integers(0, 256, size * n, dtype=np.uint8)
+            offs, lens = np.arange(n, dtype=np.int64) * size, np.full(n, size, np.int64)
+
+            def get(name, fmt=fmt, buf=buf, offs=offs, lens=lens):
+                base, _, index = name.rstrip("]").partition("[")
+                f = fmt.fields.get(base)
+                f = f.element(int(index)) if f is not None and index else f
+                if f is None or f.kind not in ("int", "string"):
+                    raise Unrenderable(f"no field {name}")
+                v = decode_field(buf, offs, lens, f)
+                return v if isinstance(v, pl.Series) else IntCol(v, 8 * f.size, not f.signed)
+
+            body, why = render(compile_print_fmt(fmt.print_format, fmt.print_args), n, get, hz=250)
+            assert len(body) == n and body.null_count() == 0, fmt.name
+            if why:
+                partial[fmt.name] = why
+            total += 1
+    assert total > 100
+    assert all(any(w.startswith(NOT_IN_THE_BINARY) for w in why) or "jiffies" in " ".join(why)
+               for why in partial.values()), partial
+    assert len(partial) < total * 0.05  # what the binary cannot say is rare among IO events

@@ -62,7 +62,13 @@ C_TYPES = {
     "sector_t": (64, False), "umode_t": (16, False), "gfp_t": (32, False), "tid_t": (32, False),
     "uint8_t": (8, False), "uint16_t": (16, False), "uint32_t": (32, False), "uint64_t": (64, False),
     "int8_t": (8, True), "int16_t": (16, True), "int32_t": (32, True), "int64_t": (64, True),
+    "uint": (32, False), "ushort": (16, False), "ulong": (64, False), "uchar": (8, False), "u_int": (32, False),
+    "u_long": (64, False), "u_short": (16, False), "u_char": (8, False), "u_int8_t": (8, False),
+    "u_int16_t": (16, False), "u_int32_t": (32, False), "u_int64_t": (64, False), "xfs_lsn_t": (64, True),
 }
+# Enum names some print fmts keep unresolved whose values are user ABI (cannot change between kernels).
+ABI_NAMES = {"IOPRIO_CLASS_NONE": 0, "IOPRIO_CLASS_RT": 1, "IOPRIO_CLASS_BE": 2, "IOPRIO_CLASS_IDLE": 3,
+             "IOPRIO_CLASS_INVALID": 7}
 TYPE_WORDS = {"unsigned", "signed", "int", "long", "short", "char", "void", "const", "volatile", "enum", "struct"}
 CONVERSION = re.compile(r"%(?P<flags>[-+ #0]*)(?P<width>\*|\d+)?(?:\.(?P<prec>\*|\d+))?"
                         r"(?P<len>hh|h|ll|l|z|j|t|L)?(?P<conv>[diouxXcsp%])(?P<ext>(?<=p)[A-Za-z]\w*)?")
@@ -292,6 +298,8 @@ class Evaluator:
             return pl.Series([node[1]] * self.n, dtype=pl.Utf8) if self.n else pl.Series([], dtype=pl.Utf8)
         if kind == "field":
             return self.get_field(node[1])
+        if kind == "id" and node[1] in ABI_NAMES:
+            return IntCol(np.full(self.n, ABI_NAMES[node[1]], np.int64), 32, False)
         if kind == "id":
             raise Unrenderable(f"unresolved name {node[1]} (an enum the kernel did not map to its value?)")
         if kind == "cast":
@@ -317,6 +325,7 @@ class Evaluator:
             if isinstance(a, IntCol) and isinstance(b, IntCol):
                 bits, unsigned = _promote(a, b)
                 return IntCol(np.where(cond, a.v, b.v), bits, unsigned).norm()
+            a, b = _null_as_string(a, b), _null_as_string(b, a)
             if isinstance(a, pl.Series) and isinstance(b, pl.Series):
                 return pl.select(pl.when(pl.Series(cond)).then(a).otherwise(b)).to_series()
             raise Unrenderable("a ternary of a string and a number")
@@ -392,6 +401,8 @@ class Evaluator:
     def _table(self, items) -> list[tuple[int, str]]:
         out = []
         for item in items:
+            if item[0] == "list" and len(item[1]) == 2 and item[1][1][0] != "str" and self.const(item[1][1]) == 0:
+                break  # { 0, NULL }: the end of the table
             if item[0] != "list" or len(item[1]) != 2 or item[1][1][0] != "str":
                 raise Unrenderable("a symbol table entry that is not {value, \"name\"}")
             out.append((self.const(item[1][0]) & 0xFFFFFFFFFFFFFFFF, item[1][1][1]))
@@ -420,6 +431,13 @@ class Evaluator:
             return sep.join(parts)
 
         return _map_unique(v.as_unsigned64(), render)
+
+
+def _null_as_string(v, other):
+    """`cond ? __get_str(x) : NULL`: the NULL branch of a string ternary is what printf's %s prints for it."""
+    if isinstance(v, IntCol) and isinstance(other, pl.Series) and not v.v.any():
+        return pl.Series(["(null)"] * len(v.v), dtype=pl.Utf8)
+    return v
 
 
 def _map_unique(values: np.ndarray, fn) -> pl.Series:
@@ -454,7 +472,7 @@ def _format_ints(v: IntCol, spec: re.Match) -> pl.Series:
 
 
 def _format_strings(s: pl.Series, spec: re.Match) -> pl.Series:
-    if spec["prec"]:
+    if spec["prec"] and spec["prec"] != "*":  # `.*`: cut by render() already
         s = s.str.slice(0, int(spec["prec"]))
     if spec["width"]:
         w = int(spec["width"])
@@ -473,16 +491,19 @@ def compile_print_fmt(fmt: str, args: list[str]) -> list:
         if m["conv"] == "%":
             pieces.append("%")
             continue
-        if m["width"] == "*" or m["prec"] == "*":
+        star_prec = m["prec"] == "*" and m["conv"] == "s" and m["width"] != "*"  # %.*s: the length first
+        if (m["width"] == "*" or m["prec"] == "*") and not star_prec:
             raise Unrenderable(f"conversion {m[0]} (computed width)")
-        if argi >= len(args):
+        if argi + star_prec >= len(args):
             raise Unrenderable("more conversions than arguments")
         try:
-            node = parse_expr(args[argi])
+            node = parse_expr(args[argi + star_prec])
+            if star_prec:
+                node = ("prec*", parse_expr(args[argi]), node)
         except Unrenderable as e:
             node = e
         pieces.append((m, node))
-        argi += 1
+        argi += 1 + star_prec
     if "%" in fmt[pos:]:
         raise Unrenderable(f"unknown conversion in {fmt[pos:]!r}")
     if pos < len(fmt):
@@ -521,10 +542,17 @@ def render(pieces: list, n: int, get_field: FieldGetter, hz: int | None = None) 
                 raise node
             if spec["conv"] == "p":
                 raise Unrenderable(f"conversion {spec[0]} (the kernel hashes or symbolises pointers)")
+            prec = None
+            if node[0] == "prec*":
+                prec, node = ev.int_of(node[1]), node[2]
             value = ev.eval(node)
             if spec["conv"] == "s":
                 if not isinstance(value, pl.Series):
                     raise Unrenderable("%s of a number")
+                if prec is not None:  # a negative precision is no precision
+                    cut = IntCol(prec.v, 32, False).norm().v  # printf reads an int
+                    cut = np.where(cut < 0, 1 << 40, cut)
+                    value = pl.select(pl.lit(value).str.slice(0, pl.lit(pl.Series(cut)))).to_series()
                 parts.append(_format_strings(value, spec))
             else:
                 if not isinstance(value, IntCol):
