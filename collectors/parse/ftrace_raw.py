@@ -35,6 +35,7 @@ Byte order: little-endian (every Android and x86 target).
 
 from __future__ import annotations
 
+import mmap
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -256,11 +257,19 @@ class _Columns:
 def _read_pages(files: list[Path], page_size: int) -> tuple[np.ndarray, list[tuple[int, int, int]], list[str]]:
     """All page files in one buffer (no copy per file): [(cpu, start, length)], warnings for cut pages."""
     sizes = [f.stat().st_size for f in files]
-    buf = np.empty(sum(sizes), np.uint8)
+    # An anonymous mapping, not np.empty: numpy asks for huge pages on big arrays, and where the kernel compacts
+    # memory for them on demand (THP defrag "madvise") filling the buffer took 2-5x longer here.
+    buf = np.frombuffer(mmap.mmap(-1, sum(sizes)), np.uint8) if sum(sizes) else np.zeros(0, np.uint8)
     spans, warnings, pos = [], [], 0
     for f, size in zip(files, sizes):
-        with open(f, "rb") as fh:
-            got = fh.readinto(memoryview(buf[pos:pos + size]))
+        got = 0
+        with open(f, "rb", buffering=0) as fh:  # straight into the buffer: one read() per chunk, no copies
+            view = memoryview(buf[pos:pos + size])
+            while got < size:
+                n = fh.readinto(view[got:])
+                if not n:
+                    break
+                got += n
         if size % page_size:
             warnings.append(f"{f}: {size % page_size} bytes of a cut page at byte offset {size - size % page_size} "
                             "(truncated file); every complete page was kept")
