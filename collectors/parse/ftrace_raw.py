@@ -44,7 +44,7 @@ import numpy as np
 import polars as pl
 from numba import njit
 
-from mobiperf.collectors.parse.event_fields import decode_field
+from mobiperf.collectors.parse.event_fields import decode_field, decode_int_fields, string_spans, strings
 from mobiperf.collectors.parse.event_format import EventFormat, read_formats
 from mobiperf.collectors.parse.ftrace_events import is_known_event, parse_other_events
 from mobiperf.collectors.parse.ftrace_text import BLOCK_EVENT_BODY, MARKER_EVENTS
@@ -216,6 +216,8 @@ class _Columns:
         return f
 
     def get(self, name: str):
+        if name not in self.cache and not self.cache:  # first use: every int field at once (one pass)
+            self.cache.update(decode_int_fields(self.buf, self.g.offs, self.g.lens, list(self.g.fmt.fields.values())))
         if name not in self.cache:
             f = self.field(name)
             if f is None:
@@ -224,6 +226,11 @@ class _Columns:
                 raise Unrenderable(f"field {name} is an array")
             self.cache[name] = decode_field(self.buf, self.g.offs, self.g.lens, f)
         return self.cache[name]
+
+    def spans(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """[start, end) in the page buffer of a string field of every record."""
+        f = self.g.fmt.fields[name]
+        return string_spans(self.buf, self.g.offs, self.g.lens, f.offset, f.size, f.loc, f.relative)
 
     def int(self, name: str, default: int = -1) -> np.ndarray:
         f = self.g.fmt.fields.get(name)
@@ -323,7 +330,7 @@ def parse_ftrace_raw(raw_dir: Path, formats: Path, rep: int = 0, hz: int | None 
         g = _Group(fmt, offs[idx], lens[idx], ts[idx], cpus[idx], rank[idx])
         c = _Columns(buf, g)
         if fmt.name in BLOCK_EVENT_BODY:
-            blocks.append(_block_rows(c, rep, cmdlines))
+            blocks.append((fmt.name, _block_rows(c)))
         elif fmt.name in MARKER_EVENTS and "buf" in fmt.fields:
             markers.append(pl.DataFrame({"order": g.order, "rep": np.full(len(g), rep, np.int32), "ts": g.ts,
                                          "pid": c.int("common_pid").astype(np.int32),
@@ -341,7 +348,7 @@ def parse_ftrace_raw(raw_dir: Path, formats: Path, rep: int = 0, hz: int | None 
             if keep_fields:
                 out.fields[fmt.name] = _field_frame(c, rep)
     if blocks:
-        out.block_event = BLOCK_EVENT.validate(pl.concat(blocks).sort("order"))
+        out.block_event = BLOCK_EVENT.validate(_block_frame(buf, blocks, rep, cmdlines))
     if markers:
         out.trace_marker = TRACE_MARKER.validate(pl.concat(markers).sort("order"))
     if heads:
@@ -388,11 +395,11 @@ def _field_frame(c: _Columns, rep: int) -> pl.DataFrame:
                          "pid": c.int("common_pid").astype(np.int32), **c.frame()})
 
 
-def _block_rows(c: _Columns, rep: int, cmdlines: CommTable) -> pl.DataFrame:
-    """block_event rows with the text parser's columns: size is bytes where the event has it (> 0), else
-    nr_sector * 512; block_split's size is new_sector - sector; -1 where there is none."""
+def _block_rows(c: _Columns) -> dict[str, np.ndarray]:
+    """The block_event columns of one event type, as numpy columns in the group's order (strings as byte spans
+    of the page buffer, built once for all types by _block_frame). size is bytes where the event has it (> 0),
+    else nr_sector * 512; block_split's size is new_sector - sector; -1 where there is none."""
     f, n = c.g.fmt.fields, len(c.g)
-    pid = c.int("common_pid")
     dev = c.int("dev")
     sector = c.int("sector")
     nr = c.int("nr_sector")
@@ -405,16 +412,43 @@ def _block_rows(c: _Columns, rep: int, cmdlines: CommTable) -> pl.DataFrame:
     if "bytes" in f:  # rq insert/issue: real bytes on 4.x+, 0 for fs requests on 3.x
         nbytes = c.int("bytes")
         size = np.where(nbytes > 0, nbytes, size)
-    comm = c.get("comm") if "comm" in f else cmdlines.lookup(pid)
-    error = c.int("error", 0) if "error" in f else c.int("errors", 0)
+    none = np.full(n, -1, np.int64)
+    comm_s, comm_e = c.spans("comm") if "comm" in f else (none, none)  # -1: the comm of saved_cmdlines
+    rwbs_s, rwbs_e = c.spans("rwbs") if "rwbs" in f else (none, none)
     no_dev = dev < 0
-    return pl.DataFrame({
-        "order": c.g.order, "rep": np.full(n, rep, np.int32), "ts": c.g.ts, "cpu": c.g.cpu,
-        "pid": pid.astype(np.int32), "comm": comm, "event": pl.Series([c.g.fmt.name] * n, dtype=pl.Utf8),
-        "dev_major": np.where(no_dev, -1, dev >> 20).astype(np.int32),
-        "dev_minor": np.where(no_dev, -1, dev & 0xFFFFF).astype(np.int32),
-        "sector": sector, "nr_sector": nr, "size_bytes": size,
-        "rwbs": c.get("rwbs") if "rwbs" in f else pl.Series([""] * n, dtype=pl.Utf8),
-        "error": error.astype(np.int32),
-    })
+    return {"order": c.g.order, "ts": c.g.ts, "cpu": c.g.cpu, "pid": c.int("common_pid"),
+            "dev_major": np.where(no_dev, -1, dev >> 20), "dev_minor": np.where(no_dev, -1, dev & 0xFFFFF),
+            "sector": sector, "nr_sector": nr, "size_bytes": size,
+            "error": c.int("error", 0) if "error" in f else c.int("errors", 0),
+            "comm_s": comm_s, "comm_e": comm_e, "rwbs_s": rwbs_s, "rwbs_e": rwbs_e}
 
+
+def _block_frame(buf: np.ndarray, parts: list[tuple[str, dict]], rep: int, cmdlines: CommTable) -> pl.DataFrame:
+    """One block_event table from the per-type columns: merged into trace order with numpy, the strings built
+    once in that order (no sort of string columns)."""
+    sizes = [len(p["ts"]) for _, p in parts]
+    n = sum(sizes)
+    # Each part's rows go straight to their places in trace order (one output array per column, no concat).
+    place = np.empty(n, np.int64)
+    place[np.argsort(np.concatenate([p["order"] for _, p in parts]), kind="stable")] = np.arange(n)
+    cols = {k: np.empty(n, np.int32 if k in ("cpu", "pid", "dev_major", "dev_minor", "error") else np.int64)
+            for k in parts[0][1] if k != "order"}
+    code = np.empty(n, np.int64)
+    at = 0
+    for i, ((_, p), size) in enumerate(zip(parts, sizes)):
+        where = place[at:at + size]
+        for k, out in cols.items():
+            out[where] = p[k]
+        code[where] = i
+        at += size
+    names = pl.Series([name for name, _ in parts], dtype=pl.Utf8)
+    comm = strings(buf, cols["comm_s"], cols["comm_e"])
+    own = cols["comm_s"] >= 0
+    if not own.all():
+        comm = pl.select(pl.when(pl.Series(own)).then(comm).otherwise(cmdlines.lookup(cols["pid"]))).to_series()
+    return pl.DataFrame({
+        "rep": np.full(n, rep, np.int32), "ts": cols["ts"], "cpu": cols["cpu"], "pid": cols["pid"], "comm": comm,
+        "event": names.gather(pl.Series(code)), "dev_major": cols["dev_major"], "dev_minor": cols["dev_minor"],
+        "sector": cols["sector"], "nr_sector": cols["nr_sector"], "size_bytes": cols["size_bytes"],
+        "rwbs": strings(buf, cols["rwbs_s"], cols["rwbs_e"]), "error": cols["error"],
+    })
