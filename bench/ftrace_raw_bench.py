@@ -7,6 +7,9 @@ syscall events of a busy 2-CPU machine, ~96 event types), its page files repeate
 page timestamps shifted by 10 s (so the merged order stays a real trace's), and its text repeated the same way.
 Each parser runs in its own process after a warm-up call on the fixture itself (numba's cache loaded, not timed);
 reported: records, wall seconds, CPU seconds (user + sys of the process, getrusage) and records per CPU second.
+  raw         parse_ftrace_raw: every table (its non-block bodies go through the text path's body parsers)
+  raw-decode  the same without those body parsers: page walk, field columns, block rows, rendered bodies
+  text        parse_ftrace_text on the same events as text
 The machine is shared: CPU time is the figure to compare, and the load average is printed with it.
 """
 
@@ -32,9 +35,11 @@ CHILD = r"""
 import json, resource, sys, time
 from pathlib import Path
 kind, path, warm = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
-if kind == "raw":
-    from mobiperf.collectors.parse.ftrace_raw import parse_ftrace_raw
-    run = lambda d: parse_ftrace_raw(d / "ftrace_raw", d / "formats")
+if kind.startswith("raw"):
+    import mobiperf.collectors.parse.ftrace_raw as ftrace_raw
+    if kind == "raw-decode":  # pages -> fields -> rendered bodies only: the text path's body parsers left out
+        ftrace_raw.parse_other_events = lambda head, rep: ({"fs_event": head}, {})
+    run = lambda d: ftrace_raw.parse_ftrace_raw(d / "ftrace_raw", d / "formats")
     count = lambda t: t.events_total
 else:
     from mobiperf.collectors.parse.ftrace_text import parse_ftrace_text
@@ -85,15 +90,15 @@ def main() -> None:
         big = Path(work) / "big"
         replicate(src, big, args.copies)
         results = {}
-        for kind in ("raw", "text"):
+        for kind in ("raw", "raw-decode", "text"):
             out = subprocess.run([sys.executable, "-c", CHILD, kind, str(big), str(src)], check=True,
                                  capture_output=True, text=True, timeout=3600).stdout
             results[kind] = json.loads(out.strip().splitlines()[-1])
-        size = {"raw": sum(p.stat().st_size for p in big.glob("ftrace_raw/cpu*")),
-                "text": (big / "ftrace.txt").stat().st_size}
+        pages = sum(p.stat().st_size for p in big.glob("ftrace_raw/cpu*"))
+        size = {"raw": pages, "raw-decode": pages, "text": (big / "ftrace.txt").stat().st_size}
     print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}, copies {args.copies}")
     for kind, r in results.items():
-        print(f"{kind:5s} {r['records']:>10,} records  {size[kind] / 1e6:7.1f} MB  wall {r['wall_s']:6.2f} s  "
+        print(f"{kind:10s} {r['records']:>10,} records  {size[kind] / 1e6:7.1f} MB  wall {r['wall_s']:6.2f} s  "
               f"cpu {r['cpu_s']:6.2f} s  {r['records'] / r['cpu_s'] / 1e6:5.2f} M records/cpu-s")
     print("rows raw :", results["raw"]["rows"])
     print("rows text:", results["text"]["rows"])
