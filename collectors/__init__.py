@@ -55,8 +55,8 @@ def plan_collectors(transport, caps, stack, raw_dir: Path, *, extra_events=(), s
     """The collectors of one repetition, from what was asked and what the target offers.
 
     sources: any of SOURCES (default DEFAULT_SOURCES). ftrace_raw is ftrace read as binary per-CPU pages
-    (trace_pipe_raw: exact ns timestamps, cheaper to parse) and decodes block events and markers only, so event
-    sets are not added to it. ftrace always traces the block events of the stack's
+    (trace_pipe_raw: exact ns timestamps, no text formatting in the kernel) with the same events, each decoded by
+    its saved format (ftrace wins if both are asked). ftrace always traces the block events of the stack's
     devices; event_sets adds whole sets (ext4, jbd2, f2fs, fuse, writeback); without event_sets a run gets the
     light events of its stack (fsync enter/exit and jbd2 commits of its filesystem, FUSE requests of a FUSE
     layer), which cost one event per call, not per page. Events this kernel lacks are skipped and named in
@@ -80,13 +80,7 @@ def plan_collectors(transport, caps, stack, raw_dir: Path, *, extra_events=(), s
     if "facts" in wanted:
         from mobiperf.collectors.facts import FactsCollector
         collectors.append(FactsCollector(transport, stack.device, stack.workdir.rsplit("/", 1)[0]))
-    if "ftrace_raw" in wanted and "ftrace" not in wanted:
-        collectors.append(FtraceCollector(transport, caps.tracefs_path, block_event_specs(devices)
-                                          + list(extra_events), raw_dir, raw_pages=True, batch_interval_s=batch))
-        if event_sets:
-            notes.append("ftrace_raw: event sets other than block are not decoded from binary pages; "
-                         "add the ftrace source for them")
-    if "ftrace" in wanted:
+    if "ftrace" in wanted or "ftrace_raw" in wanted:  # the same events, read as text or as binary pages
         events = block_event_specs(devices)
         if event_sets is None:
             sets = {"ext4": ("ext4", "jbd2"), "f2fs": ("f2fs",)}.get(stack.filesystem, ())
@@ -105,7 +99,7 @@ def plan_collectors(transport, caps, stack, raw_dir: Path, *, extra_events=(), s
             if missing:
                 notes.append(f"ftrace: this kernel lacks {', '.join(missing)}")
         collectors.append(FtraceCollector(transport, caps.tracefs_path, events + list(extra_events), raw_dir,
-                                          batch_interval_s=batch))
+                                          raw_pages="ftrace" not in wanted, batch_interval_s=batch))
     if "syscalls" in wanted:
         specs, missing = event_set_specs("syscalls", available, devices)
         if not specs:

@@ -27,6 +27,7 @@ the buffer loses nothing as long as the reader keeps up; lost events show up as 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import time
 import uuid
@@ -194,6 +195,9 @@ class FtraceCollector(Collector):
                     self.transport.read_file(f"{self.tracefs}/saved_cmdlines"))
             except TargetError:
                 pass
+            hz = kernel_hz(self.transport)  # jiffies fields (jbd2_run_stats) are ms in the text, jiffies in binary
+            if hz:
+                (self.out_dir / "ftrace_raw" / "kernel_hz").write_text(f"{hz}\n")
         self.stats = CollectionStats(clock=self._active_clock(), buffer_size_kb=self.buffer_size_kb,
                                      per_cpu=self._per_cpu_stats(), duration_ns=duration,
                                      instance=self.instance_name if self.root != self.tracefs else None)
@@ -351,6 +355,19 @@ EVENT_SETS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
 # The cheap sets a run gets without asking: one event per fsync, journal commit or FUSE request, not per page.
 LIGHT_EVENTS = {"ext4": ("ext4_sync_file_enter", "ext4_sync_file_exit"), "jbd2": EVENT_SETS["jbd2"][1],
                 "f2fs": ("f2fs_sync_file_enter", "f2fs_sync_file_exit"), "fuse": EVENT_SETS["fuse"][1]}
+
+
+def kernel_hz(transport: Transport) -> int | None:
+    """CONFIG_HZ from the target's /proc/config.gz (None where the kernel does not expose its config)."""
+    import gzip
+    import zlib
+
+    try:
+        config = gzip.decompress(transport.read_file("/proc/config.gz")).decode(errors="replace")
+    except (TargetError, OSError, EOFError, zlib.error):
+        return None
+    m = re.search(r"^CONFIG_HZ=(\d+)$", config, re.M)
+    return int(m[1]) if m else None
 
 
 def event_set_specs(set_name: str, available: dict[str, list[str]], devices: list[tuple[int, int]], *,

@@ -145,3 +145,43 @@ def test_lost_events_by_the_counts_the_kernel_stored(capture, tmp_path):
     t = parse_ftrace_raw(raw, capture / "formats")
     assert (t.pages, t.pages_with_lost_events, t.lost_events, t.events_total) == (2, 2, 1235, 0)
     assert any("1235 events" in w for w in t.warnings)
+
+
+@needs_root
+@pytest.mark.skipif(not Path("/sys/kernel/tracing/instances").is_dir(), reason="needs tracefs instances")
+def test_collector_binary_pages_give_the_fs_and_journal_tables(tmp_path, clean_machine):
+    """The product path: FtraceCollector in raw-pages mode with the ext4 and jbd2 sets of a journaled ext4 of the
+    test's own, parse_raw_dir on what it saved (formats, pages, saved_cmdlines, kernel_hz)."""
+    import os
+    import subprocess
+
+    from mobiperf.collectors.ftrace import FtraceCollector, block_event_specs, event_set_specs
+    from mobiperf.target.transport import LocalTransport
+
+    events_dir = Path("/sys/kernel/tracing/events")
+    available = {s: os.listdir(events_dir / s) for s in ("ext4", "jbd2")}
+    out = tmp_path / "raw"
+    with journaled_ext4(tmp_path) as fs:
+        major, minor = (int(x) for x in subprocess.run(
+            ["findmnt", "-no", "MAJ:MIN", str(fs)], capture_output=True, text=True, check=True,
+            timeout=30).stdout.strip().split(":"))
+        specs = block_event_specs([(major, minor)])
+        for name in ("ext4", "jbd2"):
+            specs += event_set_specs(name, available, [(major, minor)])[0]
+        name = f"mobiperf-rawdec-col-{os.getpid()}"
+        with FtraceCollector(LocalTransport(), "/sys/kernel/tracing", specs, out, name=name,
+                             raw_pages=True) as collector:
+            collector.start()
+            for i in range(3):
+                subprocess.run(["dd", "if=/dev/zero", f"of={fs / 'f'}", "bs=4k", "count=1", f"seek={i}",
+                                "conv=notrunc,fsync", "status=none"], check=True, timeout=30)
+            collector.stop()
+        assert not Path(f"/sys/kernel/tracing/instances/{name}").exists()
+    parsed = parse_raw_dir(out, 0)
+    assert parsed.summary["ftrace_raw"]["undecoded"] == {} and parsed.summary["ftrace_raw"]["unparsed"] == {}
+    fsync = parsed.tables["fsync_event"].filter(pl.col("comm") == "dd")
+    assert len(fsync) == 6 and set(fsync["dev_minor"]) == {minor} and set(fsync["ret"].drop_nulls()) == {0}
+    stats = parsed.tables["jbd2_run_stats"]
+    assert len(stats) >= 3 and (stats["dev_minor"] == minor).all() and (stats["blocks_logged"] > 0).all()
+    commits = parsed.tables["jbd2_commit"]
+    assert {"start", "end"} <= set(commits["phase"]) and set(stats["tid"]) <= set(commits["tid"])
