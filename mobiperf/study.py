@@ -233,6 +233,18 @@ def write_study_outputs(study: Study, config: Config, data: dict, labels: dict[s
     return result
 
 
+def phone_note(config: dict) -> str:
+    """What the phone model of a study's cells was, in one line ('' without one)."""
+    name = config.get("phone")
+    if not name or name == "none":
+        return ""
+    from mobiperf.phone import PHONES
+
+    p = PHONES.get(name)
+    values = f" (device {p.device}, dirty limit {p.dirty}, CPU {p.cpu}, FUSE wake-up {p.fuse_wakeup})" if p else ""
+    return f"phone model: {name}{values}"
+
+
 def machine_note() -> str:
     try:
         load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
@@ -247,6 +259,8 @@ def format_study_text(result: dict) -> str:
     from mobiperf.metrics import format_value
 
     out = [f"== study {result['name']}: {result['title']}", f"   paper: {result['paper']}"]
+    if phone_note(result.get("config") or {}):
+        out.append(f"   {phone_note(result['config'])}")
     for s in result["sections"]:
         out.append(f"\n-- {s['title']}  [{s['source']}]")
         rows = [["configuration", f"ours ({s['unit']})", "95% CI", "n", "paper", "note"]]

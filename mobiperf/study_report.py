@@ -179,6 +179,10 @@ def write_study_page(study_result: dict, data: dict, path: Path) -> Path:
     """The study's page: checks, ours-vs-paper tables (one per figure/table of the paper), then the raw matrix."""
     page = _Page(f"mobiperf study {study_result['name']}: {study_result['title']}")
     page.p(html.escape(study_result.get("description", "")))
+    from mobiperf.study import phone_note
+
+    if phone_note(study_result.get("config") or {}):
+        page.p(html.escape(phone_note(study_result["config"])))
     page.p("Machine: " + html.escape(study_result.get("machine_note", "")))
     checks = study_result.get("checks", [])
     if checks:
