@@ -197,3 +197,13 @@ def test_every_io_event_format_of_this_kernel_renders():
     assert all(any(w.startswith(NOT_IN_THE_BINARY) for w in why) or "jiffies" in " ".join(why)
                for why in partial.values()), partial
     assert len(partial) < total * 0.05  # what the binary cannot say is rare among IO events
+
+
+def test_long_is_the_kernels_long():
+    """32-bit kernels (older phones): %lx and (unsigned long) casts are 32 bits wide."""
+    col = IntCol(np.array([-22, 0x100000005], np.int64), 64, False)
+    pieces = compile_print_fmt("%lx %ld %llx %lu", ["REC->r", "REC->r", "REC->r", "(unsigned long)REC->r"])
+    assert render(pieces, 2, lambda _: col, long_bits=32)[0].to_list() == [
+        "ffffffea -22 ffffffffffffffea 4294967274", "5 5 100000005 5"]
+    assert render(pieces, 2, lambda _: col)[0].to_list() == [
+        "ffffffffffffffea -22 ffffffffffffffea 18446744073709551594", "100000005 4294967301 100000005 4294967301"]

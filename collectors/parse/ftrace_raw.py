@@ -296,6 +296,7 @@ def parse_ftrace_raw(raw_dir: Path, formats: Path, rep: int = 0, hz: int | None 
     if not by_id:
         raise ParseError(formats, 0, "no event format files (formats/<system>/<event>/format) to decode pages")
     hz = hz or read_kernel_hz(raw_dir / "kernel_hz")
+    long_bits = 8 * layout.commit_size  # local_t is a long: 4 bytes on 32-bit kernels
     cmdlines = CommTable(saved_cmdlines(raw_dir / "saved_cmdlines"))
     files = sorted((p for p in raw_dir.iterdir() if re.fullmatch(r"cpu\d+", p.name)), key=lambda p: int(p.name[3:]))
     buf, spans, warnings = _read_pages(files, layout.page_size)
@@ -336,7 +337,7 @@ def parse_ftrace_raw(raw_dir: Path, formats: Path, rep: int = 0, hz: int | None 
                                          "pid": c.int("common_pid").astype(np.int32),
                                          "text": c.get("buf").str.strip_chars()}))
         elif is_known_event(fmt.name):
-            body = _body(c, hz, out)
+            body = _body(c, hz, out, long_bits)
             heads.append(pl.DataFrame({"order": g.order, "ts": g.ts, "cpu": g.cpu,
                                        "pid": c.int("common_pid").astype(np.int32),
                                        "comm": cmdlines.lookup(c.int("common_pid")),
@@ -365,7 +366,7 @@ def parse_ftrace_raw(raw_dir: Path, formats: Path, rep: int = 0, hz: int | None 
 _COMPILED: dict[tuple[str, tuple[str, ...]], list] = {}
 
 
-def _body(c: _Columns, hz: int | None, out: RawTables) -> pl.Series:
+def _body(c: _Columns, hz: int | None, out: RawTables, long_bits: int = 64) -> pl.Series:
     """The kernel's text body of every record of the group, from its print fmt; raw `field=value` pairs where
     that cannot be reproduced."""
     fmt = c.g.fmt
@@ -375,7 +376,7 @@ def _body(c: _Columns, hz: int | None, out: RawTables) -> pl.Series:
         key = (fmt.print_format, tuple(fmt.print_args))
         if key not in _COMPILED:
             _COMPILED[key] = compile_print_fmt(fmt.print_format, fmt.print_args)
-        body, reasons = render(_COMPILED[key], len(c.g), c.field_value, hz)
+        body, reasons = render(_COMPILED[key], len(c.g), c.field_value, hz, long_bits)
         if reasons:
             out.unrendered[fmt.name] = "; ".join(dict.fromkeys(reasons))
         return body

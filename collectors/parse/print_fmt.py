@@ -66,6 +66,9 @@ C_TYPES = {
     "u_long": (64, False), "u_short": (16, False), "u_char": (8, False), "u_int8_t": (8, False),
     "u_int16_t": (16, False), "u_int32_t": (32, False), "u_int64_t": (64, False), "xfs_lsn_t": (64, True),
 }
+# Types as wide as the kernel's long (32 bits on 32-bit kernels, e.g. older Android phones).
+LONG_TYPES = {"long", "long int", "unsigned long", "unsigned long int", "ulong", "u_long", "size_t", "ssize_t",
+              "ino_t"}
 # Enum names some print fmts keep unresolved whose values are user ABI (cannot change between kernels).
 ABI_NAMES = {"IOPRIO_CLASS_NONE": 0, "IOPRIO_CLASS_RT": 1, "IOPRIO_CLASS_BE": 2, "IOPRIO_CLASS_IDLE": 3,
              "IOPRIO_CLASS_INVALID": 7}
@@ -175,10 +178,11 @@ class _Parser:
             return None
         self.i += j + 1
         if "*" in names or names[0] == "struct":
-            return (64, False)
+            return (64, False, True)  # a pointer is long-sized
         if names[0] == "enum":
-            return (32, False)
-        return C_TYPES.get(plain, (64, False))
+            return (32, False, False)
+        bits, signed = C_TYPES.get(plain, (64, False))
+        return (bits, signed, plain in LONG_TYPES)
 
     def unary(self):
         tok = self.peek()
@@ -269,10 +273,11 @@ def _promote(a: IntCol, b: IntCol) -> tuple[int, bool]:
 
 
 class Evaluator:
-    def __init__(self, n: int, get_field: FieldGetter, hz: int | None = None):
+    def __init__(self, n: int, get_field: FieldGetter, hz: int | None = None, long_bits: int = 64):
         self.n = n
         self.get_field = get_field
         self.hz = hz
+        self.long_bits = long_bits
 
     def const(self, node) -> int:
         v = self.eval(node)
@@ -306,8 +311,8 @@ class Evaluator:
             v = self.eval(node[2])
             if isinstance(v, pl.Series):
                 return v
-            bits, signed = node[1]
-            return IntCol(v.v, bits, not signed).norm()
+            bits, signed, long_sized = node[1]
+            return IntCol(v.v, self.long_bits if long_sized else bits, not signed).norm()
         if kind == "un":
             v = self.int_of(node[2])
             if node[1] == "-":
@@ -450,11 +455,16 @@ def _map_unique(values: np.ndarray, fn) -> pl.Series:
 # --- formatting ---
 
 LENGTH_BITS = {None: 32, "hh": 8, "h": 16, "l": 64, "ll": 64, "z": 64, "j": 64, "t": 64, "L": 64}
+LONG_LENGTHS = ("l", "z", "t")  # long, size_t, ptrdiff_t: the kernel's long
 
 
-def _format_ints(v: IntCol, spec: re.Match) -> pl.Series:
+def _length_bits(spec: re.Match, long_bits: int) -> int:
+    return long_bits if spec["len"] in LONG_LENGTHS else LENGTH_BITS[spec["len"]]
+
+
+def _format_ints(v: IntCol, spec: re.Match, long_bits: int = 64) -> pl.Series:
     conv = spec["conv"]
-    bits = LENGTH_BITS[spec["len"]]
+    bits = _length_bits(spec, long_bits)
     signed = conv in "di"
     col = IntCol(v.v, bits, not signed).norm()
     values = col.v.view(np.uint64) if not signed and bits == 64 else col.v
@@ -528,9 +538,11 @@ def _raw_fallback(ev: Evaluator, spec: re.Match, node) -> pl.Series:
         return pl.Series(["?"] * ev.n, dtype=pl.Utf8)
 
 
-def render(pieces: list, n: int, get_field: FieldGetter, hz: int | None = None) -> tuple[pl.Series, list[str]]:
-    """The body text of n records, and why any argument was replaced by its raw value (empty: exact text)."""
-    ev = Evaluator(n, get_field, hz)
+def render(pieces: list, n: int, get_field: FieldGetter, hz: int | None = None,
+           long_bits: int = 64) -> tuple[pl.Series, list[str]]:
+    """The body text of n records, and why any argument was replaced by its raw value (empty: exact text).
+    long_bits: the width of the kernel's long (32 on 32-bit kernels: %lx, (unsigned long) casts)."""
+    ev = Evaluator(n, get_field, hz, long_bits)
     parts, reasons = [], []
     for piece in pieces:
         if isinstance(piece, str):
@@ -557,7 +569,7 @@ def render(pieces: list, n: int, get_field: FieldGetter, hz: int | None = None) 
             else:
                 if not isinstance(value, IntCol):
                     raise Unrenderable(f"{spec[0]} of a string")
-                parts.append(_int_piece(value, spec) or _format_ints(value, spec))
+                parts.append(_int_piece(value, spec, long_bits) or _format_ints(value, spec, long_bits))
         except Unrenderable as e:
             reasons.append(str(e))
             parts.append(_raw_fallback(ev, spec, node))
@@ -566,13 +578,13 @@ def render(pieces: list, n: int, get_field: FieldGetter, hz: int | None = None) 
 
 # --- the compiled writer: literals, integers and string columns -> one Arrow string column ---
 
-def _int_piece(v: IntCol, spec: re.Match) -> tuple | None:
+def _int_piece(v: IntCol, spec: re.Match, long_bits: int = 64) -> tuple | None:
     """An integer conversion the compiled writer does (d i u x X o, flags - 0 #, a width): (values, unsigned,
     base, upper, alt, zero, left, width); None for the rest (precision, + and space flags, %c)."""
     conv, flags = spec["conv"], spec["flags"]
     if conv not in "diuxXo" or spec["prec"] or set(flags) - set("-0#"):
         return None
-    bits = LENGTH_BITS[spec["len"]]
+    bits = _length_bits(spec, long_bits)
     signed = conv in "di"
     col = IntCol(v.v, bits, not signed).norm()
     return (col.v, not signed, {"x": 16, "X": 16, "o": 8}.get(conv, 10), conv == "X", "#" in flags,
