@@ -1,8 +1,9 @@
 """Block events -> one row per block request (the `block_rq` table).
 
 Three implementations of one definition: pair_block_requests runs the compiled state machine (pairing_kernel.py,
-numba, ~8 M events/s of CPU here), pair_block_requests_vectorized matches every FIFO at once with numpy (fifo.py; used when
-numba is missing), and pairing_oracle.py is the obvious event-at-a-time Python; tests hold all three equal.
+numba; with the table work around it ~5 M events/s of CPU here), pair_block_requests_vectorized matches every
+FIFO at once with numpy (fifo.py; used when numba is missing), and pairing_oracle.py is the obvious
+event-at-a-time Python; tests hold all three equal.
 
 Definitions (shared with the event-at-a-time oracle in pairing_oracle.py, which tests compare against):
 
