@@ -1,12 +1,14 @@
 """bFUSE counters for a 64 MiB sequential write in 512 KiB records, the shape of the paper's Table 3.
 
 legacy (4 KiB IO unit): 16,384 FUSE writes and as many daemon pwrites; 512 KiB unit without buffer: 128 and 128;
-bFUSE (8 MiB buffer of 2 MiB entries): 128 FUSE writes coalesced into at most 33 pwrites of ~2 MiB.
+bFUSE (8 MiB buffer of 2 MiB entries cut at 1 MiB mod 2 MiB): 128 FUSE writes coalesced into 33 pwrites
+(1 MiB, 31 x 2 MiB, 1 MiB).
 """
 
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -83,3 +85,25 @@ def test_splice_moves_writes_without_pwrite(bfuse_mount):
     assert counters["daemon_splice_write_bytes"] == TOTAL
     assert counters["daemon_pwrite_calls"] == 0
     assert (mount.source / "seq").read_bytes() == b"\xa5" * TOTAL
+
+
+@pytest.mark.parametrize("options, flushed_size", [
+    ("preset=bfuse,flush_ms=60s", 1 * MIB),                  # entries [0,1M) [1M,3M) ...: the first fills at 1 MiB
+    ("preset=bfuse,flush_ms=60s,entry_phase=0", 2 * MIB),    # entries [0,2M) [2M,4M) ...: full at 2 MiB
+    ("preset=bfuse,flush_ms=60s,entry_phase=512k", 512 * 1024),
+])
+def test_entries_are_cut_at_the_phase(bfuse_mount, options, flushed_size):
+    """2 MiB written sequentially: only the first entry is full, so only it is written out (at once)."""
+    mount = bfuse_mount(options)
+    fd = os.open(mount.mountpoint / "f", os.O_WRONLY | os.O_CREAT, 0o644)
+    for k in range(4):
+        os.pwrite(fd, bytes([k + 1]) * RECORD, k * RECORD)
+    deadline = time.monotonic() + 5
+    while (mount.source / "f").stat().st_size < flushed_size and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.1)   # a wrong cut would show as a larger native file by now
+    assert (mount.source / "f").stat().st_size == flushed_size
+    counters = mount.counters()["counters"]
+    assert counters["flushed_entries_full"] == 1 and counters["daemon_pwrite_calls"] == 1
+    os.close(fd)
+    assert (mount.source / "f").read_bytes() == b"".join(bytes([k + 1]) * RECORD for k in range(4))

@@ -96,7 +96,8 @@ struct bf_entry {
 /* Configuration: set by options, constant once serving. */
 static uint64_t bf_buffer_size = 8 << 20;
 static uint64_t bf_entry_size = 2 << 20;
-static uint64_t bf_entry_phase;		/* 0: entries end where they fill */
+#define BF_PHASE_AUTO UINT64_MAX	/* 1M for 2M entries, else 0 */
+static uint64_t bf_entry_phase = BF_PHASE_AUTO;	/* 0: cut where they fill */
 static uint64_t bf_flush_ms = 10;
 static unsigned int bf_nentries;
 static size_t bf_rbuf_size;		/* fc_rbuf_size(), set at start */
@@ -140,6 +141,8 @@ static int bf_preset(const char *name, struct fc_config *cfg)
 		bf_buffer_size = 8 << 20;
 		bf_entry_size = 2 << 20;
 		bf_flush_ms = 10;
+		/* no native write covers a 2 MiB-aligned range: see README */
+		bf_entry_phase = BF_PHASE_AUTO;
 		/* requests stay in their receive buffer: no user-space copy */
 		cfg->own_loop = true;
 	} else if (!strcmp(name, "nobuf")) {
@@ -210,8 +213,12 @@ static int bf_parse_opt(const char *key, const char *val,
 
 static int bf_validate(struct fc_config *cfg)
 {
-	if (!cfg->preset && !cfg->io_unit)
-		cfg->io_unit = 512 << 10;	/* default preset: bfuse */
+	/*
+	 * Only 2 MiB entries need a phase: smaller ones never cover a whole
+	 * 2 MiB-aligned range, larger ones always do.
+	 */
+	if (bf_entry_phase == BF_PHASE_AUTO)
+		bf_entry_phase = bf_entry_size == (2 << 20) ? 1 << 20 : 0;
 	if (!bf_buffer_size) {
 		bf_nentries = 0;
 		return 0;
@@ -1060,7 +1067,9 @@ static struct fc_policy bf_policy = {
 	"    -o preset=NAME       legacy | bfuse (default) | nobuf | zerocopy\n"
 	"    -o buffer=SIZE       write buffer total, 0 = off (8M)\n"
 	"    -o entry=SIZE        buffer entry size (2M)\n"
-	"    -o flush_ms=DURATION management thread period (10ms)\n",
+	"    -o flush_ms=DURATION management thread period (10ms)\n"
+	"    -o entry_phase=SIZE  cut entries at this offset modulo entry\n"
+	"                         (1M for 2M entries; 0 = where they fill)\n",
 	.preset = bf_preset,
 	.parse_opt = bf_parse_opt,
 	.validate = bf_validate_hook,
@@ -1082,5 +1091,6 @@ static struct fc_policy bf_policy = {
 int main(int argc, char *argv[])
 {
 	bf_register_counters();
+	bf_preset("bfuse", &fc_cfg);	/* no preset means bfuse */
 	return fc_main(argc, argv, &bf_policy);
 }

@@ -13,6 +13,14 @@
  * policy owns the buffer until it gives it back with fc_rbuf_free(), and the
  * worker takes a fresh buffer from the pool for its next request.
  *
+ * The request is read at an offset chosen so that a WRITE's data starts on a
+ * page boundary of the buffer (FC_RBUF_DATA_AT): the native pwrite then
+ * copies between equally aligned source and page cache.  The kernel's
+ * `rep movsb` copy runs at less than half speed when source and
+ * destination are misaligned relative to each other (measured here: the
+ * flusher's pwrite of adopted data at offset 80 cost 2.5x the CPU of the
+ * same pwrite from page-aligned memory).
+ *
  * Buffers are recycled through the pool rather than freed: a fresh 516 KiB
  * allocation costs 129 page faults (zero-filled pages) on first touch, more
  * than the copy it saves.
@@ -33,9 +41,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <linux/fuse.h>
+
 #include "fc_internal.h"
 
 #define FC_POOL_MAX 512		/* free buffers kept for reuse */
+#define FC_RBUF_DATA_AT 4096	/* where a WRITE's data lands in a buffer */
+#define FC_WRITE_HEADER (sizeof(struct fuse_in_header) + \
+			 sizeof(struct fuse_write_in))
 
 static size_t fc_rbuf_bytes;		/* constant once serving */
 static void *fc_pool[FC_POOL_MAX];	/* fc_pool_lock */
@@ -55,7 +68,8 @@ static size_t fc_rbuf_size_for(uint32_t io_unit)
 
 	if (unit < (128 << 10))
 		unit = 128 << 10;
-	return unit + 4096;
+	/* headroom before the data, the data, room for headers after it */
+	return FC_RBUF_DATA_AT + unit + 4096;
 }
 
 size_t fc_rbuf_size(void)
@@ -110,6 +124,7 @@ static void *fc_worker(void *arg)
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
 	while (!fuse_session_exited(se)) {
 		struct fuse_buf fb = { 0 };
+		char *req;
 		ssize_t n;
 
 		if (!fc_rbuf_cur)
@@ -119,8 +134,9 @@ static void *fc_worker(void *arg)
 			fuse_session_exit(se);
 			break;
 		}
+		req = (char *)fc_rbuf_cur + FC_RBUF_DATA_AT - FC_WRITE_HEADER;
 		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
-		n = read(fd, fc_rbuf_cur, fc_rbuf_size());
+		n = read(fd, req, fc_rbuf_size() - (req - (char *)fc_rbuf_cur));
 		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
 		if (n < 0) {
 			/* ENOENT: the request was interrupted before we read it */
@@ -132,7 +148,7 @@ static void *fc_worker(void *arg)
 			fuse_session_exit(se);
 			break;
 		}
-		fb.mem = fc_rbuf_cur;
+		fb.mem = req;
 		fb.size = n;
 		/* a write hook may adopt fc_rbuf_cur (it is NULL afterwards) */
 		fuse_session_process_buf(se, &fb);
