@@ -308,3 +308,20 @@ def test_deferred_enospc_is_reported_at_close(bfuse_mount, tiny_tmpfs):
         os.close(fd)
     assert failure.value.errno == errno.ENOSPC
     assert mount.counters()["counters"]["deferred_errors_reported"] == 1
+
+
+def test_deferred_error_is_not_taken_by_a_read_only_close(bfuse_mount, tiny_tmpfs):
+    """A reader's close neither flushes the writer's data nor swallows its ENOSPC: the writer's fsync gets it."""
+    mount = bfuse_mount(HELD, source=tiny_tmpfs)
+    fd = os.open(mount.mountpoint / "big", os.O_WRONLY | os.O_CREAT, 0o644)
+    for k in range(3):
+        assert os.write(fd, b"e" * (512 * KIB)) == 512 * KIB
+    reader = os.open(mount.mountpoint / "big", os.O_RDONLY)
+    assert os.pread(reader, 10, 512 * KIB) == b"e" * 10          # from the buffer
+    os.close(reader)                                             # no flush, no error
+    assert native_size(mount.source / "big") <= 1024 * KIB      # [0,1M) was full and went; [1M,1.5M) is held
+    with pytest.raises(OSError) as failure:
+        os.fsync(fd)
+    assert failure.value.errno == errno.ENOSPC
+    os.close(fd)
+    assert mount.counters()["counters"]["deferred_errors_reported"] == 1
