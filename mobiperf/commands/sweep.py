@@ -67,7 +67,11 @@ def cmd_sweep(output, params, repeat, seed, metric, timeout, retry_failed, statu
             plan = sweep.plan_cell(cell)
             what = f"skipped: {plan.skip}" if plan.skip else (
                 f"--stack {plan.stack}" + (f" --scheduler {plan.scheduler}" if plan.scheduler else "")
-                + (f" --device {plan.device}" if plan.device else "") + f" -- {' '.join(plan.command)}")
+                + (f" --device {plan.device}" if plan.device else "")
+                + (f" --dirty-limit {plan.dirty}" if plan.dirty != "host" else "")
+                + (f" --cpu {plan.cpu}" if plan.cpu != "host" else "")
+                + (f" --fuse-wakeup {plan.fuse_wakeup}" if plan.fuse_wakeup != "0" else "")
+                + f" -- {' '.join(plan.command)}")
             click.echo(f"c{i:03d}  {cell}  {what}")
         return
     if not status_only:
