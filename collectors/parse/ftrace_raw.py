@@ -48,7 +48,7 @@ from mobiperf.collectors.parse.event_fields import decode_field, decode_int_fiel
 from mobiperf.collectors.parse.event_format import EventFormat, read_formats
 from mobiperf.collectors.parse.ftrace_events import is_known_event, parse_other_events
 from mobiperf.collectors.parse.ftrace_text import BLOCK_EVENT_BODY, MARKER_EVENTS
-from mobiperf.collectors.parse.print_fmt import Unrenderable, compile_print_fmt, render
+from mobiperf.collectors.parse.print_fmt import IntCol, Unrenderable, compile_print_fmt, render
 from mobiperf.errors import ParseError
 from mobiperf.schema import BLOCK_EVENT, TRACE_MARKER
 
@@ -240,8 +240,6 @@ class _Columns:
 
     def field_value(self, name: str):
         """The print fmt's view of a field: an IntCol with the field's C width, or a string column."""
-        from mobiperf.collectors.parse.print_fmt import IntCol
-
         value = self.get(name)
         if isinstance(value, pl.Series):
             return value

@@ -1,11 +1,13 @@
 """An event's `print fmt` (format string + C argument expressions) rendered over whole columns of records.
 
 This reproduces the text the kernel writes to `trace` for an event (its TP_printk body) from the binary fields,
-vectorised: every argument expression is evaluated once over numpy columns (one row per record), and every
-conversion is formatted over the column's distinct values only. What it understands:
+vectorised: every argument expression is evaluated once over numpy columns (one row per record), and the text
+is written by one compiled pass (text_writer.py; the rare conversions it does not do are formatted over the
+column's distinct values). What it understands:
 
-  arguments    REC->field, REC->array[constant], integer/char/string literals, casts to C integer types (width and sign applied),
-               unary - ~ ! +, binary * / % + - << >> < > <= >= == != & ^ | && ||, the ternary ?:,
+  arguments    (parsed by c_expr.py) REC->field, REC->array[constant], integer/char/string literals, casts to C
+               integer types (width and sign applied), unary - ~ ! +, binary * / % + - << >> < > <= >= == != & ^
+               | && ||, the ternary ?:,
                __get_str(f), __print_symbolic(v, {k, "name"}...), __print_flags(v, "sep", {k, "name"}...),
                jiffies_to_msecs(j) (only when the kernel's HZ is known: the binary field holds jiffies)
   conversions  %d %i %u %x %X %o %c %s with flags, width, precision and the hh h l ll z j t length modifiers
@@ -27,52 +29,15 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
-from numba import njit
 
-from mobiperf.collectors.parse.event_format import unescape_c
+from mobiperf.collectors.parse.c_expr import Unrenderable, parse_expr
+from mobiperf.collectors.parse.text_writer import concat_text
 
+__all__ = ["IntCol", "Unrenderable", "compile_print_fmt", "render"]
 
-class Unrenderable(Exception):
-    """The print fmt uses something this renderer cannot reproduce from the binary fields."""
-
-
-TOKEN = re.compile(r"""\s*(?:
-    (?P<num>0[xX][0-9a-fA-F]+|\d+)(?P<suffix>[uUlL]*)
-  | (?P<chr>'(?:[^'\\]|\\.)+')
-  | (?P<str>"(?:[^"\\]|\\.)*")
-  | (?P<id>[A-Za-z_]\w*)
-  | (?P<op>->|<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%&|^~!<>?:(){}\[\],.])
-)""", re.X)
-
-# C integer types: bits and signedness. Unknown typedefs ending in _t are taken as 64-bit unsigned (their cast is
-# only a hint in the print fmts seen); `enum X` as int.
-C_TYPES = {
-    "char": (8, True), "signed char": (8, True), "unsigned char": (8, False), "bool": (8, False),
-    "_Bool": (8, False), "short": (16, True), "short int": (16, True), "unsigned short": (16, False),
-    "unsigned short int": (16, False), "int": (32, True), "signed": (32, True), "signed int": (32, True),
-    "unsigned": (32, False), "unsigned int": (32, False), "long": (64, True), "long int": (64, True),
-    "unsigned long": (64, False), "unsigned long int": (64, False), "long long": (64, True),
-    "long long int": (64, True), "unsigned long long": (64, False), "unsigned long long int": (64, False),
-    "u8": (8, False), "u16": (16, False), "u32": (32, False), "u64": (64, False), "s8": (8, True),
-    "s16": (16, True), "s32": (32, True), "s64": (64, True), "__u8": (8, False), "__u16": (16, False),
-    "__u32": (32, False), "__u64": (64, False), "__s8": (8, True), "__s16": (16, True), "__s32": (32, True),
-    "__s64": (64, True), "size_t": (64, False), "ssize_t": (64, True), "loff_t": (64, True),
-    "dev_t": (32, False), "ino_t": (64, False), "pid_t": (32, True), "uid_t": (32, False), "gid_t": (32, False),
-    "sector_t": (64, False), "umode_t": (16, False), "gfp_t": (32, False), "tid_t": (32, False),
-    "uint8_t": (8, False), "uint16_t": (16, False), "uint32_t": (32, False), "uint64_t": (64, False),
-    "int8_t": (8, True), "int16_t": (16, True), "int32_t": (32, True), "int64_t": (64, True),
-    "uint": (32, False), "ushort": (16, False), "ulong": (64, False), "uchar": (8, False), "u_int": (32, False),
-    "u_long": (64, False), "u_short": (16, False), "u_char": (8, False), "u_int8_t": (8, False),
-    "u_int16_t": (16, False), "u_int32_t": (32, False), "u_int64_t": (64, False), "xfs_lsn_t": (64, True),
-}
-# Types as wide as the kernel's long (32 bits on 32-bit kernels, e.g. older Android phones).
-LONG_TYPES = {"long", "long int", "unsigned long", "unsigned long int", "ulong", "u_long", "size_t", "ssize_t",
-              "ino_t"}
 # Enum names some print fmts keep unresolved whose values are user ABI (cannot change between kernels).
 ABI_NAMES = {"IOPRIO_CLASS_NONE": 0, "IOPRIO_CLASS_RT": 1, "IOPRIO_CLASS_BE": 2, "IOPRIO_CLASS_IDLE": 3,
              "IOPRIO_CLASS_INVALID": 7}
-TYPE_WORDS = {"unsigned", "signed", "int", "long", "short", "char", "void", "const", "volatile", "enum", "struct"}
 CONVERSION = re.compile(r"%(?P<flags>[-+ #0]*)(?P<width>\*|\d+)?(?:\.(?P<prec>\*|\d+))?"
                         r"(?P<len>hh|h|ll|l|z|j|t|L)?(?P<conv>[diouxXcsp%])(?P<ext>(?<=p)[A-Za-z]\w*)?")
 
@@ -95,169 +60,6 @@ class IntCol:
 
     def as_unsigned64(self) -> np.ndarray:
         return self.v.view(np.uint64) if self.unsigned and self.bits == 64 else self.v
-
-
-# --- parsing: C expression -> nested tuples ---
-
-def tokenize(text: str) -> list[tuple[str, object]]:
-    out, pos = [], 0
-    text = text.strip()
-    while pos < len(text):
-        m = TOKEN.match(text, pos)
-        if not m or m.end() == pos:
-            raise Unrenderable(f"cannot read {text[pos:pos + 20]!r}")
-        pos = m.end()
-        if m["num"] is not None:
-            value = int(m["num"], 0) if not re.fullmatch(r"0\d+", m["num"]) else int(m["num"], 8)
-            suffix = m["suffix"].lower()
-            out.append(("num", (value, "u" in suffix, "l" in suffix)))
-        elif m["chr"] is not None:
-            out.append(("num", (ord(unescape_c(m["chr"][1:-1])[0]), False, False)))
-        elif m["str"] is not None:
-            out.append(("str", unescape_c(m["str"][1:-1])))
-        elif m["id"] is not None:
-            out.append(("id", m["id"]))
-        elif m["op"] is not None:
-            out.append(("op", m["op"]))
-    return out
-
-
-BINARY = [("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!="), ("<", ">", "<=", ">="), ("<<", ">>"),
-          ("+", "-"), ("*", "/", "%")]
-
-
-class _Parser:
-    def __init__(self, tokens):
-        self.t = tokens
-        self.i = 0
-
-    def peek(self, k=0):
-        return self.t[self.i + k] if self.i + k < len(self.t) else ("end", None)
-
-    def take(self, kind=None, value=None):
-        tok = self.peek()
-        if (kind and tok[0] != kind) or (value is not None and tok[1] != value):
-            raise Unrenderable(f"expected {value or kind}, got {tok[1]!r}")
-        self.i += 1
-        return tok
-
-    def is_op(self, value, k=0):
-        tok = self.peek(k)
-        return tok[0] == "op" and tok[1] == value
-
-    def expr(self):
-        cond = self.binary(0)
-        if self.is_op("?"):
-            self.take()
-            a = self.expr()
-            self.take("op", ":")
-            b = self.expr()
-            return ("tern", cond, a, b)
-        return cond
-
-    def binary(self, level):
-        if level == len(BINARY):
-            return self.unary()
-        left = self.binary(level + 1)
-        while self.peek()[0] == "op" and self.peek()[1] in BINARY[level]:
-            op = self.take()[1]
-            left = ("bin", op, left, self.binary(level + 1))
-        return left
-
-    def cast_type(self):
-        """The type words of a cast at '(' (and move past the ')'), or None if this '(' opens an expression."""
-        j, words = 1, []
-        while self.peek(j)[0] == "id" or self.is_op("*", j):
-            words.append(self.peek(j)[1])
-            j += 1
-        if not words or not self.is_op(")", j):
-            return None
-        names = [w for w in words if w not in ("const", "volatile")]
-        plain = " ".join(w for w in names if w != "*")
-        if not (any(w in TYPE_WORDS for w in names) or plain in C_TYPES or plain.endswith("_t")):
-            return None
-        self.i += j + 1
-        if "*" in names or names[0] == "struct":
-            return (64, False, True)  # a pointer is long-sized
-        if names[0] == "enum":
-            return (32, False, False)
-        bits, signed = C_TYPES.get(plain, (64, False))
-        return (bits, signed, plain in LONG_TYPES)
-
-    def unary(self):
-        tok = self.peek()
-        if tok[0] == "op" and tok[1] in ("-", "~", "!", "+"):
-            self.take()
-            return ("un", tok[1], self.unary())
-        if tok[0] == "op" and tok[1] == "(":
-            ctype = self.cast_type()
-            if ctype is not None:
-                return ("cast", ctype, self.unary())
-        return self.postfix()
-
-    def postfix(self):
-        node = self.primary()
-        while True:
-            if self.is_op("->") or self.is_op("."):
-                self.take()
-                member = self.take("id")[1]
-                if node != ("id", "REC"):
-                    raise Unrenderable("member access other than REC->field")
-                node = ("field", member)
-            elif self.is_op("("):
-                if node[0] != "id":
-                    raise Unrenderable("call of an expression")
-                self.take()
-                args = []
-                while not self.is_op(")"):
-                    args.append(self.expr())
-                    if self.is_op(","):
-                        self.take()
-                self.take("op", ")")
-                node = ("call", node[1], args)
-            elif self.is_op("["):
-                self.take()
-                index = self.take("num")[1][0]
-                self.take("op", "]")
-                if node[0] != "field":
-                    raise Unrenderable("a subscript of something other than a REC-> array")
-                node = ("field", f"{node[1]}[{index}]")
-            else:
-                return node
-
-    def primary(self):
-        tok = self.take()
-        if tok[0] == "num":
-            return ("num",) + tok[1]
-        if tok[0] == "str":
-            s = tok[1]
-            while self.peek()[0] == "str":  # adjacent literals concatenate
-                s += self.take()[1]
-            return ("str", s)
-        if tok[0] == "id":
-            return ("id", tok[1])
-        if tok == ("op", "("):
-            node = self.expr()
-            self.take("op", ")")
-            return node
-        if tok == ("op", "{"):
-            items = []
-            while not self.is_op("}"):
-                items.append(self.expr())
-                if self.is_op(","):
-                    self.take()
-            self.take("op", "}")
-            return ("list", items)
-        raise Unrenderable(f"unexpected {tok[1]!r}")
-
-
-def parse_expr(text: str):
-    p = _Parser(tokenize(text))
-    node = p.expr()
-    if p.peek()[0] != "end":
-        raise Unrenderable(f"trailing {p.peek()[1]!r} in {text[:60]!r}")
-    return node
-
 
 # --- evaluation over columns ---
 
@@ -573,10 +375,9 @@ def render(pieces: list, n: int, get_field: FieldGetter, hz: int | None = None,
         except Unrenderable as e:
             reasons.append(str(e))
             parts.append(_raw_fallback(ev, spec, node))
-    return _concat_pieces(parts, n), reasons
+    return concat_text(parts, n), reasons
 
-
-# --- the compiled writer: literals, integers and string columns -> one Arrow string column ---
+# --- integer pieces for the compiled writer (text_writer.py) ---
 
 def _int_piece(v: IntCol, spec: re.Match, long_bits: int = 64) -> tuple | None:
     """An integer conversion the compiled writer does (d i u x X o, flags - 0 #, a width): (values, unsigned,
@@ -589,141 +390,3 @@ def _int_piece(v: IntCol, spec: re.Match, long_bits: int = 64) -> tuple | None:
     col = IntCol(v.v, bits, not signed).norm()
     return (col.v, not signed, {"x": 16, "X": 16, "o": 8}.get(conv, 10), conv == "X", "#" in flags,
             "0" in flags and "-" not in flags, "-" in flags, int(spec["width"] or 0))
-
-
-def _concat_pieces(parts: list, n: int) -> pl.Series:
-    if not n:
-        return pl.Series("body", [], dtype=pl.Utf8)
-    lit_bytes, kinds, lit_at, int_at, str_at = bytearray(), [], [], [], []
-    ints, int_specs, str_offsets, str_datas = [], [], [], []
-    for part in parts:
-        if isinstance(part, str):
-            raw = part.encode()
-            kinds.append(0)
-            lit_at.append((len(lit_bytes), len(lit_bytes) + len(raw)))
-            lit_bytes += raw
-            int_at.append(0)
-            str_at.append(0)
-        elif isinstance(part, tuple):
-            kinds.append(1)
-            lit_at.append((0, 0))
-            int_at.append(len(ints))
-            str_at.append(0)
-            ints.append(part[0])
-            int_specs.append([int(x) for x in part[1:]])
-        else:
-            arr = (part.fill_null("") if part.null_count() else part).to_arrow()
-            if isinstance(arr, pa.ChunkedArray):
-                arr = arr.combine_chunks()
-            arr = arr.cast(pa.large_string())
-            bufs = arr.buffers()
-            offs = np.frombuffer(bufs[1], np.int64)[arr.offset:arr.offset + n + 1]
-            data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-            kinds.append(2)
-            lit_at.append((0, 0))
-            int_at.append(0)
-            str_at.append(len(str_offsets))
-            str_offsets.append(offs)
-            str_datas.append(data)
-    int_matrix = np.stack(ints) if ints else np.zeros((0, n), np.int64)
-    spec_matrix = np.array(int_specs, np.int64).reshape(-1, 7)
-    str_base = np.cumsum([0] + [len(d) for d in str_datas]).astype(np.int64)
-    str_data = np.concatenate(str_datas) if str_datas else np.zeros(0, np.uint8)
-    str_offs = np.stack(str_offsets) if str_offsets else np.zeros((0, n + 1), np.int64)
-    offsets, data = _write_rows(np.frombuffer(bytes(lit_bytes), np.uint8) if lit_bytes else np.zeros(0, np.uint8),
-                                np.array(kinds, np.int64), np.array(lit_at, np.int64).reshape(-1, 2),
-                                np.array(int_at, np.int64), np.array(str_at, np.int64), int_matrix, spec_matrix,
-                                str_offs, str_data, str_base, n)
-    arr = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data))
-    return pl.Series("body", pl.from_arrow(arr), dtype=pl.Utf8)
-
-
-@njit(cache=True, nogil=True)
-def _write_int(out, o, digits, value, unsigned, base, upper, alt, zero, left, width):
-    neg = False
-    if unsigned:
-        u = np.uint64(value)
-    elif value < 0:
-        neg = True
-        u = np.uint64(-(value + 1)) + np.uint64(1)  # |INT64_MIN| too
-    else:
-        u = np.uint64(value)
-    nd = 0
-    b = np.uint64(base)
-    while True:
-        d = np.int64(u % b)
-        digits[nd] = (48 + d) if d < 10 else ((55 if upper else 87) + d)
-        nd += 1
-        u = u // b
-        if u == 0:
-            break
-    prefix = 1 if neg else 0
-    if alt and base == 16:
-        prefix += 2
-    elif alt and base == 8 and digits[nd - 1] != 48:
-        prefix += 1
-    pad = width - nd - prefix
-    if pad > 0 and not left and not zero:
-        for _ in range(pad):
-            out[o] = 32
-            o += 1
-    if neg:
-        out[o] = 45
-        o += 1
-    if alt and base == 16:
-        out[o] = 48
-        out[o + 1] = 88 if upper else 120
-        o += 2
-    elif alt and base == 8 and digits[nd - 1] != 48:
-        out[o] = 48
-        o += 1
-    if pad > 0 and zero and not left:
-        for _ in range(pad):
-            out[o] = 48
-            o += 1
-    for k in range(nd - 1, -1, -1):
-        out[o] = digits[k]
-        o += 1
-    if pad > 0 and left:
-        for _ in range(pad):
-            out[o] = 32
-            o += 1
-    return o
-
-
-@njit(cache=True, nogil=True)
-def _write_rows(lits, kinds, lit_at, int_at, str_at, ints, specs, str_offs, str_data, str_base, n):
-    """Every row's text, piece after piece, into Arrow (offsets, data) buffers."""
-    fixed = 0
-    for p in range(len(kinds)):
-        if kinds[p] == 0:
-            fixed += lit_at[p, 1] - lit_at[p, 0]
-        elif kinds[p] == 1:
-            fixed += 24 + max(specs[int_at[p], 6], 0)
-    total = fixed * n
-    for p in range(len(kinds)):
-        if kinds[p] == 2:
-            total += str_offs[str_at[p], n] - str_offs[str_at[p], 0]
-    out = np.empty(total, np.uint8)
-    offsets = np.zeros(n + 1, np.int64)
-    digits = np.empty(24, np.uint8)
-    o = 0
-    for i in range(n):
-        for p in range(len(kinds)):
-            k = kinds[p]
-            if k == 0:
-                for j in range(lit_at[p, 0], lit_at[p, 1]):
-                    out[o] = lits[j]
-                    o += 1
-            elif k == 1:
-                q = int_at[p]
-                o = _write_int(out, o, digits, ints[q, i], specs[q, 0] != 0, specs[q, 1], specs[q, 2] != 0,
-                               specs[q, 3] != 0, specs[q, 4] != 0, specs[q, 5] != 0, specs[q, 6])
-            else:
-                q = str_at[p]
-                base = str_base[q]
-                for j in range(str_offs[q, i], str_offs[q, i + 1]):
-                    out[o] = str_data[base + j]
-                    o += 1
-        offsets[i + 1] = o
-    return offsets, out[:o]
