@@ -175,9 +175,11 @@ def pair_block_requests(block_event: pl.DataFrame, *, stale_after_ns: int = STAL
 
     who = pid_ev[keep]
     bio_sec = bio_sector[keep]
+    # gathered in a select: a constant column (rep, comm of a blktrace without process notes) is then never
+    # expanded to one value per event
+    submitter = ev.select(pl.col("rep", "dev_major", "dev_minor", "pid", "comm").gather(who))
     out = pl.DataFrame({
-        "rep": ev["rep"].gather(who), "dev_major": ev["dev_major"].gather(who),
-        "dev_minor": ev["dev_minor"].gather(who),
+        "rep": submitter["rep"], "dev_major": submitter["dev_major"], "dev_minor": submitter["dev_minor"],
         "sector": pl.select(pl.coalesce(gather("sector", src),
                                         pl.Series(np.where(bio_sec == NULL, -1, bio_sec)))).to_series(),
         "size_bytes": pl.select(pl.coalesce(gather("size_bytes", src),
@@ -186,7 +188,7 @@ def pair_block_requests(block_event: pl.DataFrame, *, stale_after_ns: int = STAL
         "queue_ts": nullable(queue_ts[keep]), "getrq_ts": nullable(getrq_ts[keep]),
         "insert_ts": nullable(insert_ts[keep]), "issue_ts": nullable(issue_ts[keep]),
         "complete_ts": nullable(complete_ts[keep]),
-        "nr_bios": np.maximum(nr_bios[keep], 1), "pid": ev["pid"].gather(who), "comm": ev["comm"].gather(who),
+        "nr_bios": np.maximum(nr_bios[keep], 1), "pid": submitter["pid"], "comm": submitter["comm"],
         "error": pl.select(gather("error", error_ev[keep]).fill_null(0)).to_series(),
     })
     return _finish_requests(out, stats)
