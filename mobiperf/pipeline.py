@@ -117,7 +117,8 @@ def collect_repetition(transport: Transport, caps: Capabilities, request: RunReq
     raw = rundir.raw_dir(rep)
     with make_stack(transport, request.stack, scheduler=request.scheduler, image_size=request.image_size,
                     counters_dir=raw, device=request.device, dirty_limit=request.dirty_limit,
-                    cpu_share=request.cpu_share, fuse_wakeup_ns=request.fuse_wakeup_ns) as stack, contextlib.ExitStack() as active:
+                    cpu_share=request.cpu_share, fuse_wakeup_ns=request.fuse_wakeup_ns) as stack, \
+            contextlib.ExitStack() as active:
         notes: list[str] = []
         collectors = plan_collectors(transport, caps, stack, raw, extra_events=request.extra_events,
                                      sources=request.sources, event_sets=request.event_sets, notes=notes)

@@ -14,16 +14,19 @@ A stack is described by a string, bottom layer first:
 The first element is a filesystem, the others are layers mounted on top, each a reference daemon from
 reference-impl/bin. Filesystem options: `mkfs=ARGS` (extra mkfs arguments, space-separated), `mount=OPTS` (replaces
 the Android-like mount options; separate them with `;`, since `,` separates the layer's options), for ext4
-`data=ordered|journal|writeback` (the journal mode in the Android-like options), and for ext4 `journal_dev=SIZE` (the journal on a second loop device, seed 002's
-external journal). Below the filesystem, a device profile (`device=emmc-2012`, see mobiperf.devmodel) puts a
-throttling store between the loop device and the host's disk. Two more options make the host behave like a phone
-around the stack: `dirty_limit` bounds the dirty pages of the data device (mobiperf.dirty_limit: a phone's small
-memory starts writeback early), `cpu_share` puts the FUSE daemons the stack starts, and the workload
+`data=ordered|journal|writeback` (the journal mode in the Android-like options), and for ext4 `journal_dev=SIZE`
+(the journal on a second loop device, seed 002's external journal). Below the filesystem, a device profile
+(`device=emmc-2012`, see mobiperf.devmodel) puts a throttling store between the loop device and the host's disk.
+
+Three more options make the host behave like a phone around the stack (mobiperf.phone bundles them):
+`dirty_limit` bounds the dirty pages of the data device (mobiperf.dirty_limit: a phone's small memory starts
+writeback early), `cpu_share` puts the FUSE daemons the stack starts, and the workload
 (`StackFacts.wrap_workload`), into a CPU-limited cgroup (mobiperf.cpu_share: a phone's CPU), and `fuse_wakeup_ns`
 makes each request reach a FUSE daemon that much later (reference-impl/phonemodel/fuse_wakeup.c: a phone's
-per-request wake-up cost, which this host's scheduler does not have). Set-up mirrors Android: the filesystem is the data partition,
-mounted at PRIVATE/data; a FUSE layer serves PRIVATE/data/media/0 at PRIVATE/sdcard. The workload runs in the top
-layer's directory.
+per-request wake-up cost, which this host's scheduler does not have).
+
+Set-up mirrors Android: the filesystem is the data partition, mounted at PRIVATE/data; a FUSE layer serves
+PRIVATE/data/media/0 at PRIVATE/sdcard. The workload runs in the top layer's directory.
 
 Teardown always runs, in reverse order, also when the workload fails or the user presses Ctrl-C (a second Ctrl-C
 during teardown is ignored so it cannot leave a half-removed stack). Everything goes through a Transport, so the
