@@ -4,8 +4,13 @@ a trace-cmd .dat, a strace log), analysed and reported like a run of `mobiperf r
 Each input is copied into raw/rep0/ under the name its parser looks for (ftrace.txt, blktrace/, strace.log),
 then the same parse, analyze and report stages run (pipeline.analyze, pipeline.report). The kind of an input is
 sniffed from its first bytes unless --kind says it: blktrace magic, trace-cmd's `\\x17\\x08Dtracing`, strace's
-`[pid] secs.usecs name(` lines, a directory with formats/ (binary trace_pipe_raw pages), else ftrace text. A trace-cmd .dat is turned into text with `trace-cmd report`
-(the tool must be installed; libtraceevent prints ioprio as `0x2,0,4`, which the text parser reads).
+`[pid] secs.usecs name(` lines, a directory with formats/ (binary trace_pipe_raw pages), else ftrace text.
+A trace-cmd .dat (versions 6 and 7, zstd/zlib/uncompressed) is unpacked natively into the formats/ and per-CPU
+pages of an ftrace-raw input (collectors/parse/trace_cmd_dat.py; no trace-cmd needed, exact ns timestamps); of
+several buffers (-B instances) the first with events. What the native reader does not decode (big-endian files,
+latency traces, other compressions, a second .dat of the same run) is turned into text with `trace-cmd report`
+instead, with a warning (the tool must then be installed; libtraceevent prints ioprio as `0x2,0,4`, which the
+text parser reads).
 """
 
 from __future__ import annotations
@@ -59,8 +64,11 @@ def sniff_kind(path: Path) -> str:
     return "ftrace"
 
 
-def place_inputs(inputs: list[Path], kind: str, raw: Path) -> dict[str, list[str]]:
-    """Copy (or convert) every input into raw/ under its parser's file name; what went where."""
+def place_inputs(inputs: list[Path], kind: str, raw: Path, warnings: list[str] | None = None
+                 ) -> dict[str, list[str]]:
+    """Copy (or convert) every input into raw/ under its parser's file name; what went where. Notes for the
+    user (a .dat read through trace-cmd, a truncated .dat) are appended to warnings."""
+    warnings = [] if warnings is None else warnings
     placed: dict[str, list[str]] = {}
     ftrace_parts, strace_parts = [], []
     for path in inputs:
@@ -86,7 +94,9 @@ def place_inputs(inputs: list[Path], kind: str, raw: Path) -> dict[str, list[str
         elif k == "strace":
             strace_parts.append(path)
         elif k == "trace-cmd":
-            ftrace_parts.append(_trace_cmd_report(path, raw))
+            text = _trace_cmd_dat(path, raw, warnings)
+            if text is not None:
+                ftrace_parts.append(text)
         else:
             raise UsageError(f"unknown kind {k!r}; kinds are {', '.join(KINDS)}")
     if ftrace_parts:
@@ -101,6 +111,25 @@ def _concat(parts: list[Path], dest: Path) -> None:
         for part in parts:
             with open(part, "rb") as f:
                 shutil.copyfileobj(f, out)
+
+
+def _trace_cmd_dat(dat: Path, raw: Path, warnings: list[str]) -> Path | None:
+    """A .dat unpacked natively into raw/formats and raw/ftrace_raw (None), or, where the native reader cannot
+    (DatUnsupported), turned into text by `trace-cmd report` (the text's path). A malformed file is a ParseError."""
+    from mobiperf.collectors.parse.trace_cmd_dat import DatUnsupported, extract_dat
+
+    try:
+        if (raw / "ftrace_raw").is_dir():
+            raise DatUnsupported(f"{dat}: the run already holds binary pages (one page source per run)")
+        got = extract_dat(dat, raw)
+    except DatUnsupported as e:
+        warnings.append(f"ingest: {e}; read with `trace-cmd report` instead")
+        return _trace_cmd_report(dat, raw)
+    others = [repr(n) for n in got.buffers if n != got.buffer]
+    if others:
+        warnings.append(f"ingest: {dat}: buffer {got.buffer!r} read; also in the file: {', '.join(others)}")
+    warnings += [f"ingest: {dat}: {w}" for w in got.warnings]
+    return None
 
 
 def _trace_cmd_report(dat: Path, raw: Path) -> Path:
@@ -131,9 +160,10 @@ def ingest(inputs: list[Path], out: Path, *, kind: str = "auto", label: str | No
         "target": {"target": "ingested", "label": label, "inputs": [str(p) for p in inputs]},
         "stack": label or "ingested", "scheduler": None, "command": [], "repetitions": [], "warnings": [],
     })
-    placed = place_inputs(inputs, kind, rundir.raw_dir(0))
+    notes: list[str] = []
+    placed = place_inputs(inputs, kind, rundir.raw_dir(0), notes)
     record = {"index": 0, "exit_code": 0, "workload_ns": 0, "ingested": placed}
-    rundir.update_meta(repetitions=[record])
+    rundir.update_meta(repetitions=[record], warnings=notes)
     pipeline.analyze(rundir, reparse=True)
     meta = rundir.read_meta()
     span = _trace_span_ns(rundir)
