@@ -45,6 +45,7 @@ MAGIC = b"\x17\x08Dtracing"
 OPT_DONE, OPT_BUFFER, OPT_OFFSET, OPT_TIME_SHIFT, OPT_TSC2NSEC = 0, 3, 7, 12, 14
 OPT_HEADER_INFO, OPT_FTRACE_EVENTS, OPT_EVENT_FORMATS, OPT_CMDLINES, OPT_BUFFER_TEXT = 16, 17, 18, 21, 22
 SEC_OPTIONS = 0
+MAX_UNCOMPRESSED = 1 << 30  # a section or chunk claiming more is corrupt (libtracecmd chunks are a few pages)
 SECTION_COMPRESSED = 1
 TIME_OPTIONS = {OPT_OFFSET: "OFFSET", OPT_TIME_SHIFT: "TIME_SHIFT", OPT_TSC2NSEC: "TSC2NSEC"}
 
@@ -157,6 +158,8 @@ class _Decompressor:
             raise DatUnsupported(f"{path}: compression {name!r} is not read natively (zstd and zlib are)")
 
     def __call__(self, data: bytes, size: int, at: int) -> bytes:
+        if size > MAX_UNCOMPRESSED:
+            raise ParseError(self.path, f"offset {at}", f"{self.name} data claims {size} bytes (corrupt header)")
         try:
             if self.name == "zstd":
                 out = self.zstd.decompress(data, max_output_size=size)
@@ -391,11 +394,13 @@ def _has_events(pages: bytes, page_size: int, commit_size: int, data_offset: int
     return False
 
 
-def extract_dat(path: Path, raw: Path, buffer: str | None = None) -> Extracted:
+def extract_dat(path: Path, raw: Path, buffer: str | None = None, all_formats: bool = False) -> Extracted:
     """Write the .dat's formats into raw/formats and the pages of one buffer into raw/ftrace_raw/cpuN (with its
     saved_cmdlines), the layout parse_ftrace_raw(raw/ftrace_raw, raw/formats) reads.
 
     buffer: the instance name ("" the top level); default the first buffer whose pages hold events.
+    all_formats: write every format of the file (trace-cmd saves all ~2000 of the kernel: reading them takes
+    longer than decoding a small trace); by default only those of the event types in the pages.
     Raises DatUnsupported for files it does not decode, ParseError for malformed ones."""
     from mobiperf.collectors.parse.event_format import parse_header_page
 
@@ -432,7 +437,8 @@ def extract_dat(path: Path, raw: Path, buffer: str | None = None) -> Extracted:
             raise UsageError(f"{path}: no buffer {buffer!r}; it has {', '.join(repr(n) for n in names)}")
         chosen = dat.buffers[0] if dat.buffers else DatBuffer("", [])
         warnings.append(f"no buffer holds events (buffers: {', '.join(repr(n) for n in names) or 'none'})")
-    _write_formats(dat, raw / "formats")
+    used = None if all_formats else _event_types(pages, layout)
+    _write_formats(dat, raw / "formats", used)
     pages_dir = raw / "ftrace_raw"
     pages_dir.mkdir(parents=True, exist_ok=True)
     for cpu, blob in pages.items():
@@ -445,11 +451,32 @@ def extract_dat(path: Path, raw: Path, buffer: str | None = None) -> Extracted:
 EVENT_NAME = re.compile(rb"^name:\s*(\S+)", re.M)
 
 
-def _write_formats(dat: DatFile, formats: Path) -> None:
+EVENT_ID = re.compile(rb"^ID:\s*(\d+)", re.M)
+
+
+def _event_types(pages: dict[int, bytes], layout) -> set[int] | None:
+    """The type ids of the records in the pages (the page walk of ftrace_raw.py); None when there are none."""
+    import numpy as np
+
+    from mobiperf.collectors.parse.ftrace_raw import walk_pages
+
+    blob = b"".join(pages.values())
+    if not blob or layout.data_size <= 0:
+        return None
+    types = walk_pages(np.frombuffer(blob, np.uint8), layout.data_offset, layout.data_size)[3]
+    return set(np.unique(types).tolist()) or None
+
+
+def _write_formats(dat: DatFile, formats: Path, used: set[int] | None = None) -> None:
+    """formats/header_page, header_event and <system>/<event>/format: all, or those whose ID is in used."""
     formats.mkdir(parents=True, exist_ok=True)
     (formats / "header_page").write_bytes(dat.header_page)
     (formats / "header_event").write_bytes(dat.header_event)
     for system, text in [("ftrace", t) for t in dat.ftrace_formats] + dat.event_formats:
+        if used is not None:
+            id_match = EVENT_ID.search(text)
+            if not id_match or int(id_match.group(1)) not in used:
+                continue
         m = EVENT_NAME.search(text)
         if not m or not re.fullmatch(rb"[\w.+-]+", m.group(1)) or not re.fullmatch(r"[\w.+-]+", system):
             continue  # a format without a usable name cannot be looked up by id anyway
