@@ -17,6 +17,7 @@ from mobiperf.collectors.parse.blktrace import parse_blktrace
 from mobiperf.collectors.parse.ftrace_raw import parse_ftrace_raw
 from mobiperf.collectors.parse.ftrace_text import parse_ftrace_text
 from mobiperf.collectors.parse.strace import parse_strace
+from mobiperf.collectors.parse.trace_cmd_dat import DatUnsupported, extract_dat
 from mobiperf.errors import ParseError
 
 FIX = Path(__file__).parent / "fixtures"
@@ -47,10 +48,27 @@ def raw_events_formats() -> Path:
 
 
 SEEDS["ftrace_raw_events"] = [_raw_events_pages()]
+# A trace-cmd .dat (v7, zstd): its header, options and compressed sections are what the edits reach.
+SEEDS["trace_cmd_dat"] = [(FIX / "trace-cmd" / "dd-block.v7zstd.dat").read_bytes()]
+
+
+def parse_dat(path: Path):
+    """A .dat unpacked natively, then its pages decoded; files the reader declines (DatUnsupported: ingest reads
+    those with trace-cmd) are not errors."""
+    out = path.parent / "unpacked"
+    shutil.rmtree(out, ignore_errors=True)
+    try:
+        extract_dat(path, out)
+    except DatUnsupported:
+        return None
+    return parse_ftrace_raw(out / "ftrace_raw", out / "formats")
+
+
 PARSERS = {"ftrace": lambda p: parse_ftrace_text(p), "strace": lambda p: parse_strace(p),
            "blktrace": lambda p: parse_blktrace([p]),
            "ftrace_raw": lambda p: parse_ftrace_raw(p.parent, RAW_FORMATS),
-           "ftrace_raw_events": lambda p: parse_ftrace_raw(p.parent, raw_events_formats())}
+           "ftrace_raw_events": lambda p: parse_ftrace_raw(p.parent, raw_events_formats()),
+           "trace_cmd_dat": parse_dat}
 
 
 def input_name(kind: str) -> str:

@@ -24,8 +24,9 @@ Compression: zstd (the zstandard package) and zlib (stdlib), as libtracecmd writ
 Buffers: a file may hold several (the top one "", instances from -B); the one named, else the first whose pages
 hold an event. Not read natively (DatUnsupported, the caller may fall back to `trace-cmd report`): big-endian
 files (the page decoder reads little-endian rings), latency (text) traces, unknown compressions, file versions
-other than 6 and 7. A truncated file keeps every complete page and warns; a malformed header raises ParseError
-with the file and the byte offset. Timestamps are the ring buffer's: trace-cmd's OFFSET/TSC2NSEC/TIME_SHIFT
+other than 6 and 7. A truncated file keeps every complete page and warns (v6, whose page table precedes the
+pages; trace-cmd writes v7's BUFFER options in a last options section after the pages, so a v7 file cut before
+it is a ParseError that says so); a malformed header raises ParseError with the file and the byte offset. Timestamps are the ring buffer's: trace-cmd's OFFSET/TSC2NSEC/TIME_SHIFT
 options (guest/host syncing, TSC clocks) are not applied, and a warning says so when the file has them.
 """
 
@@ -291,6 +292,14 @@ def _read_v7(c: _Cursor, dat: DatFile) -> None:
         if options_at in seen:
             c.fail("options sections form a loop", options_at)
         seen.add(options_at)
+        if options_at >= len(c.data) and seen != {options_at}:
+            # trace-cmd writes the BUFFER options (where each CPU's pages are) in a last options section after
+            # the pages: a truncated file loses it, and the pages cannot be found without it.
+            if not any(b.cpus for b in dat.buffers):
+                c.fail(f"the options section at offset {options_at}, which holds where the pages are, is past "
+                       f"the end of the file (truncated at {len(c.data)} bytes)", len(c.data))
+            dat.warnings.append(f"options section at offset {options_at} past the end of the file (truncated)")
+            break
         body = _section(c, options_at, SEC_OPTIONS, decompress, "options")
         options_at = 0
         while body.pos < len(body.data):

@@ -143,7 +143,31 @@ def _trace_cmd_report(dat: Path, raw: Path) -> Path:
                               timeout=1800)
     if done.returncode != 0:
         raise MobiperfError(f"trace-cmd report -i {dat} failed: {done.stderr.decode(errors='replace')[-300:]}")
+    _keep_one_buffer(dat, text)
     return text
+
+
+def _keep_one_buffer(dat: Path, text: Path) -> None:
+    """With instances (-B), trace-cmd report starts every line with `<buffer>: `, which the text parser does not
+    read: keep the lines of the first buffer with pages (the native reader's choice), without the prefix."""
+    from mobiperf.collectors.parse.trace_cmd_dat import read_dat
+
+    try:
+        buffers = [b.name for b in read_dat(dat).buffers if any(c.size for c in b.cpus)]
+    except MobiperfError:
+        return
+    if not buffers or buffers == [""]:
+        return
+    prefixes = tuple(f"{name}: ".encode() for name in buffers if name)
+    keep = f"{buffers[0]}: ".encode()
+    tmp = text.with_suffix(".tmp")
+    with open(text, "rb") as src, open(tmp, "wb") as out:
+        for line in src:
+            if line.startswith(keep):
+                out.write(line[len(keep):])
+            elif not line.startswith(prefixes):
+                out.write(line)
+    tmp.replace(text)
 
 
 def ingest(inputs: list[Path], out: Path, *, kind: str = "auto", label: str | None = None):
