@@ -164,6 +164,27 @@ def _pop_fresh(tab, used, node_next, node_ts, key, t, stale_ns, stats, stale_slo
 
 
 @njit(cache=True)
+def _new_request(r, queue_ts, getrq_ts, insert_ts, issue_ts, complete_ts, issued_ev, inserted_ev, rwbs_ev, pid_ev,
+                 error_ev, bio_sector, bio_sectors, nr_bios, has_req, into):
+    """Request r as it is before any event sets a field: no times, no events, no bios."""
+    queue_ts[r] = NULL
+    getrq_ts[r] = NULL
+    insert_ts[r] = NULL
+    issue_ts[r] = NULL
+    complete_ts[r] = NULL
+    issued_ev[r] = -1
+    inserted_ev[r] = -1
+    rwbs_ev[r] = -1
+    pid_ev[r] = -1
+    error_ev[r] = -1
+    bio_sector[r] = NULL
+    bio_sectors[r] = 0
+    nr_bios[r] = 0
+    has_req[r] = False
+    into[r] = -1
+
+
+@njit(cache=True)
 def pair_events(kind, dev, sector, nr, ts, is_flush_op, stale_ns, span):
     """Arrays in, arrays out: per request (index < n_req) its times and the events its fields come from."""
     n = len(kind)
@@ -188,21 +209,22 @@ def pair_events(kind, dev, sector, nr, ts, is_flush_op, stale_ns, span):
     stats = np.zeros(N_STATS, np.int64)
 
     # requests
-    queue_ts = np.full(n_req_max, NULL, np.int64)
-    getrq_ts = np.full(n_req_max, NULL, np.int64)
-    insert_ts = np.full(n_req_max, NULL, np.int64)
-    issue_ts = np.full(n_req_max, NULL, np.int64)
-    complete_ts = np.full(n_req_max, NULL, np.int64)
-    issued_ev = np.full(n_req_max, -1, np.int64)
-    inserted_ev = np.full(n_req_max, -1, np.int64)
-    rwbs_ev = np.full(n_req_max, -1, np.int64)
-    pid_ev = np.full(n_req_max, -1, np.int64)
-    error_ev = np.full(n_req_max, -1, np.int64)
-    bio_sector = np.full(n_req_max, NULL, np.int64)
-    bio_sectors = np.zeros(n_req_max, np.int64)
-    nr_bios = np.zeros(n_req_max, np.int64)
-    has_req = np.zeros(n_req_max, np.bool_)
-    into = np.full(n_req_max, -1, np.int64)
+    # np.empty: _new_request sets a request's fields when it is made, so only requests made touch memory
+    queue_ts = np.empty(n_req_max, np.int64)
+    getrq_ts = np.empty(n_req_max, np.int64)
+    insert_ts = np.empty(n_req_max, np.int64)
+    issue_ts = np.empty(n_req_max, np.int64)
+    complete_ts = np.empty(n_req_max, np.int64)
+    issued_ev = np.empty(n_req_max, np.int64)
+    inserted_ev = np.empty(n_req_max, np.int64)
+    rwbs_ev = np.empty(n_req_max, np.int64)
+    pid_ev = np.empty(n_req_max, np.int64)
+    error_ev = np.empty(n_req_max, np.int64)
+    bio_sector = np.empty(n_req_max, np.int64)
+    bio_sectors = np.empty(n_req_max, np.int64)
+    nr_bios = np.empty(n_req_max, np.int64)
+    has_req = np.empty(n_req_max, np.bool_)
+    into = np.empty(n_req_max, np.int64)
     n_req = 0
 
     for i in range(n):
@@ -253,6 +275,8 @@ def pair_events(kind, dev, sector, nr, ts, is_flush_op, stale_ns, span):
         if k == G:
             r = n_req
             n_req += 1
+            _new_request(r, queue_ts, getrq_ts, insert_ts, issue_ts, complete_ts, issued_ev, inserted_ev, rwbs_ev,
+                         pid_ev, error_ev, bio_sector, bio_sectors, nr_bios, has_req, into)
             has_req[r] = True
             getrq_ts[r] = t
             nr_bios[r] = 1
@@ -358,6 +382,8 @@ def pair_events(kind, dev, sector, nr, ts, is_flush_op, stale_ns, span):
                     continue
                 r = n_req
                 n_req += 1
+                _new_request(r, queue_ts, getrq_ts, insert_ts, issue_ts, complete_ts, issued_ev, inserted_ev, rwbs_ev,
+                             pid_ev, error_ev, bio_sector, bio_sectors, nr_bios, has_req, into)
             else:
                 r = node_val[b_hit]
                 root = _find(into, r)
@@ -369,6 +395,8 @@ def pair_events(kind, dev, sector, nr, ts, is_flush_op, stale_ns, span):
                 stats[ST_FRONTMERGE] += 1
                 r = n_req
                 n_req += 1
+                _new_request(r, queue_ts, getrq_ts, insert_ts, issue_ts, complete_ts, issued_ev, inserted_ev, rwbs_ev,
+                             pid_ev, error_ev, bio_sector, bio_sectors, nr_bios, has_req, into)
             else:
                 r = node_val[b_hit]
             root = _find(into, r)
@@ -383,6 +411,8 @@ def pair_events(kind, dev, sector, nr, ts, is_flush_op, stale_ns, span):
             if b_hit < 0:
                 r = n_req
                 n_req += 1
+                _new_request(r, queue_ts, getrq_ts, insert_ts, issue_ts, complete_ts, issued_ev, inserted_ev, rwbs_ev,
+                             pid_ev, error_ev, bio_sector, bio_sectors, nr_bios, has_req, into)
                 pid_ev[r] = i
             else:
                 r = node_val[b_hit]
@@ -406,6 +436,8 @@ def pair_events(kind, dev, sector, nr, ts, is_flush_op, stale_ns, span):
                 stats[ST_REQUEUE] += 1
                 r = n_req
                 n_req += 1
+                _new_request(r, queue_ts, getrq_ts, insert_ts, issue_ts, complete_ts, issued_ev, inserted_ev, rwbs_ev,
+                             pid_ev, error_ev, bio_sector, bio_sectors, nr_bios, has_req, into)
             else:
                 r = node_val[b_hit]
             push_key = ks + PENDING
