@@ -480,17 +480,14 @@ def parse_blktrace(paths: list[Path], rep: int = 0) -> BlktraceTables:
     comm_pid = comm_pid[comm_order]
     names = list(comm_of.values())
     comm_text = [""] + [names[i] for i in comm_order.tolist()]
-    col = {name: np.empty(n_rows, dt) for name, dt in (  # codes are u32, the type polars gathers by
+    col = {name: np.empty(n_rows, dt) for name, dt in (  # _emit's order; codes are u32, what polars gathers by
         ("ts", np.int64), ("cpu", np.int32), ("pid", np.int32), ("comm", np.uint32), ("event", np.uint32),
         ("dev_major", np.int32), ("dev_minor", np.int32), ("sector", np.int64), ("nr_sector", np.int64),
         ("size_bytes", np.int64), ("rwbs", np.uint32), ("error", np.int32))}
     rwbs_id = np.full(1 << 17, -1, np.int64)
     rwbs_keys = np.zeros((1 << 17) + 1, np.int64)
     for f in files:
-        _emit(f.buf, f.offs, f.big, f.version, dest, f.base, comm_pid, rwbs_id, rwbs_keys, col["ts"], col["cpu"],
-              col["pid"],
-              col["comm"], col["event"], col["dev_major"], col["dev_minor"], col["sector"], col["nr_sector"],
-              col["size_bytes"], col["rwbs"], col["error"])
+        _emit(f.buf, f.offs, f.big, f.version, dest, f.base, comm_pid, rwbs_id, rwbs_keys, *col.values())
     event_names = pl.Series("event", [ACTION_EVENT.get(c, "") for c in range(14)], dtype=pl.Utf8)
     rwbs_texts = pl.Series("rwbs", [_rwbs_text(k) for k in rwbs_keys[1:rwbs_keys[0] + 1].tolist()], dtype=pl.Utf8)
     block = pl.DataFrame({
