@@ -201,3 +201,104 @@ def test_ingest_falls_back_to_trace_cmd_report_with_a_warning(tmp_path, monkeypa
     assert any("big-endian" in w and "trace-cmd report" in w for w in warnings)
     text = parse_ftrace_text(report_text("v7zstd", INSTANCE, tmp_path))
     assert_frame_equal(rundir.read_table("block_event"), text.block_event)
+
+
+def build_v7(pages: dict[int, bytes], formats: Path, cmdlines: bytes, *, compression: str = "zlib",
+             big_endian: bool = False, buffers: tuple[str, ...] = ("",)) -> bytes:
+    """A v7 file as the man page lays it out (trace-cmd here only writes zstd): every section and the pages
+    compressed with zlib (in two chunks per CPU), in either byte order; each buffer named holds the same pages
+    except that all but the last have none."""
+    import zlib
+
+    order = "big" if big_endian else "little"
+
+    def n(value: int, size: int) -> bytes:
+        return value.to_bytes(size, order)
+
+    def squeeze(data: bytes) -> bytes:
+        packed = zlib.compress(data)
+        return n(len(packed), 4) + n(len(data), 4) + packed
+
+    out = bytearray(b"\x17\x08Dtracing7\0" + bytes([big_endian, 8]) + n(4096, 4) + compression.encode() + b"\0"
+                    + b"1.2\0")
+    options_at = len(out)
+    out += bytes(8)
+
+    def section(sid: int, data: bytes) -> int:
+        at = len(out)
+        body = squeeze(data)
+        out.extend(n(sid, 2) + n(1, 2) + n(0, 4) + n(len(body), 8) + body)
+        return at
+
+    def text(data: bytes) -> bytes:
+        return n(len(data), 8) + data
+
+    header = (formats / "header_page").read_bytes(), (formats / "header_event").read_bytes()
+    systems = {}
+    for fmt in sorted(formats.glob("*/*/format")):
+        systems.setdefault(fmt.parent.parent.name, []).append(fmt.read_bytes())
+    options = bytearray()
+
+    def option(oid: int, data: bytes) -> None:
+        options.extend(n(oid, 2) + n(len(data), 4) + data)
+
+    option(16, n(section(16, b"header_page\0" + text(header[0]) + b"header_event\0" + text(header[1])), 8))
+    events = n(len(systems), 4) + b"".join(name.encode() + b"\0" + n(len(texts), 4) + b"".join(map(text, texts))
+                                           for name, texts in systems.items())
+    option(18, n(section(18, events), 8))
+    option(21, n(section(21, text(cmdlines)), 8))
+    for k, name in enumerate(buffers):
+        cpus = pages if k == len(buffers) - 1 else {}
+        at = len(out)
+        out.extend(n(3, 2) + n(1, 2) + n(0, 4) + n(0, 8))
+        table = b""
+        for cpu, blob in cpus.items():
+            half = len(blob) // 4096 // 2 * 4096
+            data = n(2, 4) + squeeze(blob[:half]) + squeeze(blob[half:])
+            table += n(cpu, 4) + n(len(out), 8) + n(len(data), 8)
+            out.extend(data)
+        option(3, n(at, 8) + name.encode() + b"\0local\0" + n(4096, 4) + n(len(cpus), 4) + table)
+    option(0, n(0, 8))
+    out[options_at:options_at + 8] = n(section(0, bytes(options)), 8)
+    return bytes(out)
+
+
+@pytest.fixture(scope="module")
+def fixture_parts(tmp_path_factory):
+    """The pages, formats and cmdlines of the zstd fixture, and its tables."""
+    tmp = tmp_path_factory.mktemp("parts")
+    extract_dat(FIX / "dd-block.v7zstd.dat", tmp)
+    pages = {int(p.name[3:]): p.read_bytes() for p in (tmp / "ftrace_raw").glob("cpu*")}
+    tables = parse_ftrace_raw(tmp / "ftrace_raw", tmp / "formats")
+    return pages, tmp / "formats", (tmp / "ftrace_raw" / "saved_cmdlines").read_bytes(), tables
+
+
+def test_zlib_sections_and_chunks(fixture_parts, tmp_path):
+    pages, formats, cmdlines, want = fixture_parts
+    dat = tmp_path / "zlib.dat"
+    dat.write_bytes(build_v7(pages, formats, cmdlines, buffers=("", "phone")))
+    meta = read_dat(dat)
+    assert (meta.version, meta.compression, [b.name for b in meta.buffers]) == (7, "zlib", ["", "phone"])
+    got, binary = unpacked(dat, tmp_path)
+    assert got.buffer == "phone" and got.warnings == []
+    assert_frame_equal(binary.block_event, want.block_event)
+    assert_frame_equal(binary.events["syscall_io"], want.events["syscall_io"])
+
+
+def test_big_endian_is_read_but_its_pages_are_left_to_trace_cmd(fixture_parts, tmp_path):
+    pages, formats, cmdlines, _ = fixture_parts
+    dat = tmp_path / "be.dat"
+    dat.write_bytes(build_v7(pages, formats, cmdlines, big_endian=True))
+    meta = read_dat(dat)  # the container's numbers in either byte order
+    assert meta.big_endian and meta.page_size == 4096 and len(meta.event_formats) == 9
+    assert sorted(c.cpu for c in meta.buffers[0].cpus) == [0, 1] and meta.cmdlines == cmdlines
+    with pytest.raises(DatUnsupported, match="big-endian"):
+        extract_dat(dat, tmp_path / "out")
+
+
+def test_unknown_compression_is_unsupported(fixture_parts, tmp_path):
+    pages, formats, cmdlines, _ = fixture_parts
+    dat = tmp_path / "lz4.dat"
+    dat.write_bytes(build_v7(pages, formats, cmdlines, compression="lz4"))
+    with pytest.raises(DatUnsupported, match="compression 'lz4'"):
+        read_dat(dat)
