@@ -25,10 +25,12 @@
  * after the flush: nothing is allocated per entry once warm.
  *
  * POSIX semantics with the buffer on: a read is served from the native file
- * with the buffered bytes of the file laid over it (no flush); stat sizes include buffered data; truncate and utimes flush first;
- * close (FUSE_FLUSH), release, fsync and fdatasync flush the file's entries
- * before returning; a failed deferred pwrite (ENOSPC, EIO) is kept on the
- * inode and returned by the next fsync or close of the file, and later
+ * with the buffered bytes of the file laid over it (no flush); stat sizes
+ * include buffered data; truncate and utimes flush first; close
+ * (FUSE_FLUSH) and release of a writable descriptor, fsync and fdatasync
+ * flush the file's entries before returning; a failed deferred pwrite
+ * (ENOSPC, EIO) is kept on the inode and returned by the next fsync or
+ * close of a writable descriptor of the file, and later
  * writes of that file go straight to the native file; unmount flushes all.
  * Entries hold a reference to the open file whose fd they write with, so
  * rename and unlink need no flush.
