@@ -26,8 +26,11 @@ hold an event. Not read natively (DatUnsupported, the caller may fall back to `t
 files (the page decoder reads little-endian rings), latency (text) traces, unknown compressions, file versions
 other than 6 and 7. A truncated file keeps every complete page and warns (v6, whose page table precedes the
 pages; trace-cmd writes v7's BUFFER options in a last options section after the pages, so a v7 file cut before
-it is a ParseError that says so); a malformed header raises ParseError with the file and the byte offset. Timestamps are the ring buffer's: trace-cmd's OFFSET/TSC2NSEC/TIME_SHIFT
-options (guest/host syncing, TSC clocks) are not applied, and a warning says so when the file has them.
+it is a ParseError that says so); a malformed header raises ParseError with the file and the byte offset (in a
+compressed section: the section's offset and the offset in its decompressed data). Timestamps are the ring
+buffer's: trace-cmd's OFFSET/TSC2NSEC/TIME_SHIFT options (guest/host syncing, TSC clocks) are not applied, and a
+warning says so when the file has them. Only the formats of the event types in the pages are written (trace-cmd
+saves all ~2300 of a kernel; reading them all takes longer than decoding a small trace): all_formats=True for all.
 """
 
 from __future__ import annotations
@@ -104,12 +107,16 @@ class _Cursor:
     """Reads numbers and strings of a byte buffer in the file's byte order; a short read is a ParseError naming
     the file and the offset."""
 
-    def __init__(self, data, path: Path, pos: int = 0, endian: str = "<", base: int = 0):
+    def __init__(self, data, path: Path, pos: int = 0, endian: str = "<", base: int = 0,
+                 section: int | None = None):
         self.data, self.path, self.pos, self.endian = data, path, pos, endian
-        self.base = base  # offset of data[0] in the file (for error messages of decompressed sections)
+        self.base = base  # offset of data[0] in the file
+        self.section = section  # offset of the compressed section data[] was decompressed from
 
     def fail(self, what: str, at: int | None = None):
         where = (self.pos if at is None else at) + self.base
+        if self.section is not None:
+            raise ParseError(self.path, f"offset {self.section} (+{where} in its decompressed data)", what)
         raise ParseError(self.path, f"offset {where}", what)
 
     def take(self, n: int, what: str) -> bytes:
@@ -123,9 +130,14 @@ class _Cursor:
     def num(self, size: int, what: str) -> int:
         return int.from_bytes(self.take(size, what), "little" if self.endian == "<" else "big")
 
-    def u16(self, what): return self.num(2, what)
-    def u32(self, what): return self.num(4, what)
-    def u64(self, what): return self.num(8, what)
+    def u16(self, what: str) -> int:
+        return self.num(2, what)
+
+    def u32(self, what: str) -> int:
+        return self.num(4, what)
+
+    def u64(self, what: str) -> int:
+        return self.num(8, what)
 
     def cstr(self, what: str, limit: int = 4096) -> str:
         end = self.data.find(b"\0", self.pos, self.pos + limit)
@@ -304,7 +316,8 @@ def _read_v7(c: _Cursor, dat: DatFile) -> None:
         options_at = 0
         while body.pos < len(body.data):
             opt = body.u16("option id")
-            data = _Cursor(body.sized(4, f"option {opt}"), c.path, 0, c.endian, body.base + body.pos)
+            data = _Cursor(body.sized(4, f"option {opt}"), c.path, 0, c.endian, body.base + body.pos,
+                           section=body.section)
             data.base -= len(data.data)
             if opt == OPT_DONE:
                 options_at = data.u64("next options offset")
@@ -361,7 +374,7 @@ def _section(c: _Cursor, offset: int, want_id: int, decompress, what: str) -> _C
         csize, usize = s.u32(f"{what} compressed size"), s.u32(f"{what} uncompressed size")
         at = s.pos
         blob = s.take(csize, f"{what} compressed data")
-        return _Cursor(decompress(blob, usize, at), c.path, 0, c.endian, base=0)
+        return _Cursor(decompress(blob, usize, at), c.path, 0, c.endian, section=offset)
     start = s.pos
     s.take(size, f"{what} data")
     return _Cursor(c.data[start:start + size], c.path, 0, c.endian, base=start)
