@@ -139,6 +139,7 @@ def run_mobiperf(stem: Path) -> tuple[float, dict]:
     from mobiperf.collectors.parse.blktrace import parse_blktrace
 
     files = sorted(stem.parent.glob(f"{stem.name}.blktrace.*"))
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
     c0 = time.process_time()
     t0 = time.perf_counter()
     parsed = parse_blktrace(files)
@@ -150,9 +151,11 @@ def run_mobiperf(stem: Path) -> tuple[float, dict]:
     lat = summarize_block_latency(bio)
     t3 = time.perf_counter()
     cpu = time.process_time() - c0
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
     stage_cpu = {"parse_cpu_s": c1 - c0, "pair_cpu_s": c2 - c1, "classify_cpu_s": time.process_time() - c2}
     d2c = lat.filter((pl.col("phase") == "d2c") & (pl.col("op") == "write"))["mean_ns"]
-    return t3 - t0, {"cpu_s": cpu, **stage_cpu, "parse_s": t1 - t0, "pair_s": t2 - t1, "classify_s": t3 - t2,
+    return t3 - t0, {"cpu_s": cpu, "sys_s": r1.ru_stime - r0.ru_stime, "minflt": r1.ru_minflt - r0.ru_minflt,
+                     **stage_cpu, "parse_s": t1 - t0, "pair_s": t2 - t1, "classify_s": t3 - t2,
                      "requests": stats.requests, "records": parsed.records, "lost": parsed.lost_records,
                      "matched": stats.matched_share, "d2c_write_mean_us": float(d2c[0]) / 1e3 if len(d2c) else None}
 
@@ -219,6 +222,9 @@ def main() -> None:
     print(f"{'  btt':<34} {fmt(peers_btt):<26} {n / med(peers_btt) / 1e6:>10.2f}")
     ours_cpu = [p["cpu_s"] for p in parts]
     print(f"{'CPU time: mobiperf':<34} {fmt(ours_cpu):<26} {n / med(ours_cpu) / 1e6:>10.2f}")
+    # system time is mostly first touches of fresh memory, dear in a VM and varying with what ran before
+    print(f"{'  of which system time':<34} {fmt([p['sys_s'] for p in parts]):<26} "
+          f"({med([p['minflt'] for p in parts]) / 1e3:.0f} k page faults)")
     for key, label in (("parse_cpu_s", "  parse_blktrace"), ("pair_cpu_s", "  pair_block_requests"),
                        ("classify_cpu_s", "  block_io + io_class/share/latency")):
         xs = [p[key] for p in parts]
