@@ -245,14 +245,18 @@ def test_run_timeout_is_a_target_error_and_the_remote_command_stops(adb):
 
 
 def test_blocked_file_io_times_out(adb, workdir):
-    fifo = workdir / "fifo"
-    os.mkfifo(fifo)
+    # Two FIFOs: a reader still being killed on a loaded machine would let the write to the first one succeed.
+    read_fifo, write_fifo = workdir / "read-fifo", workdir / "write-fifo"
+    os.mkfifo(read_fifo)
+    os.mkfifo(write_fifo)
     t0 = time.monotonic()
     with pytest.raises(TargetError, match="did not end within 0.5 s"):
-        adb.read_file(str(fifo), timeout=0.5)
+        adb.read_file(str(read_fifo), timeout=0.5)
     with pytest.raises(TargetError, match="did not end within 0.5 s"):
-        adb.write_file(str(fifo), b"1", timeout=0.5)
+        adb.write_file(str(write_fifo), b"1", timeout=0.5)
     assert time.monotonic() - t0 < 4
+    # the device-side commands blocked on the FIFOs do not outlive their timeouts
+    assert wait_until(lambda: not processes_with("-fifo"))
 
 
 def test_device_vanishing_mid_call_is_a_prompt_target_error(start_loopback):
