@@ -34,7 +34,7 @@ def device_ids(rep, major, minor):
     n = len(rep)
     seen = np.empty(16, np.int64)
     n_seen = 0
-    ids = np.empty(n, np.int64)
+    ids = np.empty(n, np.int32)
     for i in range(n):
         c = (np.int64(rep[i]) << 40) | (np.int64(major[i]) << 20) | np.int64(minor[i])
         j = 0
