@@ -302,3 +302,19 @@ def test_unknown_compression_is_unsupported(fixture_parts, tmp_path):
     dat.write_bytes(build_v7(pages, formats, cmdlines, compression="lz4"))
     with pytest.raises(DatUnsupported, match="compression 'lz4'"):
         read_dat(dat)
+
+
+@pytest.mark.parametrize("name", ["v7zstd", "v6"])
+def test_cpu_stats_of_the_buffer_read_are_saved_as_the_collector_does(name, tmp_path):
+    dat = dat_file(name, tmp_path)
+    meta = read_dat(dat)
+    assert sorted(meta.cpu_stats) == ["", INSTANCE]  # the top level's, then after "Buffer: NAME" the instance's
+    extract_dat(dat, tmp_path / "out")
+    import json
+    stats = json.loads((tmp_path / "out" / "ftrace_raw_stats.json").read_text())
+    assert stats["instance"] == INSTANCE and sorted(stats["per_cpu"]) == ["cpu0", "cpu1"]
+    per_cpu = stats["per_cpu"]
+    assert all(c["overrun"] == 0 and c["dropped events"] == 0 for c in per_cpu.values())
+    # read events: what trace-cmd extract read from each CPU, all of which are in the file
+    _, binary = unpacked(dat, tmp_path)
+    assert sum(c["read events"] for c in per_cpu.values()) == binary.events_total == 273

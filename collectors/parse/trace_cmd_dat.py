@@ -29,12 +29,14 @@ pages; trace-cmd writes v7's BUFFER options in a last options section after the 
 it is a ParseError that says so); a malformed header raises ParseError with the file and the byte offset (in a
 compressed section: the section's offset and the offset in its decompressed data). Timestamps are the ring
 buffer's: trace-cmd's OFFSET/TSC2NSEC/TIME_SHIFT options (guest/host syncing, TSC clocks) are not applied, and a
-warning says so when the file has them. Only the formats of the event types in the pages are written (trace-cmd
+warning says so when the file has them. The per-CPU stats trace-cmd saved (CPUSTAT options) of the buffer read
+go to ftrace_raw_stats.json as the ftrace collector writes it (overruns count as lost events). Only the formats of the event types in the pages are written (trace-cmd
 saves all ~2300 of a kernel; reading them all takes longer than decoding a small trace): all_formats=True for all.
 """
 
 from __future__ import annotations
 
+import json
 import mmap
 import re
 import struct
@@ -46,7 +48,7 @@ from mobiperf.errors import MobiperfError, ParseError
 
 MAGIC = b"\x17\x08Dtracing"
 # v7 option ids (v6 uses 0 and 3 the same way)
-OPT_DONE, OPT_BUFFER, OPT_OFFSET, OPT_TIME_SHIFT, OPT_TSC2NSEC = 0, 3, 7, 12, 14
+OPT_DONE, OPT_CPUSTAT, OPT_BUFFER, OPT_OFFSET, OPT_TIME_SHIFT, OPT_TSC2NSEC = 0, 2, 3, 7, 12, 14
 OPT_HEADER_INFO, OPT_FTRACE_EVENTS, OPT_EVENT_FORMATS, OPT_CMDLINES, OPT_BUFFER_TEXT = 16, 17, 18, 21, 22
 SEC_OPTIONS = 0
 MAX_UNCOMPRESSED = 1 << 30  # a section or chunk claiming more is corrupt (libtracecmd chunks are a few pages)
@@ -90,6 +92,9 @@ class DatFile:
     buffers: list[DatBuffer] = field(default_factory=list)
     latency: bool = False
     time_options: list[str] = field(default_factory=list)  # timestamp adjustments trace-cmd would apply
+    # per buffer: per CPU the kernel's per_cpu/cpuN/stats values (overrun, dropped events, ...) from CPUSTAT
+    cpu_stats: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+    _stats_buffer: str = ""  # the buffer the CPUSTAT options being read belong to
     warnings: list[str] = field(default_factory=list)
 
 
@@ -264,6 +269,8 @@ def _read_v6(c: _Cursor, dat: DatFile) -> None:
             body.base -= len(body.data)
             if opt == OPT_BUFFER:
                 instances.append((body.u64("buffer offset"), body.cstr("buffer name")))
+            elif opt == OPT_CPUSTAT:
+                _cpu_stat(dat, body.data)
             elif opt in TIME_OPTIONS:
                 dat.time_options.append(TIME_OPTIONS[opt])
         kind_at = c.pos
@@ -282,6 +289,23 @@ def _read_v6(c: _Cursor, dat: DatFile) -> None:
         at = _Cursor(c.data, c.path, offset, c.endian)
         at.expect(b"flyrecord\0", f"buffer {name!r} data kind")  # an instance's pages are a flyrecord of their own
         dat.buffers.append(DatBuffer(name, _cpu_table(at, cpus)))
+
+
+def _cpu_stat(dat: DatFile, text: bytes) -> None:
+    """One CPUSTAT option: a CPU's stats file, or `\\nBuffer: NAME\\n\\n` saying that the stats after it are
+    those of that instance (before any: the top-level buffer)."""
+    lines = text.decode(errors="replace").strip("\0").strip().splitlines()
+    if lines and lines[0].startswith("Buffer: "):
+        dat._stats_buffer = lines[0][len("Buffer: "):]
+        return
+    values = {}
+    for line in lines:
+        key, _, value = line.partition(":")
+        value = value.strip().split()[0] if value.strip() else ""
+        if value.isdigit():
+            values[key.strip()] = int(value)
+    if "CPU" in values:
+        dat.cpu_stats.setdefault(dat._stats_buffer, {})[f"cpu{values.pop('CPU')}"] = values
 
 
 def _cpu_table(c: _Cursor, cpus: int, with_ids: bool = False) -> list[CpuData]:
@@ -328,6 +352,8 @@ def _read_v7(c: _Cursor, dat: DatFile) -> None:
                 offsets[opt] = data.u64(f"option {opt} offset")
             elif opt == OPT_BUFFER_TEXT:
                 dat.latency = True
+            elif opt == OPT_CPUSTAT:
+                _cpu_stat(dat, data.data)
             elif opt in TIME_OPTIONS:
                 dat.time_options.append(TIME_OPTIONS[opt])
     readers = {OPT_HEADER_INFO: _read_headers, OPT_FTRACE_EVENTS: _read_ftrace_formats,
@@ -466,6 +492,10 @@ def extract_dat(path: Path, raw: Path, buffer: str | None = None, all_formats: b
     for cpu, blob in pages.items():
         (pages_dir / f"cpu{cpu}").write_bytes(blob)
     (pages_dir / "saved_cmdlines").write_bytes(dat.cmdlines)
+    stats = dat.cpu_stats.get(chosen.name)
+    if stats:  # as the ftrace collector saves them: the parse stage counts overruns and drops as lost events
+        (raw / "ftrace_raw_stats.json").write_text(json.dumps(
+            {"clock": chosen.clock, "per_cpu": stats, "instance": chosen.name or None}, indent=2) + "\n")
     with_data = [b.name for b in dat.buffers if b is chosen or any(c.size for c in b.cpus)]
     return Extracted(chosen.name, with_data, dat.version, dat.compression, sum(map(len, pages.values())), warnings)
 
