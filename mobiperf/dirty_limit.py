@@ -12,8 +12,11 @@ depend on:
 
 - `strict_limit` = 1: the device is throttled against its own limit even while the machine as a whole is far
   below its global thresholds (without it, nothing happens until the global "freerun" ceiling, GBs here);
-- `min_bytes` = `max_bytes` = LIMIT: the device's dirty threshold is LIMIT, whatever share of writeback the other
-  devices of the machine had lately (the proportional part is added to min and capped at max). Its background
+- `max_bytes` = LIMIT and `min_bytes` = 90 % of it: the device's dirty threshold is between 0.9 x LIMIT and
+  LIMIT whatever share of writeback the other devices of the machine had lately (the proportional part is added
+  to min and capped at max). min is below max because the kernel stores both as ratios of the global threshold,
+  which moves with the machine's free memory between the two writes: min_bytes = max_bytes failed with EINVAL
+  (min ratio above max ratio) in one of 63 runs of a study on this shared host. Its background
   threshold is LIMIT x dirty_background_ratio / dirty_ratio (half of it with the defaults 10/20): that is where
   background writeback of this device starts, and the writer is throttled from the midpoint between the two.
 
@@ -28,6 +31,7 @@ from mobiperf.target.transport import Transport
 from mobiperf.units import parse_size
 
 MIN_LIMIT = 1 << 20
+MIN_SHARE_PERCENT = 90   # min_bytes as a share of the limit (see above: why not 100)
 
 
 def parse_dirty_limit(text: str) -> int | None:
@@ -65,14 +69,23 @@ class DirtyLimit:
                 path = f"{self.bdi}/{knob}"
                 if self.transport.exists(path):
                     self.saved.append((knob, self.read(knob)))
-            # max first: min_bytes may not exceed max.
-            self.write("max_bytes", str(self.limit_bytes))
-            self.write("min_bytes", str(self.limit_bytes))
+            self._write_limits()
             self.write("strict_limit", "1")
         except BaseException:
             self.__exit__()
             raise
         return self
+
+    def _write_limits(self, attempts: int = 3) -> None:
+        """max first (min may not exceed it); a min refused because the global threshold moved is tried again."""
+        for attempt in range(attempts):
+            self.write("max_bytes", str(self.limit_bytes))
+            try:
+                self.write("min_bytes", str(self.limit_bytes * MIN_SHARE_PERCENT // 100))
+                return
+            except StackError:
+                if attempt == attempts - 1:
+                    raise
 
     def read(self, knob: str) -> str:
         return self.transport.read_file(f"{self.bdi}/{knob}").decode().strip()
