@@ -226,3 +226,20 @@ def test_collector_binary_pages_give_the_fs_and_journal_tables(tmp_path, clean_m
     assert len(stats) >= 3 and (stats["dev_minor"] == minor).all() and (stats["blocks_logged"] > 0).all()
     commits = parsed.tables["jbd2_commit"]
     assert {"start", "end"} <= set(commits["phase"]) and set(stats["tid"]) <= set(commits["tid"])
+
+
+def test_a_format_file_not_matching_the_kernel_skips_its_event_and_says_why(capture, tmp_path):
+    """An edited or damaged format file (here the marker's text declared an int array, found by fuzzing): its
+    records are counted as skipped, with the reason and their raw fields; every other table is still decoded."""
+    formats = tmp_path / "formats"
+    shutil.copytree(capture / "formats", formats)
+    path = formats / "ftrace" / "print" / "format"
+    path.write_text(path.read_text().replace("char buf[];", "int buf[4];"))
+    whole = parse_ftrace_raw(capture / "ftrace_raw", capture / "formats")
+    damaged = parse_ftrace_raw(capture / "ftrace_raw", formats)
+    assert damaged.unparsed_by_event == {"print": len(whole.trace_marker)} and len(damaged.trace_marker) == 0
+    assert "buf" in damaged.unrendered["print"] and len(damaged.fields["print"]) == len(whole.trace_marker)
+    assert any("print" in w for w in damaged.warnings)
+    assert_frame_equal(damaged.block_event, whole.block_event)
+    for name, table in whole.events.items():
+        assert_frame_equal(damaged.events[name], table)

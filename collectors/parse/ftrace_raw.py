@@ -328,12 +328,18 @@ def parse_ftrace_raw(raw_dir: Path, formats: Path, rep: int = 0, hz: int | None 
             continue
         g = _Group(fmt, offs[idx], lens[idx], ts[idx], cpus[idx], rank[idx])
         c = _Columns(buf, g)
-        if fmt.name in BLOCK_EVENT_BODY:
-            blocks.append((fmt.name, _block_rows(c)))
-        elif fmt.name in MARKER_EVENTS and "buf" in fmt.fields:
-            markers.append(pl.DataFrame({"order": g.order, "rep": np.full(len(g), rep, np.int32), "ts": g.ts,
-                                         "pid": c.int("common_pid").astype(np.int32),
-                                         "text": c.get("buf").str.strip_chars()}))
+        if fmt.name in BLOCK_EVENT_BODY or (fmt.name in MARKER_EVENTS and "buf" in fmt.fields):
+            try:
+                if fmt.name in BLOCK_EVENT_BODY:
+                    blocks.append((fmt.name, _block_rows(c)))
+                else:
+                    markers.append(pl.DataFrame({"order": g.order, "rep": np.full(len(g), rep, np.int32),
+                                                 "ts": g.ts, "pid": c.int("common_pid").astype(np.int32),
+                                                 "text": c.get("buf").str.strip_chars()}))
+            except Unrenderable as e:  # a format file whose fields are not the kernel's (edited, damaged)
+                out.unrendered[fmt.name] = f"its format file does not declare the fields it needs: {e}"
+                out.unparsed_by_event[fmt.name] = out.unparsed_by_event.get(fmt.name, 0) + len(g)
+                out.fields[fmt.name] = _field_frame(c, rep)
         elif is_known_event(fmt.name):
             body = _body(c, hz, out, long_bits)
             heads.append(pl.DataFrame({"order": g.order, "ts": g.ts, "cpu": g.cpu,
@@ -352,7 +358,8 @@ def parse_ftrace_raw(raw_dir: Path, formats: Path, rep: int = 0, hz: int | None 
         out.trace_marker = TRACE_MARKER.validate(pl.concat(markers).sort("order"))
     if heads:
         head = pl.concat(heads).sort("order").drop("order")
-        out.events, out.unparsed_by_event = parse_other_events(head, rep)
+        out.events, unparsed = parse_other_events(head, rep)
+        out.unparsed_by_event.update(unparsed)
     if lost:
         out.warnings.append(f"{lost} trace pages say events were lost before them (ring buffer overrun): "
                             f"{lost_events} events by the kernel's counts")
