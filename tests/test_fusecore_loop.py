@@ -1,4 +1,4 @@
-"""fusecore's own receive loop (-o own_loop=1, on in bFUSE's bfuse preset), exercised through bfuse.
+"""fusecore's own receive loop (-o own_loop=1, splice off), exercised through bfuse (preset=bfuse,splice=0).
 
 The loop reads each request into a pool buffer; a write hook may keep that buffer (bFUSE's large buffered writes).
 These tests check what a loop must do besides: serve concurrent requests on several threads, keep every byte of
@@ -29,7 +29,7 @@ def block(writer: int, k: int, size: int) -> bytes:
 
 def test_concurrent_writers_keep_their_bytes_apart(bfuse_mount):
     """4 threads write 512 KiB blocks to 4 files at once (adopted buffers); reads while buffered, then natively."""
-    mount = bfuse_mount("preset=bfuse,flush_ms=60s")
+    mount = bfuse_mount("preset=bfuse,splice=0,flush_ms=60s")
     blocks, size, errors = 12, 512 * KIB, []
 
     def write_file(writer: int) -> None:
@@ -60,7 +60,7 @@ def test_concurrent_writers_keep_their_bytes_apart(bfuse_mount):
 
 def test_small_io_unit_uses_receive_buffers_large_enough_for_every_request(bfuse_mount):
     """io_unit=4k: the loop's buffers still hold any request (the kernel refuses shorter reads of /dev/fuse)."""
-    mount = bfuse_mount("preset=bfuse,io_unit=4k,entry=64k,buffer=256k")
+    mount = bfuse_mount("preset=bfuse,splice=0,io_unit=4k,entry=64k,buffer=256k")
     data = os.urandom(300 * KIB + 17)
     (mount.mountpoint / "f").write_bytes(data)
     (mount.mountpoint / "d").mkdir()
@@ -72,7 +72,7 @@ def test_small_io_unit_uses_receive_buffers_large_enough_for_every_request(bfuse
 
 
 def test_loop_ends_on_unmount_with_idle_and_busy_threads(bfuse_mount):
-    mount = bfuse_mount("preset=bfuse,threads=8")
+    mount = bfuse_mount("preset=bfuse,splice=0,threads=8")
     (mount.mountpoint / "f").write_bytes(b"x" * MIB)
     counters = mount.unmount()                        # every worker was blocked in read(2) or serving
     assert mount.process.returncode == 0
@@ -82,7 +82,7 @@ def test_loop_ends_on_unmount_with_idle_and_busy_threads(bfuse_mount):
 
 def test_loop_ends_on_sigint_and_writes_buffered_data(bfuse_mount):
     """SIGINT while 4 workers sit in read(2): the loop stops them, the buffer is written out, the mount goes."""
-    mount = bfuse_mount("preset=bfuse,flush_ms=60s")
+    mount = bfuse_mount("preset=bfuse,splice=0,flush_ms=60s")
     fd = os.open(mount.mountpoint / "f", os.O_WRONLY | os.O_CREAT, 0o644)
     os.write(fd, b"s" * (600 * KIB))
     assert (mount.source / "f").stat().st_size == 0
@@ -99,7 +99,7 @@ def test_loop_ends_on_sigint_and_writes_buffered_data(bfuse_mount):
 
 
 def test_libfuse_loop_when_asked_or_with_splice(bfuse_mount):
-    for k, (options, own_loop) in enumerate([("preset=bfuse,own_loop=0", False), ("preset=bfuse,splice=1", False),
+    for k, (options, own_loop) in enumerate([("preset=bfuse,splice=0,own_loop=0", False), ("preset=bfuse", False),
                                              ("preset=nobuf,own_loop=1", True)]):
         mount = bfuse_mount(options, name=f"m{k}")
         (mount.mountpoint / "f").write_bytes(b"y" * MIB)

@@ -16,11 +16,12 @@
  *
  * An entry's bytes live in segments: buffers of fusecore's receive-buffer
  * pool.  A large write (at least half a receive buffer) becomes a segment of
- * its own: with fusecore's own receive loop (own_loop=1, the bfuse preset)
- * the buffer the kernel wrote the request into is adopted, so the data is
- * never copied in user space (kernel -> receive buffer -> native file);
- * with splice it is read from the pipe straight into a pool buffer; with
- * libfuse's loop it is copied once.  Small writes are packed by memcpy into
+ * its own: with splice (the bfuse preset) it is read from the pipe straight
+ * into a pool buffer; with fusecore's own receive loop (splice=0,
+ * own_loop=1) the buffer the kernel wrote the request into is adopted;
+ * either way each byte is copied once into the daemon and once out (kernel
+ * -> daemon memory -> native file).  With libfuse's loop and no splice it
+ * is copied once more.  Small writes are packed by memcpy into
  * the spare room of the entry's last segment.  Buffers go back to the pool
  * after the flush: nothing is allocated per entry once warm.
  *
@@ -145,7 +146,13 @@ static int bf_preset(const char *name, struct fc_config *cfg)
 		bf_flush_ms = 10;
 		/* no native write covers a 2 MiB-aligned range: see README */
 		bf_entry_phase = BF_PHASE_AUTO;
-		/* requests stay in their receive buffer: no user-space copy */
+		/*
+		 * One kernel->user copy per byte: spliced in, read from the
+		 * pipe straight into the entry's pool buffer (measured the
+		 * cheaper receive path, README); with splice=0 fusecore's
+		 * loop lets the entry adopt the receive buffer instead.
+		 */
+		cfg->splice = true;
 		cfg->own_loop = true;
 	} else if (!strcmp(name, "nobuf")) {
 		cfg->io_unit = 512 << 10;
