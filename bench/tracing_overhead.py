@@ -7,9 +7,11 @@ default `mobiperf run` plans (ftrace block events + light ext4/jbd2 events, layo
 with none; off/on alternate so drift (other tenants of a shared machine) hits both. Workloads:
   sequential writes   dd bs=512k count=256 oflag=direct            (128 MiB)
   fsync-heavy writes  dd bs=4k count=1500 oflag=dsync              (every write is synced)
-Prints the median workload time of each mode, the overhead of the medians, and the ranges; and the same for the
-workload's CPU time (user + system, from the shell's `times`), which includes the tracepoints' cost in the
-workload's context and is far less disturbed by the other tenants of a shared machine than elapsed time.
+Prints the median workload time of each mode and the overhead: the median over the repetitions of the traced/
+untraced ratio of one off/on pair run back to back (a slow spell of a shared machine hits both runs of a pair,
+not one mode), with the ratios' range; and the same for the workload's CPU time (user + system of the workload
+process tree, from getrusage), which includes the tracepoints' cost in the workload's context and is far less
+disturbed by the other tenants of a shared machine than elapsed time.
 Targets (issue 6): <= 5 % on sequential writes, <= 10 % on fsync-heavy writes.
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -49,27 +52,19 @@ def one_run(transport, caps, argv: list[str], traced: bool) -> tuple[float, floa
             argv = c.wrap_command(argv)
         for c in collectors:
             c.start()
-        # `times` after the workload: the CPU time of the shell's children (the workload) on its last line.
-        argv = ["sh", "-c", '"$@"; s=$?; times >&2; exit $s', "workload", *argv]
-        err = Path(raw) / "times.txt"
+        # The workload is our child: the children's CPU time reaped during its wait is the workload's.
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        proc = transport.start(argv, cwd=stack.workdir, stderr_path=err)
+        proc = transport.start(argv, cwd=stack.workdir, stderr_path=Path(raw) / "stderr.txt")
         code = proc.wait(timeout=600)
         elapsed = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         for c in reversed(collectors):
             c.stop()
         if code != 0:
             raise SystemExit(f"{argv} exited {code}")
-        return elapsed, _children_cpu_s(err.read_text())
-
-
-def _children_cpu_s(text: str) -> float:
-    """User + system seconds of the last `times` line (`0m0.010s 0m0.500s`)."""
-    total = 0.0
-    for field in text.strip().splitlines()[-1].split():
-        minutes, _, seconds = field.rstrip("s").partition("m")
-        total += float(minutes) * 60 + float(seconds)
-    return total
+        return elapsed, cpu
 
 
 def main() -> None:
@@ -81,7 +76,8 @@ def main() -> None:
     transport = LocalTransport()
     caps = probe(transport)
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (shared: figures are noisy)")
-    print(f"{'workload':<20}{'measure':<9}{'untraced s':>11}{'traced s':>10}{'overhead':>10}{'target':>8}   ranges (s)")
+    print(f"{'workload':<20}{'measure':<9}{'untraced s':>11}{'traced s':>10}{'overhead':>10}{'target':>8}"
+          "   overhead of each pair (min..max)")
     for name, argv in WORKLOADS.items():
         runs = {False: [], True: []}
         for rep in range(args.reps):
@@ -89,10 +85,10 @@ def main() -> None:
                 runs[traced].append(one_run(transport, caps, list(argv), traced))
         for k, measure in enumerate(("elapsed", "cpu")):
             off_all, on_all = [r[k] for r in runs[False]], [r[k] for r in runs[True]]
-            off, on = statistics.median(off_all), statistics.median(on_all)
-            print(f"{name:<20}{measure:<9}{off:>11.3f}{on:>10.3f}{(on / off - 1) * 100:>9.1f}%"
-                  f"{TARGETS[name]:>7.0f}%   off {min(off_all):.3f}-{max(off_all):.3f}, "
-                  f"on {min(on_all):.3f}-{max(on_all):.3f}")
+            pairs = [(on / off - 1) * 100 for off, on in zip(off_all, on_all)]
+            print(f"{name:<20}{measure:<9}{statistics.median(off_all):>11.3f}{statistics.median(on_all):>10.3f}"
+                  f"{statistics.median(pairs):>9.1f}%{TARGETS[name]:>7.0f}%   {min(pairs):.1f}%..{max(pairs):.1f}%")
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 
 if __name__ == "__main__":
