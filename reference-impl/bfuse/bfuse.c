@@ -16,9 +16,9 @@
  *
  * An entry's bytes live in segments: buffers of fusecore's receive-buffer
  * pool.  A large write (at least half a receive buffer) becomes a segment of
- * its own: with splice (the bfuse preset) it is read from the pipe straight
- * into a pool buffer; with fusecore's own receive loop (splice=0,
- * own_loop=1) the buffer the kernel wrote the request into is adopted;
+ * its own: with fusecore's own receive loop (own_loop=1, the bfuse preset)
+ * the buffer the kernel wrote the request into is adopted; with splice it
+ * is read from the pipe straight into a pool buffer;
  * either way each byte is copied once into the daemon and once out (kernel
  * -> daemon memory -> native file).  With libfuse's loop and no splice it
  * is copied once more.  Small writes are packed by memcpy into
@@ -147,12 +147,10 @@ static int bf_preset(const char *name, struct fc_config *cfg)
 		/* no native write covers a 2 MiB-aligned range: see README */
 		bf_entry_phase = BF_PHASE_AUTO;
 		/*
-		 * One kernel->user copy per byte: spliced in, read from the
-		 * pipe straight into the entry's pool buffer (measured the
-		 * cheaper receive path, README); with splice=0 fusecore's
-		 * loop lets the entry adopt the receive buffer instead.
+		 * One kernel->user copy per byte: fusecore's loop lets the
+		 * entry adopt the receive buffer (splice=1, the pipe read
+		 * straight into a pool buffer, measured equal: README).
 		 */
-		cfg->splice = true;
 		cfg->own_loop = true;
 	} else if (!strcmp(name, "nobuf")) {
 		cfg->io_unit = 512 << 10;
