@@ -241,6 +241,27 @@ def random_fsync_writes(path: Path, count: int, file_size: int = 64 * MIB, seed:
     return count / elapsed
 
 
+def warm_free_memory(size: int) -> None:
+    """Touch `size` bytes of fresh anonymous memory and give it back, right before a measured run.
+
+    This VM reports free guest pages to its host (virtio free page reporting) a few seconds after they are
+    freed; touching such a page again costs ~10x more (measured here: 2.2-3.1 s/GiB against 0.23 s/GiB for a
+    page freed a moment ago), so a run whose page cache lands on reported pages pays ~3 s/GiB more, depending on
+    what ran before it rather than on its configuration. The allocator hands out the most recently freed pages
+    first, so each run starts on warm pages; a run longer than the reporting delay (legacy: ~11 s) still reaches
+    cold ones. This narrowed the spread of some configurations but not all (native 293-1138 MB/s in one run):
+    the VM's disk adds its own."""
+    import mmap
+
+    region = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        page = mmap.PAGESIZE
+        for offset in range(0, size, page):
+            region[offset] = 1
+    finally:
+        region.close()
+
+
 def measure_once(config: Config, fs: Path, ptll: Path | None, args, rep: int, result: Result) -> None:
     """One repetition of both workloads on `config`, with a fresh mount (and counters on the first one).
 
@@ -255,6 +276,9 @@ def measure_once(config: Config, fs: Path, ptll: Path | None, args, rep: int, re
     counters = fs.parent / f"counters-{config.name}.json"
     try:
         subprocess.run(["sync"], timeout=120)
+        # every cached byte of the run: the source file system's pages, the FUSE side's (writeback cache) and
+        # the loop device's backing file's
+        warm_free_memory(3 * args.seq_bytes + 256 * MIB)
         if config.kind == "native":
             total, phase = sequential_write(source / "seq", args.seq_bytes)
             result.seq_mbps.append(total)
