@@ -42,8 +42,10 @@ def _wait_until(predicate, timeout: float, what: str) -> None:
 
 
 def _start(argv: list[str], log: Path) -> subprocess.Popen:
+    # SIGINT back to its default: a test run started in the background (`make test &`, nohup) inherits it
+    # ignored, and Python then installs no Ctrl-C handler, so the sweep would never see the SIGINT we send.
     return subprocess.Popen(argv, cwd=REPO, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL)
+                            stdin=subprocess.DEVNULL, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _kill_all(proc: subprocess.Popen) -> None:
