@@ -146,10 +146,10 @@ def test_presets_configure_io_unit_threads_and_buffer(bfuse_mount):
         "legacy": (4096, 1, 0, False, False),
         "nobuf": (512 * 1024, 4, 0, False, False),
         "zerocopy": (512 * 1024, 4, 0, True, False),
-        "bfuse": (512 * 1024, 4, 4, False, True),                # fusecore's loop: buffers adopted
-        "bfuse,buffer=16M,entry=4M,io_unit=1M,threads=2": (1024 * 1024, 2, 4, False, True),
-        "bfuse,splice=1": (512 * 1024, 4, 4, True, False),      # splice needs libfuse's loop
-        "bfuse,own_loop=0": (512 * 1024, 4, 4, False, False),
+        "bfuse": (512 * 1024, 4, 4, True, False),                # spliced in: libfuse's loop
+        "bfuse,buffer=16M,entry=4M,io_unit=1M,threads=2": (1024 * 1024, 2, 4, True, False),
+        "bfuse,splice=0": (512 * 1024, 4, 4, False, True),      # fusecore's loop: buffers adopted
+        "bfuse,splice=0,own_loop=0": (512 * 1024, 4, 4, False, False),
     }
     for k, (preset, (io_unit, threads, entries, splice, own_loop)) in enumerate(expected.items()):
         counters = bfuse_mount(f"preset={preset}", name=f"p{k}").unmount()

@@ -100,7 +100,8 @@ def test_loop_ends_on_sigint_and_writes_buffered_data(bfuse_mount):
 
 def test_libfuse_loop_when_asked_or_with_splice(bfuse_mount):
     for k, (options, own_loop) in enumerate([("preset=bfuse,own_loop=0", False), ("preset=bfuse,splice=1", False),
-                                             ("preset=bfuse", True), ("preset=nobuf,own_loop=1", True)]):
+                                             ("preset=bfuse", False), ("preset=bfuse,splice=0", True),
+                                             ("preset=nobuf,own_loop=1", True)]):
         mount = bfuse_mount(options, name=f"m{k}")
         (mount.mountpoint / "f").write_bytes(b"y" * MIB)
         counters = mount.unmount()
