@@ -27,6 +27,7 @@ the buffer loses nothing as long as the reader keeps up; lost events show up as 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import time
@@ -89,7 +90,8 @@ class FtraceCollector(Collector):
         self.events = events
         self.out_dir = Path(out_dir)
         self.buffer_size_kb = buffer_size_kb
-        self.instance_name = name or f"mobiperf-{uuid.uuid4().hex[:10]}"
+        # The owner's pid in the name: a leftover instance tells whose it was (and whether its owner still lives).
+        self.instance_name = name or f"mobiperf-{os.getpid()}-{uuid.uuid4().hex[:10]}"
         self.trace_name = trace_name
         self.workload_pids_only = workload_pids_only
         self.name = collector_name  # the key of its summary in run.json

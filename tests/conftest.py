@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -52,13 +53,38 @@ def _machine_state() -> dict[str, set[str]]:
             "tracefs instances": {i for i in instances if i.startswith("mobiperf")}}
 
 
+_OWNER_PID = re.compile(r"(?:stack|mobiperf)-(\d+)-")
+
+
+def _ancestors(pid: int) -> set[int]:
+    chain = set()
+    while pid > 1 and pid not in chain:
+        chain.add(pid)
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return chain
+
+
+def _someone_elses(item: str) -> bool:
+    """A stack or instance whose owner (the pid in its name) is alive and not this test run's descendant: another
+    mobiperf on the same machine made it, while this test ran."""
+    m = _OWNER_PID.search(item)
+    if not m:
+        return False
+    owner = int(m.group(1))
+    return Path(f"/proc/{owner}").exists() and os.getpid() not in _ancestors(owner)
+
+
 @pytest.fixture
 def clean_machine():
     """Asserts that the test left no mount, loop device or tracefs instance of mobiperf's behind."""
     before = _machine_state()
     yield
     after = _machine_state()
-    leftovers = {kind: sorted(after[kind] - before[kind]) for kind in after if after[kind] - before[kind]}
+    leftovers = {kind: sorted(i for i in after[kind] - before[kind] if not _someone_elses(i)) for kind in after}
+    leftovers = {kind: items for kind, items in leftovers.items() if items}
     assert not leftovers, f"left behind: {leftovers}"
 
 
