@@ -18,7 +18,7 @@ PY_SOURCES := setup.cfg pyproject.toml $(shell find mobiperf collectors analyzer
 # The demo: SQLite inserts (Mobibench-compatible generator, TRUNCATE journal as on Android) on /sdcard, i.e. a
 # legacy FUSE layer over an ext4 data partition, traced at the syscall (strace), FUSE, ext4/jbd2 and block layers.
 demo: setup
-	$(BIN)/mobiperf run -t local --stack ext4+fuse --source ftrace --source strace --source layout --source facts \
+	$(BIN)/mobiperf run -t local --stack ext4+fuse --source ftrace --source syscalls --source strace --source layout --source facts \
 		-- mobibench -p . -d 0 -n 200 -j 1
 
 test: setup

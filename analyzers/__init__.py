@@ -20,8 +20,8 @@ import polars as pl
 
 BLOCK_EVENTS = ("block:block_bio_queue", "block:block_getrq", "block:block_bio_backmerge",
                 "block:block_rq_insert", "block:block_rq_issue", "block:block_rq_complete")
-SYSCALL_SOURCES = ("strace (-f -ttt -T -y)", "syscalls:sys_enter_*/sys_exit_* (read, write, pwrite64, fsync,"
-                   " fdatasync)")
+SYSCALL_SOURCES = ("the syscalls source (`--source syscalls`, on by default in `mobiperf run`)",
+                   "strace (`--source strace`: adds paths, slows every call)")
 TABLE_SOURCES = {
     "block_event": BLOCK_EVENTS, "block_rq": BLOCK_EVENTS,
     "syscall_io": SYSCALL_SOURCES,
@@ -30,6 +30,8 @@ TABLE_SOURCES = {
     "jbd2_run_stats": ("jbd2:jbd2_run_stats",),
     "fuse_req": ("fuse:fuse_request_send", "fuse:fuse_request_end"),
     "trace_marker": ("ftrace (the generator writes its timed-window markers to trace_marker)",),
+    "jbd2_commit": ("jbd2:jbd2_start_commit", "jbd2:jbd2_end_commit"),
+    "task_role": ("a `mobiperf run` (raw/tasks.json: the workload's root, the FUSE daemons, mobiperf)",),
 }
 
 
@@ -41,10 +43,15 @@ class Analyzer:
     run: Callable[..., pl.DataFrame]
     events: tuple[str, ...] = ()    # trace events that produce the needed tables (for error messages)
     optional: tuple[str, ...] = ()  # tables passed as keyword arguments when the run has them
+    params: tuple[str, ...] = ()    # run parameters passed as keyword arguments (ANALYSIS_PARAMS)
 
 
-UPSTREAM = {"block_io": "block_rq", "syscall_class": "syscall_io", "waterfall": "syscall_io",
-            "sqlite_txn": "fsync_event"}
+# Run parameters an analyzer may take, with their defaults (the pipeline reads them from run.json).
+ANALYSIS_PARAMS = {"scope": "workload", "device_private": True}
+
+
+UPSTREAM = {"block_io": "block_rq", "syscall_class": "syscall_io", "io_span": "syscall_io",
+            "waterfall": "syscall_io", "sqlite_txn": "fsync_event"}
 
 
 def table_sources(tables) -> tuple[str, ...]:
@@ -67,21 +74,22 @@ _ALWAYS_THERE = ("block_event", "block_rq", "block_io", "trace_marker")
 
 
 def _analyzer(name: str, needs: tuple[str, ...], produces: str, run: Callable,
-              optional: tuple[str, ...] = ()) -> Analyzer:
+              optional: tuple[str, ...] = (), params: tuple[str, ...] = ()) -> Analyzer:
     rare = tuple(n for n in needs if UPSTREAM.get(n, n) not in _ALWAYS_THERE and n not in _ALWAYS_THERE)
-    return Analyzer(name, needs, produces, run, events=_sources(rare) or _sources(needs), optional=optional)
+    return Analyzer(name, needs, produces, run, events=_sources(rare) or _sources(needs), optional=optional,
+                    params=params)
 
 
 def registry() -> list[Analyzer]:
-    from mobiperf.analyzers import (amplification, block_io, io_class, latency, pairing, sqlite_txn, syscall,
-                                    waterfall)
+    from mobiperf.analyzers import (amplification, block_io, io_class, io_span, latency, pairing, sqlite_txn,
+                                    syscall, waterfall)
 
+    calls = ("trace_marker", "task_role", "fuse_req")
     return [
         _analyzer("pairing_summary", ("block_rq",), "pairing_summary", pairing.summarize_pairing),
-        _analyzer("block_io", ("block_rq",), "block_io", block_io.classify_block_io, optional=("file_extent",)),
-        _analyzer("syscall_class", ("syscall_io",), "syscall_class", syscall.classify_syscalls),
-        _analyzer("syscall_class+trace_clock", ("syscall_io", "trace_marker"), "syscall_class",
-                  syscall.classify_syscalls_on_trace_clock),
+        _analyzer("block_io", ("block_rq",), "block_io", block_io.classify_block_io,
+                  optional=("file_extent", "task_role", "syscall_io"), params=("scope", "device_private")),
+        _analyzer("syscall_class", ("syscall_io",), "syscall_class", syscall.classify_syscalls, optional=calls),
         _analyzer("io_class", ("block_io",), "io_class", io_class.count_io_classes, optional=("syscall_class",)),
         _analyzer("io_share", ("block_io",), "io_share", io_class.share_io, optional=("syscall_class",)),
         _analyzer("latency_summary", ("block_io",), "latency_summary", latency.summarize_block_latency),
@@ -91,10 +99,14 @@ def registry() -> list[Analyzer]:
         _analyzer("fs_latency+sync_file+jbd2", ("fsync_event", "jbd2_run_stats"), "fs_latency",
                   latency.summarize_fs_latency),
         _analyzer("fuse_latency", ("fuse_req",), "fuse_latency", latency.summarize_fuse_latency),
-        _analyzer("waterfall", ("syscall_class", "block_io"), "waterfall", waterfall.build_waterfall,
-                  optional=("fsync_event", "fuse_req")),
+        _analyzer("io_span", ("syscall_io",), "io_span", io_span.nest_calls,
+                  optional=(*calls, "fsync_event", "jbd2_commit", "block_io")),
+        _analyzer("waterfall", ("io_span",), "waterfall", waterfall.build_waterfall),
         _analyzer("layer_breakdown", ("waterfall",), "layer_breakdown", waterfall.break_down_layers),
-        _analyzer("block_cause", ("syscall_class", "block_io"), "block_cause", waterfall.attribute_block_causes),
+        _analyzer("block_cause", ("io_span", "block_io"), "block_cause", waterfall.attribute_block_causes,
+                  optional=("waterfall",)),
+        _analyzer("io_background", ("io_span",), "io_background", waterfall.summarize_background,
+                  optional=("task_role", "syscall_io")),
         _analyzer("amplification", ("syscall_class", "block_io"), "amplification",
                   amplification.measure_amplification, optional=("fuse_req",)),
         _analyzer("sqlite_txn", ("fsync_event", "block_io", "trace_marker"), "sqlite_txn",
@@ -114,8 +126,9 @@ BREAKDOWNS = (
     ("syscall_latency", "Latency (syscall layer)"),
     ("fs_latency", "Latency (file system: sync_file, jbd2 commit phases)"),
     ("fuse_latency", "Latency (FUSE requests)"),
-    ("layer_breakdown", "Time of synchronous calls by layer (seed 000 Fig. 3 / seed 004 Fig. 3)"),
-    ("block_cause", "Block IO by the synchronous call that caused it"),
+    ("layer_breakdown", "Time of the calls by layer, exclusive (seed 000 Fig. 3 / seed 004 Fig. 3)"),
+    ("block_cause", "Block IO by the call that caused it"),
+    ("io_background", "IO no call of the workload caused (by scope and task)"),
     ("amplification", "Amplification: bytes per layer"),
     ("sqlite_summary", "SQLite per transaction (seed 002)"),
 )

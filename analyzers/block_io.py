@@ -10,6 +10,10 @@ Dimensions (each module's docstring has the definition and its limits):
   region                         region.py: data, metadata, journal, none
   file_type / path               file_type.py (block layer: through the layout snapshot's extents)
 
+Scope (scope.py): only the workload's requests are classified (its tree, its FUSE daemons and, on a device of
+its own, the kernel threads writing back and journaling for it; with scope `all` every request); the rest is in
+io_background. `scope` says which of these submitted each request.
+
 Latency phases follow btt (trace-formats.md §1.5): Q2G (queue -> get request), G2I (-> insert), I2D (insert ->
 issue), D2C (issue -> complete: driver and device), Q2C (the whole life). A phase is null when either of its
 events was not seen (blk-mq issues many requests directly, with no insert). Unlike btt, a negative or zero delta
@@ -24,6 +28,7 @@ import polars as pl
 from mobiperf.analyzers.file_type import attribute_files
 from mobiperf.analyzers.locality import classify_locality
 from mobiperf.analyzers.region import classify_region
+from mobiperf.analyzers.scope import counted, with_scope
 from mobiperf.analyzers.size import size_class, size_log2_bucket
 
 BLOCK_ORDER = ["rep", "dev_major", "dev_minor", "issue_ts", "queue_ts", "getrq_ts", "sector", "size_bytes", "op"]
@@ -33,8 +38,15 @@ def _phase(end: str, start: str) -> pl.Expr:
     return (pl.col(end) - pl.col(start)).cast(pl.Int64)
 
 
-def classify_block_io(block_rq: pl.DataFrame, file_extent: pl.DataFrame | None = None) -> pl.DataFrame:
-    df = block_rq.with_columns(
+def classify_block_io(block_rq: pl.DataFrame, file_extent: pl.DataFrame | None = None,
+                      task_role: pl.DataFrame | None = None, syscall_io: pl.DataFrame | None = None, *,
+                      scope: str = "workload", device_private: bool = True) -> pl.DataFrame:
+    df = with_scope(block_rq, task_role, syscall_io)
+    # The workload's tree is known only from its traced calls: without them, only mobiperf's own IO is set apart.
+    knows_tree = task_role is not None and syscall_io is not None and len(syscall_io) > 0
+    df = df.filter(counted(pl.col("scope"), mode=scope, device_private=device_private, has_roles=knows_tree)
+                   & ((pl.col("scope") != "mobiperf") | pl.lit(scope == "all")))
+    df = df.with_columns(
         ts=pl.coalesce("queue_ts", "getrq_ts", "insert_ts", "issue_ts", "complete_ts"),
         size_class=size_class(pl.col("size_bytes")),
         size_log2_bytes=size_log2_bucket(pl.col("size_bytes")),
@@ -56,4 +68,4 @@ def classify_block_io(block_rq: pl.DataFrame, file_extent: pl.DataFrame | None =
     return df.select("rep", "ts", "dev_major", "dev_minor", "sector", "size_bytes", "op", "rwbs", "size_class",
                      "size_log2_bytes", "locality", "locality_tolerant", "locality_global", "sync_mode", "region",
                      "file_type", "path", "is_meta", "queue_ts", "issue_ts", "complete_ts", "q2g_ns", "g2i_ns",
-                     "i2d_ns", "d2c_ns", "q2c_ns", "nr_bios", "pid", "comm")
+                     "i2d_ns", "d2c_ns", "q2c_ns", "nr_bios", "pid", "comm", "scope")

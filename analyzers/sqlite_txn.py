@@ -30,7 +30,7 @@ from __future__ import annotations
 import polars as pl
 
 from mobiperf.analyzers.file_type import file_type_of_path
-from mobiperf.analyzers.syscall import align_to_trace_clock, classify_syscalls
+from mobiperf.analyzers.syscall import classify_syscalls
 from mobiperf.schema import SQLITE_TXN
 
 COMMIT_FILES = ("db", "db-wal")
@@ -52,9 +52,7 @@ def _window(trace_marker: pl.DataFrame | None, reps: list[int]) -> pl.DataFrame:
 
 def cut_transactions(syscall_io: pl.DataFrame, block_io: pl.DataFrame,
                      trace_marker: pl.DataFrame | None = None) -> pl.DataFrame:
-    if trace_marker is not None:
-        syscall_io = align_to_trace_clock(syscall_io, trace_marker)
-    calls = classify_syscalls(syscall_io)
+    calls = classify_syscalls(syscall_io, trace_marker)
     reps = sorted(set(calls["rep"].to_list()))
     win = _window(trace_marker, reps)
     inside = (pl.col("ts") >= pl.col("_lo").fill_null(-(1 << 62))) & (pl.col("ts") <= pl.col("_hi").fill_null(1 << 62))

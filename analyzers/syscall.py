@@ -20,16 +20,25 @@ else `buffered` — also where the fd's open was not traced (inherited fds, a ru
 File type (file_type.py) comes from the path strace -y prints (unlink and rename: their path argument);
 ftrace syscalls carry no path (`unknown`): the kernel prints only the user pointer of a file name.
 
-Both sources in one table (a run with strace and the syscalls events): the calls are classified from strace
-alone (it sees every call and the paths), so that each call is counted once in syscall_class and every table
-built on it; the ftrace rows stay in syscall_io, and classify_syscalls(syscall_io.filter(source == "ftrace"))
-classifies them on their own.
+Which calls are the workload's (workload_syscalls): the syscalls source also traces the stack's FUSE daemons (their
+calls into the lower file system are the layer under FUSE, analyzers/io_span.py); their tasks (task_role, and
+every thread that replied to a FUSE request) are taken out here, as are mobiperf's own, and the write(2) calls
+that wrote a trace marker (the write that holds the marker's event in the same thread; the generator's
+bookkeeping, not its IO) or, before the workload's exec, mobiperf's wrappers' writes to tracefs and cgroup.procs.
 
-Clocks: strace stamps calls with the wall clock, the kernel's events with the trace clock. When the table holds
-strace rows and the run has trace markers (the generator writes them through write(2) on trace_marker, which
-strace sees too), align_to_trace_clock() shifts the strace times by the median difference between each marker
-and the write call that made it (the k-th marker write of a repetition with its k-th marker), to within the
-duration of one write. Without markers the times stay on the wall clock and cross-layer stitching is wrong.
+Clocks: the kernel's events are on the trace clock. strace stamps calls with the wall clock; the parse stage moves
+them onto the trace clock where the run read both clocks (collectors/clock.py: exact to < 1 us, clock_error_ns).
+Otherwise (a phone, an older run) place_on_trace_clock() shifts them by the median difference between each trace
+marker and the write call that made it (the k-th marker write of a repetition with its k-th marker); its
+uncertainty is the spread of those differences plus the longest such write (a marker lies somewhere inside its
+write), and it is recorded in clock_error_ns. Without markers the strace times stay on the wall clock (timing
+`wall`): such calls are classified but nested in nothing.
+
+Kernel twins: with both strace and the syscalls events, each call has two records. strace's stamps are taken
+when it sees the call stop at entry, before the kernel runs it, so the kernel's record of the same call (same
+thread and name) starts after strace's stamp and before strace's stamp of the thread's next call. That twin
+gives the call its kernel times (timing `kernel`), strace its path and flags; a call the syscalls events do not
+cover keeps strace's times (timing `strace`). Each call is counted once.
 
 Limits: mmap writes make no write calls (only msync is seen); a write through an fd whose open was not traced
 counts as buffered even if it was opened O_SYNC/O_DIRECT (its block requests still show REQ_SYNC/FUA in
@@ -61,38 +70,158 @@ def _open_flag_mode(flags: pl.Expr) -> pl.Expr:
             .otherwise(pl.lit("buffered")))
 
 
-def trace_clock_offsets(syscall_io: pl.DataFrame, trace_marker: pl.DataFrame) -> dict[int, int]:
-    """Per repetition: ns to add to strace times to put them on the trace clock (empty where unknown)."""
+def marker_clock_offsets(syscall_io: pl.DataFrame, trace_marker: pl.DataFrame) -> dict[int, tuple[int, int]]:
+    """Per repetition: (ns to add to strace times to put them on the trace clock, its uncertainty in ns)."""
     calls = syscall_io.filter((pl.col("source") == "strace") & pl.col("syscall").is_in(["write", "pwrite64"])
                               & pl.col("path").fill_null("").str.contains("trace_marker"))
     out = {}
     for rep in sorted(set(calls["rep"].to_list())):
-        writes = calls.filter(pl.col("rep") == rep).sort("ts")["ts"]
+        writes = calls.filter(pl.col("rep") == rep).sort("ts")
         marks = trace_marker.filter(pl.col("rep") == rep).sort("ts")["ts"]
         n = min(len(writes), len(marks))
         if n:  # integer median: float64 cannot hold wall-clock nanoseconds exactly
-            d = np.sort((marks.head(n) - writes.head(n)).to_numpy())
-            out[rep] = int(d[(n - 1) // 2] + (d[n // 2] - d[(n - 1) // 2]) // 2)
+            d = np.sort((marks.head(n) - writes["ts"].head(n)).to_numpy())
+            median = int(d[(n - 1) // 2] + (d[n // 2] - d[(n - 1) // 2]) // 2)
+            longest = int(writes["dur"].head(n).fill_null(0).max() or 0)
+            out[rep] = (median, int(max(abs(d[0] - median), abs(d[-1] - median))) + longest + 1000)
     return out
 
 
-def align_to_trace_clock(syscall_io: pl.DataFrame, trace_marker: pl.DataFrame) -> pl.DataFrame:
-    offsets = trace_clock_offsets(syscall_io, trace_marker)
+def place_on_trace_clock(syscall_io: pl.DataFrame, trace_marker: pl.DataFrame | None) -> pl.DataFrame:
+    """strace rows still on the wall clock (clock_error_ns null) moved by the markers, where the run has them."""
+    if "clock_error_ns" not in syscall_io.columns:
+        syscall_io = syscall_io.with_columns(clock_error_ns=pl.lit(None, pl.Int64))
+    unplaced = (pl.col("source") == "strace") & pl.col("clock_error_ns").is_null()
+    offsets = marker_clock_offsets(syscall_io.filter(unplaced), trace_marker) if trace_marker is not None else {}
     if not offsets:
         return syscall_io
-    shift = pl.col("rep").replace_strict(offsets, default=0, return_dtype=pl.Int64)
+    shift = pl.col("rep").replace_strict({r: o for r, (o, _) in offsets.items()}, default=None, return_dtype=pl.Int64)
+    error = pl.col("rep").replace_strict({r: e for r, (_, e) in offsets.items()}, default=None,
+                                         return_dtype=pl.Int64)
     return syscall_io.with_columns(
-        ts=pl.when(pl.col("source") == "strace").then(pl.col("ts") + shift).otherwise(pl.col("ts")))
+        ts=pl.when(unplaced & shift.is_not_null()).then(pl.col("ts") + shift).otherwise(pl.col("ts")),
+        clock_error_ns=pl.when(unplaced).then(error).otherwise(pl.col("clock_error_ns")))
 
 
-def classify_syscalls_on_trace_clock(syscall_io: pl.DataFrame, trace_marker: pl.DataFrame) -> pl.DataFrame:
-    return classify_syscalls(align_to_trace_clock(syscall_io, trace_marker))
+def align_to_trace_clock(syscall_io: pl.DataFrame, trace_marker: pl.DataFrame) -> pl.DataFrame:
+    return place_on_trace_clock(syscall_io, trace_marker)
 
 
-def classify_syscalls(syscall_io: pl.DataFrame) -> pl.DataFrame:
-    if syscall_io["source"].n_unique() > 1:  # one call, two records: keep strace's (see the module docstring)
-        syscall_io = syscall_io.filter(pl.col("source") == "strace")
-    calls = syscall_io.with_row_index("_row").sort(["rep", "ts", "_row"])
+def merge_kernel_twins(syscall_io: pl.DataFrame) -> pl.DataFrame:
+    """One row per call, with a `timing` column: strace rows take their kernel twin's ts/dur (module docstring)."""
+    if "clock_error_ns" not in syscall_io.columns:
+        syscall_io = syscall_io.with_columns(clock_error_ns=pl.lit(None, pl.Int64))
+    src = pl.col("source").fill_null("")
+    strace = syscall_io.filter(src == "strace").with_row_index("_s")
+    kernel = syscall_io.filter(src != "strace")
+    if not strace.height or not kernel.height:
+        timing = (pl.when(src != "strace").then(pl.lit("kernel"))
+                  .when(pl.col("clock_error_ns").is_not_null()).then(pl.lit("strace")).otherwise(pl.lit("wall")))
+        return syscall_io.with_columns(timing=timing)
+    strace = strace.sort("rep", "pid", "ts").with_columns(
+        _next=pl.col("ts").shift(-1).over(["rep", "pid"]).fill_null(1 << 62))
+    placed = strace.filter(pl.col("clock_error_ns").is_not_null())
+    twins = kernel.with_row_index("_k").sort("ts").join_asof(
+        placed.select("rep", "pid", "syscall", "_s", pl.col("ts").alias("_sts"), "_next", "clock_error_ns")
+        .sort("_sts"), left_on="ts", right_on="_sts", by=["rep", "pid", "syscall"], strategy="backward",
+        check_sortedness=False, tolerance=None)
+    twins = twins.filter(pl.col("_s").is_not_null()
+                         & (pl.col("ts") >= pl.col("_sts") - pl.col("clock_error_ns_right"))
+                         & (pl.col("ts") < pl.col("_next") - pl.col("clock_error_ns_right")))
+    twins = twins.sort("ts").unique("_s", keep="first")
+    merged = strace.join(twins.select("_s", pl.col("ts").alias("_kts"), pl.col("dur").alias("_kdur"), "_k"),
+                         on="_s", how="left")
+    merged = merged.with_columns(
+        timing=pl.when(pl.col("_k").is_not_null()).then(pl.lit("kernel"))
+        .when(pl.col("clock_error_ns").is_not_null()).then(pl.lit("strace")).otherwise(pl.lit("wall")),
+        ts=pl.coalesce("_kts", "ts"), dur=pl.when(pl.col("_k").is_not_null()).then(pl.col("_kdur"))
+        .otherwise(pl.col("dur")))
+    traced_by_strace = strace.select("rep", "pid").unique()
+    rest = kernel.join(traced_by_strace, on=["rep", "pid"], how="anti").with_columns(timing=pl.lit("kernel"))
+    cols = [*syscall_io.columns, "timing"]
+    return pl.concat([merged.select(cols), rest.select(cols)])
+
+
+def daemon_tids(task_role: pl.DataFrame | None, fuse_req: pl.DataFrame | None) -> pl.DataFrame:
+    """(rep, pid) of every FUSE daemon thread: from task_role, and every thread that replied to a request."""
+    frames = []
+    if task_role is not None and len(task_role):
+        frames.append(task_role.filter(pl.col("role") == "fuse_daemon").select("rep", "pid"))
+    if fuse_req is not None and "daemon_tid" in fuse_req.columns:
+        frames.append(fuse_req.filter(pl.col("daemon_tid").is_not_null())
+                      .select("rep", pl.col("daemon_tid").alias("pid")))
+    if not frames:
+        return pl.DataFrame(schema={"rep": pl.Int32, "pid": pl.Int32})
+    return pl.concat([f.cast({"rep": pl.Int32, "pid": pl.Int32}) for f in frames]).unique()
+
+
+def workload_syscalls(syscall_io: pl.DataFrame, trace_marker: pl.DataFrame | None = None,
+                      task_role: pl.DataFrame | None = None, fuse_req: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The workload's calls, each once, on the trace clock where possible (module docstring), with `timing`."""
+    others = daemon_tids(task_role, fuse_req)
+    if task_role is not None and len(task_role):
+        others = pl.concat([others, task_role.filter(pl.col("role") == "mobiperf").select("rep", "pid")
+                            .cast({"rep": pl.Int32, "pid": pl.Int32})])
+    calls = syscall_io.join(others, on=["rep", "pid"], how="anti") if others.height else syscall_io
+    calls = merge_kernel_twins(place_on_trace_clock(calls, trace_marker))
+    return _without_bookkeeping(calls, trace_marker)
+
+
+# mobiperf's wrappers, in the workload's process before it execs: they join the tracing pid list and the CPU share.
+BOOKKEEPING_PATHS = r"^/sys/kernel/(?:debug/)?tracing/|/cgroup\.procs$"
+
+
+def _without_bookkeeping(calls: pl.DataFrame, trace_marker: pl.DataFrame | None) -> pl.DataFrame:
+    bookkeeping = pl.col("path").fill_null("").str.contains(BOOKKEEPING_PATHS)
+    if trace_marker is None or not len(trace_marker):
+        return calls.filter(~bookkeeping)
+    writes = calls.with_row_index("_r").filter(pl.col("syscall").is_in(["write", "pwrite64"])
+                                               & (pl.col("timing") == "kernel"))
+    m = trace_marker.select("rep", "pid", pl.col("ts").alias("_mts")).sort("_mts").join_asof(
+        writes.select("rep", "pid", "_r", pl.col("ts").alias("_w0"), "dur").sort("_w0"), left_on="_mts",
+        right_on="_w0", by=["rep", "pid"], strategy="backward", check_sortedness=False)
+    wrote = m.filter(pl.col("_r").is_not_null() & (pl.col("_mts") <= pl.col("_w0") + pl.col("dur"))).select("_r")
+    return calls.with_row_index("_r").join(wrote, on="_r", how="anti").filter(~bookkeeping).drop("_r")
+
+
+def daemon_syscalls(syscall_io: pl.DataFrame, task_role: pl.DataFrame | None,
+                    fuse_req: pl.DataFrame | None) -> pl.DataFrame:
+    """The FUSE daemons' calls into the file system under them: their traced calls, less those on /dev/fuse."""
+    tids = daemon_tids(task_role, fuse_req)
+    calls = syscall_io.filter(pl.col("source").fill_null("") != "strace").join(tids, on=["rep", "pid"])
+    if task_role is not None and len(task_role):
+        fds = task_role.filter((pl.col("role") == "fuse_daemon") & (pl.col("fuse_fd") >= 0))["fuse_fd"].unique()
+        if len(fds):  # threads share the daemon's descriptors
+            calls = calls.filter(~pl.col("fd").is_in(fds.to_list()))
+    return calls.filter(pl.col("dur").is_not_null())
+
+
+def attribution_windows(calls: pl.DataFrame) -> pl.DataFrame:
+    """calls with end_ts and the window [win_start, win_end] inside which their thread's events are theirs: the
+    call itself when the kernel timed it; for a call placed from strace's stamps, from its stamp to the next
+    call's stamp of the same thread, less the placement's uncertainty; calls still on the wall clock get none."""
+    c = calls.sort("rep", "pid", "ts").with_columns(
+        end_ts=pl.col("ts") + pl.col("dur").fill_null(0),
+        _next=pl.col("ts").shift(-1).over(["rep", "pid"]),
+        _err=pl.col("clock_error_ns").fill_null(0))
+    strace = pl.col("timing") == "strace"
+    c = c.with_columns(
+        win_start=pl.when(strace).then(pl.col("ts") - pl.col("_err")).otherwise(pl.col("ts")),
+        win_end=pl.when(strace).then(pl.max_horizontal(pl.col("end_ts"), pl.col("_next").fill_null(pl.col("end_ts"))
+                                                      - pl.col("_err")))
+        .otherwise(pl.col("end_ts")),
+        is_strace_timed=strace)
+    return c.filter(pl.col("timing") != "wall").drop("_next", "_err")
+
+
+def classify_syscalls(syscall_io: pl.DataFrame, trace_marker: pl.DataFrame | None = None,
+                      task_role: pl.DataFrame | None = None, fuse_req: pl.DataFrame | None = None) -> pl.DataFrame:
+    return classify_calls(workload_syscalls(syscall_io, trace_marker, task_role, fuse_req))
+
+
+def classify_calls(calls: pl.DataFrame, keep: tuple[str, ...] = ()) -> pl.DataFrame:
+    """The IO calls among the workload's calls (workload_syscalls), classified; `keep` columns pass through."""
+    calls = calls.with_row_index("_row").sort(["rep", "ts", "_row"])
     is_lseek = pl.col("syscall").is_in(["lseek", "_llseek"])
     calls = calls.filter(pl.col("syscall").is_in([*READS, *WRITES, *SYNCS]) | is_lseek)
     op = (pl.when(pl.col("syscall").is_in(READS)).then(pl.lit("read"))
@@ -131,4 +260,4 @@ def classify_syscalls(syscall_io: pl.DataFrame) -> pl.DataFrame:
     return calls.sort(["rep", "ts", "_row"]).select(
         "rep", "ts", "dur", "pid", "comm", "syscall", "op", "fd", pl.col("path").fill_null(""), "file_type",
         "size_bytes", pl.col("offset").alias("offset_bytes"), "size_class", "size_log2_bytes", "locality",
-        "locality_tolerant", "locality_global", "sync_mode")
+        "locality_tolerant", "locality_global", "sync_mode", "timing", "clock_error_ns", *keep)

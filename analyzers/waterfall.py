@@ -1,141 +1,144 @@
-"""The waterfall: each synchronous system call stitched to the block requests it caused, and the per-layer
-time split that falls out of it (seed 000 Fig. 3, seed 004 Fig. 3/4).
+"""Where each call's time went, layer by layer, from the nest of io_span (analyzers/io_span.py has the
+definitions: what caused what, how spans are clipped, what a shared journal commit costs each call).
 
-Which calls: fsync, fdatasync, msync, sync_file_range, and writes opened with O_SYNC, O_DSYNC or O_DIRECT (when
-syscall_class knows the open flags). Their causality is knowable because the call waits for its IO.
-
-Which requests a call caused: block requests queued (else issued) inside the call's [enter, exit] window that
-were submitted by the calling process, or by the journal thread (comm `jbd2/...`), or are flushes. A journal or
-flush request inside several concurrent calls' windows goes to the call that started last before it (so each
-request is attributed at most once). Buffered writes are not stitched: their writeback happens later, from
-other threads, and cannot be tied to one call.
-
-Times per call: block_ns is the union of the caused requests' [queue, complete] intervals clipped to the window;
-device_ns the union of their [issue, complete] (D2C) intervals; fs_ns the ext4/f2fs sync_file time of the same
-process inside the window; fuse_ns the union of the process's FUSE requests in the window; other_ns = dur_ns -
-block_ns - fuse_ns, the kernel and file-system time outside the block layer and FUSE.
-
-block_cause lists every block request with the call that caused it (or `none`), which answers "which syscall
-caused this block IO" where it can be known, and gives the share of block IO each kind of call causes.
-
-layer_breakdown sums these per call type: device (D2C), block (queue and scheduler time outside the device),
-fuse, fs+kernel (the rest).
-
-Limits: the block IO a FUSE daemon does on behalf of a call runs under the daemon's pid and is not stitched
-(it is inside fuse_ns); IO the call waits for but that was queued before it (earlier writeback) is not counted.
+waterfall: one row per call of the workload (every traced call: reads, writes, syncs, and the opens, closes,
+unlinks and renames that send FUSE requests or journal metadata). Per call:
+  dur_ns                   the call, enter -> exit
+  fuse_ns, fs_ns, journal_ns, block_ns, device_ns
+                           inclusive time of each layer: the union of its spans (fs_ns is the lower file system's
+                           time, the daemon's calls and the sync_file inside them on a FUSE stack, the call's own
+                           sync_file on a native one; block_ns queue -> complete; device_ns issue -> complete)
+  *_self_ns                exclusive time: the time that layer was the deepest one active. syscall_self_ns +
+                           fuse_self_ns + fs_self_ns + journal_self_ns + block_self_ns + device_self_ns = dur_ns
+  other_ns                 = syscall_self_ns (the name of an earlier version: the call's time outside deeper layers)
+  block_requests, *_bytes, flushes, fuse_requests, fuse_data_bytes
+                           what the call caused, each request counted once (a commit two calls waited for
+                           counts for the first)
+layer_breakdown: per call type, each layer's exclusive time summed over the calls, and its share of their total
+time (shares add up to 1), beside the inclusive time (seed 000 Fig. 3, seed 004 Fig. 3). Call types whose calls
+never reached below the system call (getpid, fstat...) are left out of it.
+block_cause: every block request of block_io with the call that caused it, or `none`.
+io_background: the IO no call caused, by scope and task (analyzers/scope.py): never dropped, never charged.
 """
 
 from __future__ import annotations
 
 import polars as pl
 
-SYNC_WRITE_MODES = ("o_sync", "o_dsync", "o_direct")
+from mobiperf.analyzers.io_span import LAYERS, RANK
+from mobiperf.analyzers.scope import with_scope
+
+COUNTS = ("block_requests", "block_bytes", "data_bytes", "journal_bytes", "metadata_bytes", "flushes",
+          "fuse_requests", "fuse_data_bytes")
 
 
-def _sync_calls(syscall_class: pl.DataFrame) -> pl.DataFrame:
-    calls = syscall_class.filter(
-        ((pl.col("op") == "sync") | pl.col("sync_mode").is_in(SYNC_WRITE_MODES)) & pl.col("dur").is_not_null())
-    return calls.with_row_index("call").with_columns(end_ts=pl.col("ts") + pl.col("dur"))
-
-
-def _union_ns(df: pl.DataFrame, start: str, end: str, key: str = "call") -> pl.DataFrame:
-    """Per key: the total length of the union of [start, end] intervals."""
-    iv = df.filter(pl.col(start).is_not_null() & pl.col(end).is_not_null() & (pl.col(end) > pl.col(start))) \
-        .select(key, pl.col(start).alias("_s"), pl.col(end).alias("_e")).sort(key, "_s")
-    iv = iv.with_columns(_reach=pl.col("_e").cum_max().shift(1).over(key))
+def _union_ns(spans: pl.DataFrame, key: list[str]) -> pl.DataFrame:
+    """Per key: the length of the union of the spans' [ts, end_ts] intervals (column `_union`)."""
+    iv = spans.filter(pl.col("end_ts") > pl.col("ts")).select(*key, "ts", "end_ts").sort(*key, "ts")
+    iv = iv.with_columns(_reach=pl.col("end_ts").cum_max().shift(1).over(key))
     return iv.group_by(key).agg(
-        (pl.col("_e") - pl.max_horizontal("_s", pl.col("_reach").fill_null(pl.col("_s")))).clip(lower_bound=0)
+        (pl.col("end_ts") - pl.max_horizontal("ts", pl.col("_reach").fill_null(pl.col("ts")))).clip(lower_bound=0)
         .sum().alias("_union"))
 
 
-def _attribute(calls: pl.DataFrame, block_io: pl.DataFrame) -> pl.DataFrame:
-    """block requests with the call that caused them (column `call`), only those attributed."""
-    req = block_io.with_columns(_t=pl.coalesce("queue_ts", "issue_ts")).filter(pl.col("_t").is_not_null()) \
-        .with_row_index("_req").sort("_t")
-    c = calls.select("call", "rep", "pid", pl.col("ts").alias("_t"), "end_ts").sort("_t")
-    own = req.join_asof(c, on="_t", by=["rep", "pid"], strategy="backward", check_sortedness=False) \
-        .filter(pl.col("call").is_not_null() & (pl.col("_t") <= pl.col("end_ts")))
-    shared = req.filter(pl.col("comm").fill_null("").str.starts_with("jbd2/") | (pl.col("op") == "flush"))
-    shared = shared.join(own.select("_req"), on="_req", how="anti")
-    shared = shared.join_asof(c.drop("pid"), on="_t", by="rep", strategy="backward", check_sortedness=False) \
-        .filter(pl.col("call").is_not_null() & (pl.col("_t") <= pl.col("end_ts")))
-    return pl.concat([own.drop("end_ts"), shared.drop("end_ts")], how="diagonal_relaxed")
+def _layer_times(spans: pl.DataFrame) -> pl.DataFrame:
+    """Per call: inclusive (<layer>_incl) and exclusive (<layer>_self) ns of every layer."""
+    key = ["rep", "call_id"]
+    spans = spans.with_columns(_rank=pl.col("layer").replace_strict(RANK, return_dtype=pl.Int8))
+    out = spans.filter(pl.col("layer") == "syscall").select(key).unique()
+    covers = []
+    for layer in LAYERS:
+        rank = RANK[layer]
+        cover = _union_ns(spans.filter(pl.col("_rank") >= rank), key).rename({"_union": f"_cover{rank}"})
+        incl = _union_ns(spans.filter(pl.col("_rank") == rank), key).rename({"_union": f"{layer}_incl"})
+        out = out.join(cover, on=key, how="left").join(incl, on=key, how="left")
+        covers.append(pl.col(f"_cover{rank}").fill_null(0))
+    out = out.with_columns([(covers[i] - (covers[i + 1] if i + 1 < len(covers) else 0)).alias(f"{layer}_self")
+                            for i, layer in enumerate(LAYERS)])
+    return out.with_columns([pl.col(f"{layer}_incl").fill_null(0) for layer in LAYERS]).drop(
+        [f"_cover{RANK[layer]}" for layer in LAYERS])
 
 
-def _clip(df: pl.DataFrame, calls: pl.DataFrame, start: str, end: str) -> pl.DataFrame:
-    w = df.join(calls.select("call", pl.col("ts").alias("_w0"), pl.col("end_ts").alias("_w1")), on="call")
-    return w.with_columns(pl.max_horizontal(start, "_w0").alias(start), pl.min_horizontal(end, "_w1").alias(end))
+def _caused_counts(spans: pl.DataFrame) -> pl.DataFrame:
+    block = (pl.col("layer") == "block") & pl.col("is_primary")
+    fuse = (pl.col("layer") == "fuse") & pl.col("is_primary")
+    size = pl.col("size_bytes").fill_null(0)
+    return spans.group_by("rep", "call_id").agg(
+        block_requests=block.sum().cast(pl.Int64), block_bytes=size.filter(block).sum(),
+        data_bytes=size.filter(block & (pl.col("region") == "data")).sum(),
+        journal_bytes=size.filter(block & (pl.col("region") == "journal")).sum(),
+        metadata_bytes=size.filter(block & (pl.col("region") == "metadata")).sum(),
+        flushes=(block & (pl.col("op") == "flush")).sum().cast(pl.Int64),
+        fuse_requests=fuse.sum().cast(pl.Int64), fuse_data_bytes=size.filter(fuse).sum())
 
 
-def build_waterfall(syscall_class: pl.DataFrame, block_io: pl.DataFrame, fsync_event: pl.DataFrame | None = None,
-                    fuse_req: pl.DataFrame | None = None) -> pl.DataFrame:
-    calls = _sync_calls(syscall_class)
-    caused = _attribute(calls, block_io)
-    per_call = caused.group_by("call").agg(
-        block_requests=pl.len().cast(pl.Int64), block_bytes=pl.col("size_bytes").sum(),
-        data_bytes=pl.col("size_bytes").filter(pl.col("region") == "data").sum(),
-        journal_bytes=pl.col("size_bytes").filter(pl.col("region") == "journal").sum(),
-        metadata_bytes=pl.col("size_bytes").filter(pl.col("region") == "metadata").sum(),
-        flushes=(pl.col("op") == "flush").sum().cast(pl.Int64))
-    block_ns = _union_ns(_clip(caused, calls, "queue_ts", "complete_ts"), "queue_ts", "complete_ts") \
-        .rename({"_union": "block_ns"})
-    device_ns = _union_ns(_clip(caused, calls, "issue_ts", "complete_ts"), "issue_ts", "complete_ts") \
-        .rename({"_union": "device_ns"})
-    out = calls.join(per_call, on="call", how="left").join(block_ns, on="call", how="left") \
-        .join(device_ns, on="call", how="left")
-    fs_ns = pl.DataFrame({"call": [], "fs_ns": []}, schema={"call": pl.UInt32, "fs_ns": pl.Int64})
-    if fsync_event is not None and len(fsync_event):
-        from mobiperf.analyzers.latency import sync_file_calls
-        sf = sync_file_calls(fsync_event).with_columns(_end=pl.col("ts") + pl.col("dur")).sort("ts")
-        m = sf.join_asof(calls.select("call", "rep", "pid", pl.col("ts").alias("_c0"), "end_ts").sort("_c0"),
-                         left_on="ts", right_on="_c0", by=["rep", "pid"], strategy="backward", check_sortedness=False)
-        m = m.filter(pl.col("call").is_not_null() & (pl.col("ts") <= pl.col("end_ts")))
-        fs_ns = m.group_by("call").agg(fs_ns=(pl.min_horizontal("_end", "end_ts") - pl.col("ts")).sum())
-    out = out.join(fs_ns, on="call", how="left")
-    fuse_ns = pl.DataFrame({"call": [], "fuse_ns": []}, schema={"call": pl.UInt32, "fuse_ns": pl.Int64})
-    if fuse_req is not None and len(fuse_req):
-        fr = fuse_req.filter(pl.col("end_ts").is_not_null()).select("rep", "pid", pl.col("send_ts").alias("_t"),
-                                                                    "end_ts").rename({"end_ts": "_fe"}).sort("_t")
-        m = fr.join_asof(calls.select("call", "rep", "pid", pl.col("ts").alias("_t"), "end_ts").sort("_t"),
-                         on="_t", by=["rep", "pid"], strategy="backward", check_sortedness=False)
-        m = m.filter(pl.col("call").is_not_null() & (pl.col("_t") <= pl.col("end_ts")))
-        m = _clip(m, calls, "_t", "_fe")
-        fuse_ns = _union_ns(m, "_t", "_fe").rename({"_union": "fuse_ns"})
-    out = out.join(fuse_ns, on="call", how="left")
-    zero = ["block_requests", "block_bytes", "data_bytes", "journal_bytes", "metadata_bytes", "flushes",
-            "block_ns", "device_ns", "fs_ns", "fuse_ns"]
-    out = out.with_columns([pl.col(c).fill_null(0).cast(pl.Int64) for c in zero])
-    out = out.with_columns(dur_ns=pl.col("dur").cast(pl.Int64)).with_columns(
-        other_ns=(pl.col("dur_ns") - pl.col("block_ns") - pl.col("fuse_ns")).clip(lower_bound=0))
-    return out.sort("rep", "ts", "call").select(
-        "rep", "ts", "pid", "comm", "syscall", "path", "file_type", "sync_mode", "size_bytes", "dur_ns", "fs_ns",
-        "fuse_ns", "block_requests", "block_bytes", "data_bytes", "journal_bytes", "metadata_bytes", "flushes",
-        "block_ns", "device_ns", "other_ns")
+def build_waterfall(io_span: pl.DataFrame) -> pl.DataFrame:
+    spans = io_span.filter(pl.col("call_id").is_not_null())
+    calls = spans.filter(pl.col("layer") == "syscall").select(
+        "rep", "call_id", "ts", pl.col("tid").alias("pid"), "comm", pl.col("name").alias("syscall"), "path",
+        "file_type", "sync_mode", "size_bytes", (pl.col("end_ts") - pl.col("ts")).alias("dur_ns"))
+    out = calls.join(_layer_times(spans), on=["rep", "call_id"], how="left") \
+        .join(_caused_counts(spans), on=["rep", "call_id"], how="left")
+    out = out.with_columns([pl.col(c).fill_null(0).cast(pl.Int64) for c in COUNTS])
+    return out.sort("rep", "ts", "call_id").select(
+        "rep", "call_id", "ts", "pid", "comm", "syscall", "path", "file_type", "sync_mode", "size_bytes", "dur_ns",
+        pl.col("fs_incl").alias("fs_ns"), pl.col("fuse_incl").alias("fuse_ns"), "block_requests", "block_bytes",
+        "data_bytes", "journal_bytes", "metadata_bytes", "flushes", pl.col("block_incl").alias("block_ns"),
+        pl.col("device_incl").alias("device_ns"), pl.col("syscall_self").alias("other_ns"),
+        pl.col("journal_incl").alias("journal_ns"), *[pl.col(f"{la}_self").alias(f"{la}_self_ns") for la in LAYERS],
+        "fuse_requests", "fuse_data_bytes")
 
 
-def attribute_block_causes(syscall_class: pl.DataFrame, block_io: pl.DataFrame) -> pl.DataFrame:
-    """block_cause: every block request with the synchronous call that caused it (the rules above), or cause
-    `none` (writeback, readahead, other processes: not knowable from the trace)."""
-    calls = _sync_calls(syscall_class)
-    caused = _attribute(calls, block_io).join(
-        calls.select("call", pl.col("syscall").alias("cause"), pl.col("sync_mode").alias("cause_mode"),
-                     pl.col("ts").alias("call_ts"), pl.col("pid").alias("call_pid")), on="call")
-    req = block_io.with_row_index("_req")
-    out = req.join(caused.select("_req", "cause", "cause_mode", "call_ts", "call_pid"), on="_req", how="left")
+def break_down_layers(waterfall: pl.DataFrame) -> pl.DataFrame:
+    below = pl.sum_horizontal([pl.col(f"{la}_self_ns") for la in LAYERS[1:]]) > 0
+    reached = waterfall.with_columns(_below=below).group_by("rep", "syscall", "sync_mode").agg(pl.col("_below").any())
+    wf = waterfall.join(reached.filter(pl.col("_below")), on=["rep", "syscall", "sync_mode"])
+    g = wf.group_by("rep", "syscall", "sync_mode").agg(
+        count=pl.len().cast(pl.Int64), total_ns=pl.col("dur_ns").sum(),
+        **{f"time:{la}": pl.col(f"{la}_self_ns").sum() for la in LAYERS},
+        **{f"incl:{la}": (pl.col("dur_ns") if la == "syscall" else pl.col(f"{_incl(la)}")).sum() for la in LAYERS})
+    rows = []
+    for la in LAYERS:
+        rows.append(g.select("rep", "syscall", "sync_mode", "count", "total_ns", pl.lit(la).alias("layer"),
+                             pl.col(f"time:{la}").alias("time_ns"), pl.col(f"incl:{la}").alias("inclusive_ns")))
+    long = pl.concat(rows) if rows else pl.DataFrame()
+    return long.with_columns(
+        time_ns=pl.col("time_ns").cast(pl.Int64), inclusive_ns=pl.col("inclusive_ns").cast(pl.Int64),
+        share=pl.when(pl.col("total_ns") > 0).then(pl.col("time_ns") / pl.col("total_ns"))).sort(
+        "rep", "syscall", "sync_mode", "layer")
+
+
+def _incl(layer: str) -> str:
+    return {"fuse": "fuse_ns", "fs": "fs_ns", "journal": "journal_ns", "block": "block_ns",
+            "device": "device_ns"}[layer]
+
+
+def attribute_block_causes(io_span: pl.DataFrame, block_io: pl.DataFrame,
+                           waterfall: pl.DataFrame | None = None) -> pl.DataFrame:
+    """block_cause: every block request with the call that caused it (module docstring), or cause `none`."""
+    caused = io_span.filter((pl.col("layer") == "block") & pl.col("call_id").is_not_null() & pl.col("is_primary"))
+    calls = io_span.filter(pl.col("layer") == "syscall").select(
+        "rep", "call_id", pl.col("name").alias("cause"), pl.col("ts").alias("call_ts"), pl.col("tid").alias("call_pid"))
+    caused = caused.select("rep", pl.col("source_row").alias("_req"), "call_id").join(calls, on=["rep", "call_id"])
+    if waterfall is not None:
+        caused = caused.join(waterfall.select("rep", "call_id", pl.col("sync_mode").alias("cause_mode")),
+                             on=["rep", "call_id"], how="left")
+    else:
+        caused = caused.with_columns(cause_mode=pl.lit(None, pl.Utf8))
+    req = block_io.with_row_index("_req").with_columns(pl.col("_req").cast(pl.Int64))
+    out = req.join(caused.drop("rep").unique("_req"), on="_req", how="left")
     return out.with_columns(cause=pl.col("cause").fill_null("none"),
                             cause_mode=pl.col("cause_mode").fill_null("none")).select(
         "rep", "ts", "sector", "size_bytes", "op", "region", "sync_mode", "cause", "cause_mode", "call_ts",
         "call_pid").sort("rep", "ts", "sector")
 
 
-def break_down_layers(waterfall: pl.DataFrame) -> pl.DataFrame:
-    g = waterfall.group_by("rep", "syscall", "sync_mode").agg(
-        count=pl.len().cast(pl.Int64), total_ns=pl.col("dur_ns").sum(),
-        device=pl.col("device_ns").sum(), block=(pl.col("block_ns") - pl.col("device_ns")).sum(),
-        fuse=pl.col("fuse_ns").sum(), **{"fs+kernel": pl.col("other_ns").sum()})
-    long = g.unpivot(index=["rep", "syscall", "sync_mode", "count", "total_ns"],
-                     on=["device", "block", "fuse", "fs+kernel"], variable_name="layer", value_name="time_ns")
-    return long.with_columns(
-        time_ns=pl.col("time_ns").cast(pl.Int64),
-        share=pl.when(pl.col("total_ns") > 0).then(pl.col("time_ns") / pl.col("total_ns"))).sort(
-        "rep", "syscall", "sync_mode", "layer")
+def summarize_background(io_span: pl.DataFrame, task_role: pl.DataFrame | None = None,
+                         syscall_io: pl.DataFrame | None = None) -> pl.DataFrame:
+    """io_background: per (scope, task, layer, what), the spans no call caused: count, bytes, time."""
+    bg = io_span.filter(pl.col("call_id").is_null() & pl.col("is_primary") & (pl.col("layer") != "device"))
+    bg = with_scope(bg, task_role, syscall_io, pid="tid")
+    return bg.group_by("rep", "scope", "tid", "comm", "layer", "name").agg(
+        count=pl.len().cast(pl.Int64), bytes=pl.col("size_bytes").fill_null(0).sum().cast(pl.Int64),
+        time_ns=(pl.col("end_ts") - pl.col("ts")).sum().cast(pl.Int64)).rename({"tid": "pid"}).sort(
+        "rep", "scope", "layer", "bytes", "count", descending=[False, False, False, True, True])

@@ -24,6 +24,9 @@ class Collector:
     """Base of all collectors: no-op defaults for the optional steps."""
 
     name = "?"
+    # A snapshot (the layout, the target's facts) reads the device itself: it is taken after every tracing
+    # collector has stopped, so its own IO (dumpe2fs, debugfs, filefrag) never lands in the workload's trace.
+    snapshot = False
 
     def __enter__(self) -> "Collector":
         return self
@@ -45,7 +48,9 @@ class Collector:
 
 
 SOURCES = ("ftrace", "ftrace_raw", "syscalls", "strace", "blktrace", "layout", "facts")
-DEFAULT_SOURCES = ("ftrace", "layout", "facts")
+# The syscalls events (of the workload's process tree and the stack's FUSE daemons) are the top layer of the
+# layer-by-layer model (analyzers/io_span.py); strace adds paths but slows every call, so it comes only when asked.
+DEFAULT_SOURCES = ("ftrace", "syscalls", "layout", "facts")
 BATCH_INTERVAL_S = 0.2
 EVENT_SET_NAMES = ("block", "ext4", "jbd2", "f2fs", "fuse", "writeback")
 
@@ -107,9 +112,13 @@ def plan_collectors(transport, caps, stack, raw_dir: Path, *, extra_events=(), s
                               "use the strace source instead")
         if missing:
             notes.append(f"syscalls: this kernel lacks {', '.join(missing)}")
+        # The daemons serve the workload's FUSE requests: their calls into the lower file system are the layer
+        # under FUSE. Their threads are listed now; threads they start later join through event-fork.
+        daemon_tids = [tid for layer in (getattr(stack, "layers", None) or []) if layer.get("daemon_pid")
+                       for tid in task_ids(transport, layer["daemon_pid"])]
         collectors.append(FtraceCollector(transport, caps.tracefs_path, specs, raw_dir, trace_name="syscalls.txt",
                                           workload_pids_only=True, collector_name="syscalls",
-                                          batch_interval_s=batch))
+                                          batch_interval_s=batch, extra_pids=daemon_tids))
     if "strace" in wanted:
         from mobiperf.collectors.strace import StraceCollector
         if not getattr(caps, "strace", None):
@@ -130,3 +139,9 @@ def plan_collectors(transport, caps, stack, raw_dir: Path, *, extra_events=(), s
         collectors.append(LayoutCollector(transport, stack.device, stack.filesystem, files_dir, raw_dir,
                                           dev_major=stack.dev_major, dev_minor=stack.dev_minor))
     return collectors
+
+
+def task_ids(transport, pid: int) -> list[int]:
+    """The thread ids of a process on the target (empty if it is gone)."""
+    done = transport.run(["ls", f"/proc/{pid}/task"], timeout=10)
+    return sorted(int(t) for t in done.text.split() if t.isdigit()) if done.returncode == 0 else []

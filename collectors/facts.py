@@ -23,6 +23,7 @@ QUEUE_KNOBS = ("scheduler", "read_ahead_kb", "nr_requests", "rotational", "max_s
 
 class FactsCollector(Collector):
     name = "facts"
+    snapshot = True
 
     def __init__(self, transport: Transport, device: str | None = None, mount_root: str | None = None):
         self.transport = transport

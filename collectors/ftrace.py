@@ -84,7 +84,7 @@ class FtraceCollector(Collector):
     def __init__(self, transport: Transport, tracefs: str, events: list[EventSpec], out_dir: Path, *,
                  buffer_size_kb: int = 32768, name: str | None = None, trace_name: str = "ftrace.txt",
                  workload_pids_only: bool = False, collector_name: str = "ftrace", raw_pages: bool = False,
-                 batch_interval_s: float | None = None):
+                 batch_interval_s: float | None = None, extra_pids: list[int] | None = None):
         self.transport = transport
         self.tracefs = tracefs
         self.events = events
@@ -103,6 +103,8 @@ class FtraceCollector(Collector):
         # and the ring buffer holds what comes in between (32 MiB per CPU by default). None: a blocking `cat`
         # (the only portable choice: toybox dd on Android has no iflag=nonblock).
         self.batch_interval_s = batch_interval_s
+        # With workload_pids_only: other tasks traced beside the workload's tree (the stack's FUSE daemon threads).
+        self.extra_pids = list(extra_pids or [])
         self._raw_readers: list[BackgroundProcess] = []
         self.root: str | None = None
         self._reader: BackgroundProcess | None = None
@@ -152,7 +154,7 @@ class FtraceCollector(Collector):
             return list(argv)
         # The shell writes its own pid, turns this instance on, then exec makes it the workload: traced from its
         # first system call, and nothing before (tracing_on stays 0 until the pid filter is in place).
-        script = (f'echo $$ > {shlex.quote(self.root + "/set_event_pid")} && '
+        script = (f'echo $$ >> {shlex.quote(self.root + "/set_event_pid")} && '
                   f'echo 1 > {shlex.quote(self.root + "/tracing_on")} && exec "$@"')
         return ["sh", "-c", script, "mobiperf-workload", *argv]
 
@@ -226,6 +228,12 @@ class FtraceCollector(Collector):
                 raise TargetError("tracing only the workload's pids needs tracefs instances (set_event_pid would "
                                   "filter everyone's top-level tracing)")
             self._write("options/event-fork", "1")
+            # The wrapper appends the workload's pid to these (set_event_pid takes one pid per write).
+            if self.extra_pids:
+                pids = " ".join(str(p) for p in self.extra_pids)
+                target = shlex.quote(f"{self.root}/set_event_pid")
+                self.transport.run(["sh", "-c", f"for p in {pids}; do echo $p >> {target}; done"],
+                                   timeout=10).check()
         self._write("buffer_size_kb", str(self.buffer_size_kb))
         clock = "mono" if "mono" in self._read("trace_clock").replace("[", " ").replace("]", " ").split() else None
         if clock:

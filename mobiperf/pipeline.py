@@ -19,8 +19,9 @@ import polars as pl
 
 from mobiperf import __version__
 from mobiperf import metrics as metrics_mod
-from mobiperf.analyzers import headline_metrics, registry, table_sources
+from mobiperf.analyzers import ANALYSIS_PARAMS, headline_metrics, registry, table_sources
 from mobiperf.collectors import plan_collectors
+from mobiperf.collectors.clock import read_clock_offset
 from mobiperf.collectors.ftrace import EventSpec
 from mobiperf.collectors.parse import derive_tables, parse_raw_dir
 from mobiperf.errors import MissingTableError, MobiperfError, TargetError, UsageError
@@ -130,6 +131,7 @@ def collect_repetition(transport: Transport, caps: Capabilities, request: RunReq
             active.enter_context(collector)
             env.update(collector.workload_env())
             argv = collector.wrap_command(argv)
+        clock = [read_clock_offset()] if transport.name == "local" else []
         for collector in collectors:
             collector.start()
         t0 = time.monotonic_ns()
@@ -144,11 +146,32 @@ def collect_repetition(transport: Transport, caps: Capabilities, request: RunReq
         # Writeback of a buffered workload may still be in flight: let it reach the traced device.
         if transport.run(["sync", "-f", stack.workdir], timeout=120).returncode != 0:
             transport.run(["sync"], timeout=120)  # a sync without -f (older toybox)
-        summaries = {c.name: c.stop() for c in reversed(collectors)}
+        if clock:
+            clock.append(read_clock_offset())
+        write_task_roles(transport, raw / "tasks.json", stack, workload_pid=proc.pid, clock=clock)
+        # Tracing stops first: the snapshots (layout, facts) read the device, and that is not the workload's IO.
+        order = [c for c in reversed(collectors) if not c.snapshot] + [c for c in collectors if c.snapshot]
+        summaries = {c.name: c.stop() for c in order}
     # The FUSE daemons and the device model write their counters when the stack comes down.
     counters = {p.name.removesuffix(".json"): _read_json(p) for p in sorted(raw.glob("*counters*.json"))}
     return {"index": rep, "exit_code": exit_code, "workload_ns": elapsed, "stack": stack.as_dict(),
             "counters": counters, "notes": notes, **summaries}
+
+
+def write_task_roles(transport: Transport, path: Path, stack, *, workload_pid: int | None, clock: list[dict]) -> None:
+    """raw/tasks.json: who is who in the trace (parse/task_role.py reads it). The workload's tree is known from
+    its traced calls; here go its root, the stack's FUSE daemons (every thread, their /dev/fuse descriptors),
+    mobiperf itself, whether the device is the run's own (an emulated stack) or shared (a phone's /data), and the
+    wall-clock readings that put strace on the trace clock (collectors/clock.py)."""
+    from mobiperf.collectors import task_ids
+
+    daemons = [{"layer": layer["layer"], "pid": layer["daemon_pid"], "tids": task_ids(transport, layer["daemon_pid"]),
+                "fuse_fds": layer.get("fuse_fds", []), "mountpoint": layer.get("mountpoint")}
+               for layer in (getattr(stack, "layers", None) or []) if layer.get("daemon_pid")]
+    path.write_text(json.dumps({
+        "workload_pid": workload_pid, "mobiperf_pid": os.getpid(),
+        "mobiperf_comm": Path("/proc/self/comm").read_text().strip(), "fuse_daemons": daemons,
+        "device_private": not str(stack.spec).startswith("dir:"), "clock": clock}, indent=1) + "\n")
 
 
 def _read_json(path: Path):
@@ -218,6 +241,7 @@ def analyze(rundir: RunDir, *, reparse: bool = False) -> dict[str, pl.DataFrame]
                                     if not w.startswith(("parse:", "collect:"))] + parse_warnings
     results: dict[str, pl.DataFrame] = {}
     available = {name: rundir.read_table(name) for name in TABLES if rundir.has_table(name)}
+    params = analysis_params(meta)
     skipped, without = {}, {}
     for analyzer in registry():
         inputs = [results.get(need, available.get(need)) for need in analyzer.needs]
@@ -229,6 +253,7 @@ def analyze(rundir: RunDir, *, reparse: bool = False) -> dict[str, pl.DataFrame]
             continue
         extra = {name: t for name in analyzer.optional
                  if (t := results.get(name, available.get(name))) is not None}
+        extra.update({name: params[name] for name in analyzer.params})
         if len(extra) < len(analyzer.optional):
             lacking = [n for n in analyzer.optional if n not in extra]
             without[analyzer.name] = (f"computed without {', '.join(lacking)} (from "
@@ -245,6 +270,16 @@ def analyze(rundir: RunDir, *, reparse: bool = False) -> dict[str, pl.DataFrame]
     meta["metrics"] = metrics_mod.median_metrics(per_rep)
     rundir.write_meta(meta)
     return results
+
+
+def analysis_params(meta: dict) -> dict:
+    """The run's parameters of the analysis (analyzers.ANALYSIS_PARAMS): its scope, and whether its device was
+    its own (an emulated stack) or shared (a `dir:` stack on a phone's partition)."""
+    params = dict(ANALYSIS_PARAMS)
+    params["scope"] = meta.get("scope") or params["scope"]
+    stacks = [str((r.get("stack") or {}).get("spec", "")) for r in meta.get("repetitions", [])]
+    params["device_private"] = not any(s.startswith("dir:") for s in stacks)
+    return params
 
 
 def workload_metrics(rundir: RunDir, rep: int) -> list[dict]:

@@ -92,18 +92,33 @@ FUSE_EVENT = Schema("fuse_event", {
 FUSE_REQ = Schema("fuse_req", {
     "rep": I32, "connection": I64, "unique": I64, "opcode": I32, "opcode_name": STR, "send_ts": I64,
     "end_ts": I64, "dur": I64, "len_bytes": I64, "reply_len_bytes": I64, "error": I32, "pid": I32, "comm": STR,
-}, "One row per FUSE request: send and end paired by (connection, unique); end_ts/dur null if no end was seen.")
+    "daemon_tid": I32, "data_bytes": I64,
+}, "One row per FUSE request: send and end paired by (connection, unique); end_ts/dur null if no end was seen."
+   " pid/comm: the task that sent it (fuse_request_send runs in the requester's context); daemon_tid: the daemon"
+   " thread that replied (fuse_request_end runs in the replying write to /dev/fuse), null without an end."
+   " len_bytes and reply_len_bytes are the messages' lengths, headers included; data_bytes the file data moved:"
+   " WRITE len_bytes - 80 (fuse_in_header + fuse_write_in), READ reply_len_bytes - 16 (fuse_out_header) on"
+   " success, 0 for every other opcode and for failed requests.",
+   added=(("daemon_tid", None), ("data_bytes", None)))
 
 SYSCALL_IO = Schema("syscall_io", {
     "rep": I32, "ts": I64, "dur": I64, "pid": I32, "comm": STR, "syscall": STR, "fd": I32, "path": STR,
     "request_bytes": I64, "offset_bytes": I64, "ret": I64, "errno": STR, "source": STR, "open_flags": STR,
-    "new_path": STR,
-}, "One row per system call of the workload (source strace: ts on the wall clock; source ftrace: the trace"
-   " clock). fd/request_bytes/offset_bytes are -1 where the call has none; path from strace -y (for unlink and"
+    "new_path": STR, "clock_error_ns": I64,
+}, "One row per system call of the workload (source ftrace: the trace clock; source strace: the wall clock, moved"
+   " to the trace clock at parse time where the run read both clocks, clock_error_ns then saying how far off the"
+   " move may be, null while still on the wall clock). fd/request_bytes/offset_bytes are -1 where the call has none; path from strace -y (for unlink and"
    " rename the path argument, made absolute), else empty; new_path a rename's destination, else empty;"
    " open_flags the flags of the call's fd as strace prints them (O_WRONLY|O_DSYNC), followed through open,"
    " dup, fcntl, fork and exec (for an open call its own flags), empty where unknown; dur null when the call"
-   " never returned (or strace printed no <time>).", added=(("open_flags", ""), ("new_path", "")))
+   " never returned (or strace printed no <time>).", added=(("open_flags", ""), ("new_path", ""), ("clock_error_ns", None)))
+
+TASK_ROLE = Schema("task_role", {
+    "rep": I32, "pid": I32, "role": STR, "fuse_fd": I32, "layer": STR, "comm": STR,
+}, "Tasks whose role the run knows (raw/tasks.json): workload (the workload's root process), fuse_daemon (every"
+   " thread of a stack's FUSE daemon, one row per /dev/fuse descriptor it holds, fuse_fd -1 if none; layer the"
+   " stack layer), mobiperf (mobiperf itself, comm its name). pid is the task id the trace shows.",
+   added=(("comm", None),))
 
 FS_EVENT = Schema("fs_event", {
     **_EV, "event": STR, "dev_major": I32, "dev_minor": I32, "ino": I64, "body": STR,
@@ -122,7 +137,7 @@ BLKTRACE_EVENT = Schema("blktrace_event", dict(BLOCK_EVENT.columns),
                         " the same columns, kept apart so no request is counted twice.")
 
 TABLES = {s.name: s for s in (BLOCK_EVENT, BLOCK_RQ, TRACE_MARKER, FSYNC_EVENT, JBD2_RUN_STATS, JBD2_COMMIT,
-                              FUSE_EVENT, FUSE_REQ, SYSCALL_IO, FS_EVENT, FILE_EXTENT, BLKTRACE_EVENT)}
+                              FUSE_EVENT, FUSE_REQ, SYSCALL_IO, TASK_ROLE, FS_EVENT, FILE_EXTENT, BLKTRACE_EVENT)}
 
 # --- result tables ---
 
@@ -132,10 +147,11 @@ BLOCK_IO = Schema("block_io", {
     "locality_global": STR, "sync_mode": STR, "region": STR, "file_type": STR, "path": STR, "is_meta": BOOL,
     "queue_ts": I64, "issue_ts": I64, "complete_ts": I64,
     "q2g_ns": I64, "g2i_ns": I64, "i2d_ns": I64, "d2c_ns": I64, "q2c_ns": I64, "nr_bios": I32, "pid": I32,
-    "comm": STR,
-}, "Every block request classified once in each dimension (size class and log2 bucket; locality strict,"
+    "comm": STR, "scope": STR,
+}, "Every block request of the workload's scope (analyzers/scope.py: scope says whose) classified once in each dimension (size class and log2 bucket; locality strict,"
    " tolerant and global, with `first` for a stream's first request; sync mode from its flags; region data,"
-   " metadata, journal or none; file type and path through the layout snapshot) with its btt latency phases.")
+   " metadata, journal or none; file type and path through the layout snapshot) with its btt latency phases.",
+   added=(("scope", "workload"),))
 
 PAIRING_SUMMARY = Schema("pairing_summary", {
     "rep": I32, "requests": I64, "fully_matched": I64, "matched_share": F64, "no_queue": I64, "no_issue": I64,
@@ -147,9 +163,13 @@ SYSCALL_CLASS = Schema("syscall_class", {
     "rep": I32, "ts": I64, "dur": I64, "pid": I32, "comm": STR, "syscall": STR, "op": STR, "fd": I32,
     "path": STR, "file_type": STR, "size_bytes": I64, "offset_bytes": I64, "size_class": STR,
     "size_log2_bytes": I64, "locality": STR, "locality_tolerant": STR, "locality_global": STR, "sync_mode": STR,
-}, "Every IO system call (read, write and their p/v variants, fsync, fdatasync, msync, sync_file_range)"
-   " classified: op read, write or sync; size; locality per (process, file) and per process; sync mode"
-   " (buffered, o_sync, o_dsync, o_direct, fsync, fdatasync, msync, sync_file_range); file type from its path.")
+    "timing": STR, "clock_error_ns": I64,
+}, "Every IO system call of the workload (read, write and their p/v variants, fsync, fdatasync, msync,"
+   " sync_file_range) classified: op read, write or sync; size; locality per (process, file) and per process; sync"
+   " mode (buffered, o_sync, o_dsync, o_direct, fsync, fdatasync, msync, sync_file_range); file type from its path."
+   " timing: kernel (ts/dur from the syscalls events), strace (strace's stamps placed on the trace clock,"
+   " clock_error_ns the placement's uncertainty) or wall (strace's stamps, not placeable).",
+   added=(("timing", "kernel"), ("clock_error_ns", None)))
 
 IO_CLASS = Schema("io_class", {
     "rep": I32, "layer": STR, "op": STR, "size_class": STR, "locality": STR, "sync_mode": STR, "region": STR,
@@ -180,28 +200,53 @@ FUSE_LATENCY = Schema("fuse_latency", _LATENCY_COLUMNS,
                       "FUSE request latency (fuse_request_send -> end) percentiles, op the FUSE opcode name in lower case without FUSE_ (write, read, fsync...).")
 
 WATERFALL = Schema("waterfall", {
-    "rep": I32, "ts": I64, "pid": I32, "comm": STR, "syscall": STR, "path": STR, "file_type": STR,
+    "rep": I32, "call_id": I64, "ts": I64, "pid": I32, "comm": STR, "syscall": STR, "path": STR, "file_type": STR,
     "sync_mode": STR, "size_bytes": I64, "dur_ns": I64, "fs_ns": I64, "fuse_ns": I64, "block_requests": I64,
     "block_bytes": I64, "data_bytes": I64, "journal_bytes": I64, "metadata_bytes": I64, "flushes": I64,
-    "block_ns": I64, "device_ns": I64, "other_ns": I64,
-}, "Each synchronous IO system call (fsync, fdatasync, msync, sync_file_range, O_SYNC/O_DSYNC/O_DIRECT writes)"
-   " with the block requests it caused (same process or the journal thread, queued inside the call, and the"
-   " flushes): fs_ns is the sync_file time inside it, fuse_ns its FUSE requests, block_ns the union of their"
-   " queue->complete intervals, device_ns the union of issue->complete, other_ns = dur_ns - block_ns - fuse_ns"
-   " (the kernel and file system time the call spends outside the block layer).")
+    "block_ns": I64, "device_ns": I64, "other_ns": I64, "journal_ns": I64, "syscall_self_ns": I64,
+    "fuse_self_ns": I64, "fs_self_ns": I64, "journal_self_ns": I64, "block_self_ns": I64, "device_self_ns": I64,
+    "fuse_requests": I64, "fuse_data_bytes": I64,
+}, "Each call of the workload (analyzers/waterfall.py, io_span.py) with what it caused, layer by layer:"
+   " *_ns the inclusive time of each layer (fs_ns the lower file system's, also under FUSE; block_ns queue ->"
+   " complete; device_ns issue -> complete), *_self_ns the exclusive time (the layer was the deepest active;"
+   " they add up to dur_ns), other_ns = syscall_self_ns; requests and bytes counted once per request.",
+   added=(("call_id", None), ("journal_ns", 0), ("syscall_self_ns", None), ("fuse_self_ns", 0),
+          ("fs_self_ns", 0), ("journal_self_ns", 0), ("block_self_ns", 0), ("device_self_ns", 0),
+          ("fuse_requests", 0), ("fuse_data_bytes", 0)))
+
+IO_SPAN = Schema("io_span", {
+    "rep": I32, "span_id": I64, "parent_id": I64, "call_id": I64, "layer": STR, "name": STR, "ts": I64,
+    "end_ts": I64, "tid": I32, "comm": STR, "size_bytes": I64, "is_primary": BOOL, "op": STR, "region": STR,
+    "dev_major": I32, "dev_minor": I32, "sector": I64, "fuse_unique": I64, "path": STR, "sync_mode": STR,
+    "file_type": STR, "source_row": I64,
+}, "The nest of intervals of every call (analyzers/io_span.py): layer syscall (the call), fuse (a request it"
+   " sent), fs (a daemon's call into the lower file system, a sync_file), journal (a jbd2 commit it waited for),"
+   " block (a request, queue -> complete), device (issue -> complete); each span clipped to its parent"
+   " (parent_id), call_id the top call (null: IO no call caused, nested the same way). is_primary: the span's"
+   " bytes count for this call (false for the second waiter of a shared commit). path, sync_mode and file_type"
+   " of calls (sync_mode `none` for calls that are not IO) and block requests. source_row: the row in the"
+   " source table (the call's call_id, fuse_req, block_io).")
+
+IO_BACKGROUND = Schema("io_background", {
+    "rep": I32, "scope": STR, "pid": I32, "comm": STR, "layer": STR, "name": STR, "count": I64, "bytes": I64,
+    "time_ns": I64,
+}, "IO no call of the workload caused, by scope (workload, fuse_daemon, kernel, mobiperf, other:"
+   " analyzers/scope.py), task and layer: FUSE requests, daemon calls, journal commits and block requests.")
 
 BLOCK_CAUSE = Schema("block_cause", {
     "rep": I32, "ts": I64, "sector": I64, "size_bytes": I64, "op": STR, "region": STR, "sync_mode": STR,
     "cause": STR, "cause_mode": STR, "call_ts": I64, "call_pid": I32,
-}, "Every block request with the synchronous system call that caused it (cause: fsync, fdatasync, msync,"
-   " sync_file_range, or a write opened O_SYNC/O_DSYNC/O_DIRECT with cause_mode naming the flag), or `none` where"
-   " that is not knowable (writeback, readahead); the call's start time and process.")
+}, "Every block request with the call that caused it (cause: the call's name, cause_mode its sync mode; through"
+   " the nest of io_span: its own thread, the journal commit it waited for, the FUSE daemon serving it), or"
+   " `none`; the call's start time and task.")
 
 LAYER_BREAKDOWN = Schema("layer_breakdown", {
     "rep": I32, "syscall": STR, "sync_mode": STR, "count": I64, "total_ns": I64, "layer": STR, "time_ns": I64,
-    "share": F64,
-}, "Seed 000 Fig. 3 / seed 004 Fig. 3: the time of synchronous calls split by layer (device = D2C union,"
-   " block = queue/scheduler time outside the device, fuse, fs+kernel = the rest), summed per call type.")
+    "share": F64, "inclusive_ns": I64,
+}, "Seed 000 Fig. 3 / seed 004 Fig. 3: the calls' time per type, split by layer: time_ns the layer's exclusive"
+   " time (syscall, fuse, fs, journal, block = queue/scheduler, device = D2C), share = time_ns / total_ns (the"
+   " shares of a call type add up to 1), inclusive_ns the layer's inclusive time.",
+   added=(("inclusive_ns", None),))
 
 AMPLIFICATION = Schema("amplification", {
     "rep": I32, "layer": STR, "region": STR, "op": STR, "count": I64, "bytes": I64, "ratio_to_app": F64,
@@ -224,5 +269,5 @@ SQLITE_SUMMARY = Schema("sqlite_summary", {
    " from the files (wal, delete, truncate, persist).")
 
 RESULTS = {s.name: s for s in (BLOCK_IO, PAIRING_SUMMARY, SYSCALL_CLASS, IO_CLASS, IO_SHARE, LATENCY_SUMMARY, SYSCALL_LATENCY,
-                               FS_LATENCY, FUSE_LATENCY, WATERFALL, BLOCK_CAUSE, LAYER_BREAKDOWN, AMPLIFICATION,
+                               FS_LATENCY, FUSE_LATENCY, IO_SPAN, WATERFALL, BLOCK_CAUSE, LAYER_BREAKDOWN, IO_BACKGROUND, AMPLIFICATION,
                                SQLITE_TXN, SQLITE_SUMMARY)}

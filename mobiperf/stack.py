@@ -382,7 +382,8 @@ class LocalStack:
                 raise StackError(f"{daemon_name} did not mount {mountpoint}: {message[-400:] or 'timed out'}")
             time.sleep(0.05)
         return mountpoint, {"layer": layer.name, "daemon": daemon_name, "options": options, "source": source,
-                            "mountpoint": mountpoint, "counters_path": counters}
+                            "mountpoint": mountpoint, "counters_path": counters, "daemon_pid": proc.pid,
+                            "fuse_fds": fuse_device_fds(self.transport, proc.pid)}
 
     def _daemon_env(self) -> dict[str, str] | None:
         """The phone's FUSE wake-up latency, preloaded into the daemon (None: the daemon as it is)."""
@@ -529,6 +530,18 @@ class DirectoryStack:
         if not found:
             raise StackError(f"no block device found for {self.workdir} ({major_minor})")
         return found
+
+
+def fuse_device_fds(transport: Transport, pid: int) -> list[int]:
+    """The descriptors a FUSE daemon holds on /dev/fuse: its reads and writes there are the FUSE protocol itself,
+    not calls into the file system under it."""
+    done = transport.run(["ls", "-l", f"/proc/{pid}/fd"], timeout=10)
+    fds = []
+    for line in done.text.splitlines() if done.returncode == 0 else []:
+        name, arrow, target = line.rpartition(" -> ")
+        if arrow and target.strip() == "/dev/fuse" and name.split()[-1].isdigit():
+            fds.append(int(name.split()[-1]))
+    return fds
 
 
 def _mount_of(path: str, mountinfo: list[list[str]]) -> list[str]:

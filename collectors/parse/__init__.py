@@ -25,7 +25,9 @@ def parse_raw_dir(raw: Path, rep: int) -> ParsedRaw:
       ftrace.txt        ftrace text of the main instance: block_event, trace_marker, and the other event tables
       ftrace_raw/       binary per-CPU trace_pipe_raw pages (with formats/): every table ftrace.txt gives
       syscalls.txt      ftrace text of the workload-only instance: syscall_io (source ftrace)
-      strace.log        strace -f -ttt -T -y: syscall_io (source strace)
+      strace.log        strace -f -ttt -T -y: syscall_io (source strace), on the trace clock with tasks.json's
+                        clock readings
+      tasks.json        who is who (the workload's root, the FUSE daemons' threads, mobiperf): task_role
       blktrace/         blk_io_trace records (per-CPU files or a blk-tracer stream): block_event when no ftrace
                         block events exist, else blktrace_event (the same columns, kept apart)
       layout/           the layout snapshot: file_extent
@@ -35,6 +37,7 @@ def parse_raw_dir(raw: Path, rep: int) -> ParsedRaw:
     from mobiperf.collectors.parse.ftrace_text import parse_ftrace_text
     from mobiperf.collectors.parse.layout import parse_layout
     from mobiperf.collectors.parse.strace import parse_strace
+    from mobiperf.collectors.parse.tasks import read_tasks, task_roles, wall_to_trace_clock
 
     out = ParsedRaw()
     parts: dict[str, list[pl.DataFrame]] = {}
@@ -74,10 +77,13 @@ def parse_raw_dir(raw: Path, rep: int) -> ParsedRaw:
                                      "lost_events": max(_ftrace_lost(raw / "ftrace_raw_stats.json"),
                                                         binary.lost_events)}
         out.warnings += [f"ftrace_raw: {w}" for w in binary.warnings]
+    tasks = read_tasks(raw / "tasks.json")
+    if tasks:
+        add("task_role", task_roles(tasks, rep))
     strace_log = raw / "strace.log"
     if strace_log.exists():
         parsed_strace = parse_strace(strace_log, rep)
-        add("syscall_io", parsed_strace.syscall_io)
+        add("syscall_io", wall_to_trace_clock(parsed_strace.syscall_io, tasks.get("clock", [])))
         out.summary["strace"] = parsed_strace.summary
         out.warnings += parsed_strace.warnings
     if (raw / "blktrace").is_dir():

@@ -1,0 +1,359 @@
+"""Layer by layer: every call of the workload as a nest of intervals, one per layer it went through.
+
+    call (syscall)  ⊃  FUSE request(s) it sent  ⊃  the daemon's calls into the lower file system (fs)
+                    ⊃  the file system's sync (ext4/f2fs sync_file)  ⊃  journal commits it waited for
+                    ⊃  block requests (queue -> complete)  ⊃  device time (issue -> complete, D2C)
+
+On a stack without FUSE the call's own thread goes straight to fs. Layers a trace has no events for are
+skipped: their children hang from the nearest layer that is there.
+
+What "caused" means (each link is something the kernel records, never clock proximity alone):
+  call -> FUSE request   fuse_request_send runs in the requesting thread: the request belongs to the call that
+                         thread was in when it sent it.
+  FUSE request -> daemon fuse_request_end runs in the daemon thread that replied. A daemon thread serves one
+                         request at a time, from after its previous reply (or the send, if later) to this reply:
+                         what that thread does in between is this request's (its reads and writes of /dev/fuse,
+                         the FUSE protocol itself, excepted).
+  thread -> fs / block   an fs span (a daemon's call, an ext4/f2fs sync_file) or a block request submitted by a
+                         thread belongs to the innermost span of that thread that is open at its start.
+  fs sync -> commit      a journal commit is charged to every sync of the file system (sync_file, else a
+                         daemon's or the call's own fsync/fdatasync/O_SYNC write) that was running when the commit
+                         ended: they all waited for it. Its block requests are those the jbd2 thread that ran the
+                         commit submitted during it.
+  request -> flush       a flush without a bio of its own (issued by the block layer's flush machinery for a
+                         REQ_PREFLUSH/REQ_FUA write) belongs to the write pending on its device when it was issued.
+  block -> device        the request's own issue -> complete.
+A call timed by strace only (no kernel syscall events) is placed through the clock readings or the trace
+markers (analyzers/syscall.py); its thread's events from its start to the next call's start (less the placement's
+uncertainty) are its own, and its interval slides right to cover them where strace's own stamps fall short.
+
+Time. Each span is clipped to its parent. For each call, at every instant, the time goes to the deepest layer
+active then: exclusive (self) time of layer L = time some span of layer >= L is active minus time some span of
+layer > L is. The self times add up to the call's duration, so layer shares add up to 100 %, per call and in
+aggregate. Inclusive time of L = the union of its spans. Two calls that waited for the same commit are each
+charged the time they waited (the shares of each call still add up to 100 %); its bytes and requests are charged
+once, to the call whose sync started first (`is_primary`).
+
+IO no call caused (writeback, the periodic journal commit, a daemon's own flush thread, other processes) is not
+dropped and not charged: io_background reports it by scope and task.
+
+Limits: fs spans come from the daemon's system calls (syscalls source) and from sync_file events; an app's own
+buffered write on a stack without FUSE has no fs span (no ext4 event brackets it), so its time is the call's own.
+A call made in mmap'ed memory is invisible (page faults are not calls).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from mobiperf.analyzers.file_type import file_type_of_path
+from mobiperf.analyzers.syscall import (READS, WRITES, attribution_windows, classify_calls, daemon_syscalls,
+                                        workload_syscalls)
+
+LAYERS = ("syscall", "fuse", "fs", "journal", "block", "device")
+RANK = {name: i for i, name in enumerate(LAYERS)}
+POST_FLUSH_NS = 1_000_000
+SYNC_CALLS = ("fsync", "fdatasync", "sync_file_range", "syncfs", "sync", "msync")
+
+ENTITY = {"rep": pl.Int32, "eid": pl.Int64, "layer": pl.Utf8, "name": pl.Utf8, "tid": pl.Int32, "comm": pl.Utf8,
+          "start": pl.Int64, "end": pl.Int64, "size_bytes": pl.Int64, "op": pl.Utf8, "region": pl.Utf8,
+          "dev_major": pl.Int32, "dev_minor": pl.Int32, "sector": pl.Int64, "fuse_unique": pl.Int64,
+          "path": pl.Utf8, "sync_mode": pl.Utf8, "file_type": pl.Utf8, "source_row": pl.Int64}
+LINK = {"rep": pl.Int32, "parent": pl.Int64, "child": pl.Int64, "is_primary": pl.Boolean}
+
+
+def nest_calls(syscall_io: pl.DataFrame, trace_marker: pl.DataFrame | None = None,
+               task_role: pl.DataFrame | None = None, fuse_req: pl.DataFrame | None = None,
+               fsync_event: pl.DataFrame | None = None, jbd2_commit: pl.DataFrame | None = None,
+               block_io: pl.DataFrame | None = None) -> pl.DataFrame:
+    """io_span from the run's tables: the workload's calls (every traced call, IO or not) and what they caused,
+    then the IO no call caused (call_id null)."""
+    calls = attribution_windows(workload_syscalls(syscall_io, trace_marker, task_role, fuse_req)
+                                .filter(~pl.col("syscall").is_in(["lseek", "_llseek"])))
+    calls = calls.sort("rep", "ts", "pid").with_columns(row=pl.int_range(pl.len(), dtype=pl.Int64).over("rep"))
+    io = classify_calls(calls, keep=("row",)).select("rep", "row", "sync_mode", "file_type")
+    calls = calls.join(io, on=["rep", "row"], how="left").with_columns(
+        sync_mode=pl.col("sync_mode").fill_null("none"), file_type=pl.coalesce("file_type", file_type_of_path(
+            pl.col("path"))))
+    return build_io_spans(calls, fuse_req=fuse_req, daemon_calls=daemon_syscalls(syscall_io, task_role, fuse_req),
+                          fsync_event=fsync_event, jbd2_commit=jbd2_commit, block_io=block_io)
+
+
+def build_io_spans(calls: pl.DataFrame, *, fuse_req: pl.DataFrame | None = None,
+                   daemon_calls: pl.DataFrame | None = None, fsync_event: pl.DataFrame | None = None,
+                   jbd2_commit: pl.DataFrame | None = None, block_io: pl.DataFrame | None = None) -> pl.DataFrame:
+    """io_span: the spans of every call's nest, then those of the IO no call caused (calls: the workload's calls
+    with attribution windows, analyzers/syscall.py; daemon_calls: the FUSE daemons' calls into the lower fs)."""
+    ids = _Ids()
+    call_e = ids.tag(calls.select(
+        "rep", pl.lit("syscall").alias("layer"), pl.col("syscall").alias("name"), pl.col("pid").alias("tid"),
+        "comm", pl.col("ts").alias("start"), pl.col("end_ts").alias("end"), "win_start", "win_end", "row",
+        pl.col("path").fill_null(""), pl.col("row").alias("source_row"), "is_strace_timed", "sync_mode",
+        "file_type",
+        _moved_bytes().alias("size_bytes"), pl.col("open_flags").fill_null("").alias("flags")))
+    entities, links = [call_e], []
+    app_hosts = call_e.select("rep", "tid", pl.col("win_start").alias("h0"), pl.col("win_end").alias("h1"), "eid")
+    levels = [app_hosts]
+    fuse = _fuse_entities(fuse_req, ids)
+    if fuse is not None:
+        entities.append(fuse)
+        links.append(_contained(_starts(fuse), [app_hosts]))
+        service = fuse.filter(pl.col("daemon_tid").is_not_null()).select(
+            "rep", pl.col("daemon_tid").alias("tid"), pl.col("svc_start").alias("h0"), pl.col("end").alias("h1"),
+            "eid")
+        levels = [pl.concat([app_hosts, service])]
+    fs_calls = _daemon_call_entities(daemon_calls, ids)
+    if fs_calls is not None:
+        entities.append(fs_calls)
+        links.append(_contained(_starts(fs_calls), levels))
+        levels = [_as_hosts(fs_calls), *levels]
+    sync_files = _sync_file_entities(fsync_event, ids)
+    if sync_files is not None:
+        entities.append(sync_files)
+        links.append(_contained(_starts(sync_files), levels))
+        levels = [_as_hosts(sync_files), *levels]
+    commits = _commit_entities(jbd2_commit, ids)
+    if commits is not None:
+        entities.append(commits)
+        links.append(_waited_commits(commits, _sync_waiters(call_e, fs_calls, sync_files)))
+    blocks = _block_entities(block_io, ids)
+    if blocks is not None:
+        entities.append(blocks)
+        special = [t for t in (_commit_blocks(blocks, commits) if commits is not None else None,
+                               _flush_parents(blocks)) if t is not None]
+        rest = blocks
+        for t in special:
+            rest = rest.join(t.select(pl.col("child").alias("eid")), on="eid", how="anti")
+        links += [*special, _contained(_starts(rest), levels)]
+        device = ids.tag(blocks.filter(pl.col("issue_ts").is_not_null()).select(
+            "rep", pl.lit("device").alias("layer"), "name", "tid", "comm", pl.col("issue_ts").alias("start"), "end",
+            "size_bytes", "op", "region", "dev_major", "dev_minor", "sector", "source_row",
+            pl.col("eid").alias("block_eid")))
+        entities.append(device)
+        links.append(device.select("rep", pl.col("block_eid").alias("parent"), pl.col("eid").alias("child"),
+                                   pl.lit(True).alias("is_primary")))
+    entity = pl.concat([e.select([pl.col(c).cast(t) if c in e.columns else pl.lit(None, t).alias(c)
+                                  for c, t in ENTITY.items()]) for e in entities])
+    link = pl.concat([lk.select([pl.col(c).cast(t) for c, t in LINK.items()]) for lk in links]) if links else \
+        pl.DataFrame(schema=LINK)
+    entity = _slide_strace_calls(entity, link, call_e)
+    caused = _expand(call_e.select("rep", "eid", "row"), entity, link)
+    # The rest: every entity no call reached, nested the same way from the roots among them.
+    unreached = entity.filter(pl.col("layer") != "syscall").join(
+        caused.select("rep", "eid").unique(), on=["rep", "eid"], how="anti")
+    has_parent = link.join(unreached.select("rep", pl.col("eid").alias("parent")), on=["rep", "parent"])
+    roots = unreached.join(has_parent.select("rep", pl.col("child").alias("eid")), on=["rep", "eid"], how="anti")
+    background = _expand(roots.select("rep", "eid", pl.lit(None, pl.Int64).alias("row")), entity, link,
+                         first_id=(caused["span_id"].max() or 0) + 1 if caused.height else 0)
+    return pl.concat([caused, background]).drop("eid")
+
+
+class _Ids:
+    """Entity ids unique across layers (eid)."""
+
+    def __init__(self):
+        self.next = 0
+
+    def tag(self, df: pl.DataFrame) -> pl.DataFrame:
+        out = df.with_columns(eid=pl.int_range(self.next, self.next + df.height, dtype=pl.Int64))
+        self.next += df.height
+        return out
+
+
+def _moved_bytes() -> pl.Expr:
+    """What a read or write call transferred (its return value); 0 for every other call."""
+    return pl.when(pl.col("syscall").is_in([*READS, *WRITES]) & (pl.col("ret") > 0)).then(pl.col("ret")).otherwise(0)
+
+
+def _starts(entities: pl.DataFrame) -> pl.DataFrame:
+    return entities.select("rep", "tid", pl.col("start").alias("x"), pl.col("eid").alias("child"))
+
+
+def _as_hosts(entities: pl.DataFrame) -> pl.DataFrame:
+    return entities.select("rep", "tid", pl.col("start").alias("h0"), pl.col("end").alias("h1"), "eid")
+
+
+def _contained(events: pl.DataFrame, levels: list[pl.DataFrame]) -> pl.DataFrame:
+    """(parent, child) for each event (rep, tid, x, child): the span of its thread open at x, innermost level
+    first. Within a level a thread's spans do not overlap, so the latest start <= x is the only candidate."""
+    found, todo = [], events.sort("x")
+    for hosts in levels:
+        if not todo.height:
+            break
+        m = todo.join_asof(hosts.sort("h0"), left_on="x", right_on="h0", by=["rep", "tid"], strategy="backward",
+                           check_sortedness=False)
+        inside = pl.col("eid").is_not_null() & (pl.col("x") <= pl.col("h1"))
+        found.append(m.filter(inside).select("rep", pl.col("eid").alias("parent"), "child"))
+        todo = m.filter(~inside).select(events.columns)
+    out = pl.concat(found) if found else pl.DataFrame(schema={"rep": pl.Int32, "parent": pl.Int64,
+                                                              "child": pl.Int64})
+    return out.with_columns(is_primary=pl.lit(True))
+
+
+def _fuse_entities(fuse_req: pl.DataFrame | None, ids: _Ids) -> pl.DataFrame | None:
+    if fuse_req is None or not len(fuse_req):
+        return None
+    req = fuse_req.with_row_index("source_row").filter(pl.col("end_ts").is_not_null())
+    if "daemon_tid" not in req.columns:  # a run directory written before fuse_req had it
+        req = req.with_columns(daemon_tid=pl.lit(None, pl.Int32), data_bytes=pl.lit(None, pl.Int64))
+    # A daemon thread serves one request at a time: from its previous reply (or this send, if later) to this reply.
+    req = req.sort("rep", "end_ts").with_columns(
+        svc_start=pl.max_horizontal("send_ts", pl.col("end_ts").shift(1).over(["rep", "daemon_tid"])))
+    return ids.tag(req.select(
+        "rep", pl.lit("fuse").alias("layer"), pl.col("opcode_name").alias("name"), pl.col("pid").alias("tid"),
+        "comm", pl.col("send_ts").alias("start"), pl.col("end_ts").alias("end"),
+        pl.col("data_bytes").alias("size_bytes"), "daemon_tid", "svc_start", pl.col("unique").alias("fuse_unique"),
+        "source_row"))
+
+
+def _daemon_call_entities(daemon_calls: pl.DataFrame | None, ids: _Ids) -> pl.DataFrame | None:
+    if daemon_calls is None or not len(daemon_calls):
+        return None
+    return ids.tag(daemon_calls.filter(pl.col("dur").is_not_null()).select(
+        "rep", pl.lit("fs").alias("layer"), pl.col("syscall").alias("name"), pl.col("pid").alias("tid"), "comm",
+        pl.col("ts").alias("start"), (pl.col("ts") + pl.col("dur")).alias("end"),
+        _moved_bytes().alias("size_bytes"), pl.col("syscall").alias("op")))
+
+
+def _sync_file_entities(fsync_event: pl.DataFrame | None, ids: _Ids) -> pl.DataFrame | None:
+    if fsync_event is None or not len(fsync_event):
+        return None
+    from mobiperf.analyzers.latency import sync_file_calls
+
+    sf = sync_file_calls(fsync_event)
+    return ids.tag(sf.select(
+        "rep", pl.lit("fs").alias("layer"), (pl.col("fs") + "_sync_file").alias("name"), pl.col("pid").alias("tid"),
+        "comm", pl.col("ts").alias("start"), (pl.col("ts") + pl.col("dur")).alias("end"), "op", "dev_major",
+        "dev_minor"))
+
+
+def _commit_entities(jbd2_commit: pl.DataFrame | None, ids: _Ids) -> pl.DataFrame | None:
+    """One span per jbd2 transaction: from jbd2_start_commit (else the first phase seen) to jbd2_end_commit."""
+    if jbd2_commit is None or not len(jbd2_commit):
+        return None
+    c = jbd2_commit.group_by("rep", "dev_major", "dev_minor", "tid").agg(
+        start=pl.col("ts").min(), end=pl.col("ts").filter(pl.col("phase") == "end").max(),
+        jbd2_tid=pl.col("pid").first(), comm=pl.col("comm").first()).filter(pl.col("end").is_not_null())
+    return ids.tag(c.select(
+        "rep", pl.lit("journal").alias("layer"), pl.lit("jbd2_commit").alias("name"), pl.col("jbd2_tid").alias("tid"),
+        "comm", "start", "end", "dev_major", "dev_minor", pl.col("tid").alias("transaction")))
+
+
+def _block_entities(block_io: pl.DataFrame | None, ids: _Ids) -> pl.DataFrame | None:
+    if block_io is None or not len(block_io):
+        return None
+    b = block_io.with_row_index("source_row").filter(
+        pl.col("complete_ts").is_not_null() & pl.coalesce("queue_ts", "issue_ts").is_not_null())
+    return ids.tag(b.select(
+        "rep", pl.lit("block").alias("layer"), pl.col("op").alias("name"), pl.col("pid").alias("tid"), "comm",
+        pl.coalesce("queue_ts", "issue_ts").alias("start"), pl.col("complete_ts").alias("end"), "size_bytes", "op",
+        "region", "dev_major", "dev_minor", "sector", "issue_ts", pl.col("queue_ts").is_null().alias("no_bio"),
+        "sync_mode", "file_type", "path",
+        pl.col("source_row").cast(pl.Int64)))
+
+
+def _sync_waiters(calls: pl.DataFrame, fs_calls: pl.DataFrame | None,
+                  sync_files: pl.DataFrame | None) -> pl.DataFrame:
+    """The spans that wait for journal commits: the file system's sync_file spans where the trace has them, else
+    the daemons' sync calls, else the workload's sync calls and synchronous writes. Only one kind, so a commit
+    is never charged twice along one nest (fdatasync > FUSE_FSYNC > the daemon's fdatasync > ext4_sync_file)."""
+    if sync_files is not None and sync_files.height:
+        return sync_files.select("rep", "eid", "tid", "start", "end", "dev_major", "dev_minor")
+    none = pl.lit(None, pl.Int32)
+    if fs_calls is not None and (daemon := fs_calls.filter(pl.col("name").is_in(SYNC_CALLS))).height:
+        return daemon.select("rep", "eid", "tid", "start", "end", dev_major=none, dev_minor=none)
+    syncs = calls.filter(pl.col("name").is_in(SYNC_CALLS) | pl.col("flags").str.contains(r"O_D?SYNC"))
+    return syncs.select("rep", "eid", "tid", "start", "end", dev_major=none, dev_minor=none)
+
+
+def _waited_commits(commits: pl.DataFrame, waiters: pl.DataFrame) -> pl.DataFrame:
+    """(waiter, commit) for every sync running when the commit ended (on its device, where the sync names one):
+    they all waited for it. The first to start is primary. A thread runs one sync at a time, so per thread the
+    latest sync started before the commit's end is the only candidate."""
+    threads = waiters.select("rep", "tid").unique()
+    c = commits.select("rep", pl.col("eid").alias("child"), pl.col("end").alias("c1"), "dev_major", "dev_minor") \
+        .join(threads, on="rep").sort("c1")
+    w = waiters.rename({"eid": "parent", "start": "w0", "end": "w1", "dev_major": "w_major",
+                        "dev_minor": "w_minor"}).sort("w0")
+    m = c.join_asof(w, left_on="c1", right_on="w0", by=["rep", "tid"], strategy="backward", check_sortedness=False)
+    same_dev = pl.col("w_major").is_null() | ((pl.col("w_major") == pl.col("dev_major"))
+                                              & (pl.col("w_minor") == pl.col("dev_minor")))
+    m = m.filter(pl.col("parent").is_not_null() & (pl.col("c1") > pl.col("w0")) & (pl.col("c1") <= pl.col("w1"))
+                 & same_dev).sort("child", "w0", "parent")
+    return m.with_columns(is_primary=pl.int_range(pl.len()).over("child") == 0).select(
+        "rep", "parent", "child", "is_primary")
+
+
+def _commit_blocks(blocks: pl.DataFrame, commits: pl.DataFrame) -> pl.DataFrame:
+    """Block requests the committing jbd2 thread submitted during its commit."""
+    h = commits.select("rep", "tid", pl.col("start").alias("h0"), pl.col("end").alias("h1"), "eid")
+    return _contained(_starts(blocks), [h])
+
+
+def _flush_parents(blocks: pl.DataFrame) -> pl.DataFrame | None:
+    """A flush with no bio (the flush machinery's, for a REQ_PREFLUSH/REQ_FUA write) -> the latest write or
+    empty preflush queued on its device before it. The machinery issues the pre-flush after the write is queued
+    and the post-flush (a FUA emulated on a device without FUA) right after the write's data completed, which is
+    where block_rq ends it: a flush up to POST_FLUSH_NS after that completion still belongs to it."""
+    flush = blocks.filter(pl.col("no_bio") & (pl.col("op") == "flush"))
+    if not flush.height:
+        return None
+    writes = blocks.filter(~pl.col("no_bio") & pl.col("op").is_in(["write", "flush"])).select(
+        "rep", "dev_major", "dev_minor", pl.col("start").alias("w0"), pl.col("end").alias("w1"),
+        pl.col("eid").alias("parent")).sort("w0")
+    m = flush.select("rep", "dev_major", "dev_minor", pl.col("issue_ts").alias("x"), pl.col("eid").alias("child")) \
+        .sort("x").join_asof(writes, left_on="x", right_on="w0", by=["rep", "dev_major", "dev_minor"],
+                             strategy="backward", check_sortedness=False)
+    return m.filter(pl.col("parent").is_not_null() & (pl.col("x") <= pl.col("w1") + POST_FLUSH_NS)).select(
+        "rep", "parent", "child", is_primary=pl.lit(True))
+
+
+def _slide_strace_calls(entity: pl.DataFrame, link: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+    """A call timed by strace keeps strace's duration, but strace stamps it before the kernel runs it: where its
+    children end after strace's end, the call slides right to cover them (never past its window)."""
+    timed = calls.filter(pl.col("is_strace_timed")).select("rep", "eid", "win_end")
+    if not timed.height:
+        return entity
+    kids = link.join(timed.select("rep", pl.col("eid").alias("parent")), on=["rep", "parent"]).join(
+        entity.select("rep", pl.col("eid").alias("child"), pl.col("end").alias("_kid_end")), on=["rep", "child"])
+    reach = kids.group_by("rep", "parent").agg(pl.col("_kid_end").max()).rename({"parent": "eid"})
+    moved = timed.join(reach, on=["rep", "eid"]).join(entity.select("rep", "eid", "start", "end"), on=["rep", "eid"])
+    shift = pl.min_horizontal(pl.col("_kid_end") - pl.col("end"), pl.col("win_end") - pl.col("end")).clip(0)
+    moved = moved.select("rep", "eid", (pl.col("start") + shift).alias("_s"), (pl.col("end") + shift).alias("_e"))
+    return entity.join(moved, on=["rep", "eid"], how="left").with_columns(
+        start=pl.coalesce("_s", "start"), end=pl.coalesce("_e", "end")).drop("_s", "_e")
+
+
+def _clip(x: pl.Expr, lo: pl.Expr, hi: pl.Expr) -> pl.Expr:
+    return pl.min_horizontal(pl.max_horizontal(x, lo), hi)
+
+
+def _expand(roots: pl.DataFrame, entity: pl.DataFrame, link: pl.DataFrame, first_id: int = 0) -> pl.DataFrame:
+    """Walk the links down from every root (rep, eid, row): one span per (root, path), clipped to its parent."""
+    times = entity.select("rep", "eid", "start", "end")
+    frontier = roots.join(times, on=["rep", "eid"]).select(
+        "rep", "eid", pl.col("row").alias("call_id"), pl.col("start").alias("s"), pl.col("end").alias("e"),
+        pl.lit(True).alias("is_primary"), pl.lit(None, pl.Int64).alias("parent_id"))
+    frontier = frontier.with_columns(span_id=pl.int_range(first_id, first_id + pl.len(), dtype=pl.Int64))
+    spans, next_id = [frontier], first_id + frontier.height
+    for _ in range(16):  # the deepest nest has 8 links (call, fuse, fs, sync_file, commit, block, flush, device)
+        kids = frontier.join(link, left_on=["rep", "eid"], right_on=["rep", "parent"]).join(
+            times, left_on=["rep", "child"], right_on=["rep", "eid"])
+        if not kids.height:
+            break
+        start = _clip(pl.col("start"), pl.col("s"), pl.col("e"))
+        kids = kids.select(
+            "rep", pl.col("child").alias("eid"), "call_id", start.alias("s"),
+            _clip(pl.col("end"), start, pl.col("e")).alias("e"),
+            (pl.col("is_primary") & pl.col("is_primary_right")).alias("is_primary"),
+            pl.col("span_id").alias("parent_id"))
+        kids = kids.with_columns(span_id=pl.int_range(next_id, next_id + pl.len(), dtype=pl.Int64))
+        next_id += kids.height
+        spans.append(kids.select(frontier.columns))
+        frontier = kids
+    s = pl.concat(spans).join(entity, on=["rep", "eid"])
+    return s.select(
+        "rep", "span_id", "parent_id", "call_id", "layer", "name", pl.col("s").alias("ts"),
+        pl.col("e").alias("end_ts"), "tid", "comm", "size_bytes", "is_primary", "op", "region", "dev_major",
+        "dev_minor", "sector", "fuse_unique", "path", "sync_mode", "file_type", "source_row", "eid").sort(
+        "rep", "span_id")
