@@ -24,8 +24,10 @@ What "caused" means (each link is something the kernel records, never clock prox
                          REQ_PREFLUSH/REQ_FUA write) belongs to the write pending on its device when it was issued.
   block -> device        the request's own issue -> complete.
 A call timed by strace only (no kernel syscall events) is placed through the clock readings or the trace
-markers (analyzers/syscall.py); its thread's events from its start to the next call's start (less the placement's
-uncertainty) are its own, and its interval slides right to cover them where strace's own stamps fall short.
+markers (analyzers/syscall.py). strace stamps a call before the kernel runs it, so its thread's events from its
+stamp (less the placement's uncertainty) to a little after strace's end are its own; an event between two such
+calls goes to the nearer one; the call's interval slides right to cover its children where strace's stamps fall
+short.
 
 Time. Each span is clipped to its parent. For each call, at every instant, the time goes to the deepest layer
 active then: exclusive (self) time of layer L = time some span of layer >= L is active minus time some span of
@@ -47,12 +49,13 @@ from __future__ import annotations
 import polars as pl
 
 from mobiperf.analyzers.file_type import file_type_of_path
-from mobiperf.analyzers.syscall import (READS, WRITES, attribution_windows, classify_calls, daemon_syscalls,
+from mobiperf.analyzers.syscall import (READS, WRITES, classify_calls, daemon_syscalls, timed_calls,
                                         workload_syscalls)
 
 LAYERS = ("syscall", "fuse", "fs", "journal", "block", "device")
 RANK = {name: i for i, name in enumerate(LAYERS)}
 POST_FLUSH_NS = 1_000_000
+OFFSET_STEP_NS = 1_000
 SYNC_CALLS = ("fsync", "fdatasync", "sync_file_range", "syncfs", "sync", "msync")
 
 ENTITY = {"rep": pl.Int32, "eid": pl.Int64, "layer": pl.Utf8, "name": pl.Utf8, "tid": pl.Int32, "comm": pl.Utf8,
@@ -68,8 +71,8 @@ def nest_calls(syscall_io: pl.DataFrame, trace_marker: pl.DataFrame | None = Non
                block_io: pl.DataFrame | None = None) -> pl.DataFrame:
     """io_span from the run's tables: the workload's calls (every traced call, IO or not) and what they caused,
     then the IO no call caused (call_id null)."""
-    calls = attribution_windows(workload_syscalls(syscall_io, trace_marker, task_role, fuse_req)
-                                .filter(~pl.col("syscall").is_in(["lseek", "_llseek"])))
+    calls = timed_calls(workload_syscalls(syscall_io, trace_marker, task_role, fuse_req)
+                        .filter(~pl.col("syscall").is_in(["lseek", "_llseek"])))
     calls = calls.sort("rep", "ts", "pid").with_columns(row=pl.int_range(pl.len(), dtype=pl.Int64).over("rep"))
     io = classify_calls(calls, keep=("row",)).select("rep", "row", "sync_mode", "file_type")
     calls = calls.join(io, on=["rep", "row"], how="left").with_columns(
@@ -87,20 +90,22 @@ def build_io_spans(calls: pl.DataFrame, *, fuse_req: pl.DataFrame | None = None,
     ids = _Ids()
     call_e = ids.tag(calls.select(
         "rep", pl.lit("syscall").alias("layer"), pl.col("syscall").alias("name"), pl.col("pid").alias("tid"),
-        "comm", pl.col("ts").alias("start"), pl.col("end_ts").alias("end"), "win_start", "win_end", "row",
+        "comm", pl.col("ts").alias("start"), pl.col("end_ts").alias("end"), "slack_ns", "row",
         pl.col("path").fill_null(""), pl.col("row").alias("source_row"), "is_strace_timed", "sync_mode",
         "file_type",
         _moved_bytes().alias("size_bytes"), pl.col("open_flags").fill_null("").alias("flags")))
-    entities, links = [call_e], []
-    app_hosts = call_e.select("rep", "tid", pl.col("win_start").alias("h0"), pl.col("win_end").alias("h1"), "eid")
-    levels = [app_hosts]
     fuse = _fuse_entities(fuse_req, ids)
+    blocks = _block_entities(block_io, ids)
+    call_e = _refine_strace_offset(call_e, [e for e in (fuse, blocks) if e is not None])
+    entities, links = [call_e], []
+    app_hosts = call_e.select("rep", "tid", pl.col("start").alias("h0"), pl.col("end").alias("h1"), "eid",
+                              pl.col("is_strace_timed").alias("loose"), pl.col("slack_ns").alias("slack"))
+    levels = [app_hosts]
     if fuse is not None:
         entities.append(fuse)
         links.append(_contained(_starts(fuse), [app_hosts]))
-        service = fuse.filter(pl.col("daemon_tid").is_not_null()).select(
-            "rep", pl.col("daemon_tid").alias("tid"), pl.col("svc_start").alias("h0"), pl.col("end").alias("h1"),
-            "eid")
+        service = _as_hosts(fuse.filter(pl.col("daemon_tid").is_not_null()).with_columns(
+            tid=pl.col("daemon_tid"), start=pl.col("svc_start")))
         levels = [pl.concat([app_hosts, service])]
     fs_calls = _daemon_call_entities(daemon_calls, ids)
     if fs_calls is not None:
@@ -116,7 +121,6 @@ def build_io_spans(calls: pl.DataFrame, *, fuse_req: pl.DataFrame | None = None,
     if commits is not None:
         entities.append(commits)
         links.append(_waited_commits(commits, _sync_waiters(call_e, fs_calls, sync_files)))
-    blocks = _block_entities(block_io, ids)
     if blocks is not None:
         entities.append(blocks)
         special = [t for t in (_commit_blocks(blocks, commits) if commits is not None else None,
@@ -170,21 +174,41 @@ def _starts(entities: pl.DataFrame) -> pl.DataFrame:
 
 
 def _as_hosts(entities: pl.DataFrame) -> pl.DataFrame:
-    return entities.select("rep", "tid", pl.col("start").alias("h0"), pl.col("end").alias("h1"), "eid")
+    return entities.select("rep", "tid", pl.col("start").alias("h0"), pl.col("end").alias("h1"), "eid",
+                           loose=pl.lit(False), slack=pl.lit(0, pl.Int64))
+
+
+# How long after strace's end of a call the kernel may still run it: strace stamps a call when it sees the
+# entry stop, and the kernel starts it only after strace lets it go (13-90 us measured here, under load more).
+STRACE_LEAD_NS = 1_000_000
 
 
 def _contained(events: pl.DataFrame, levels: list[pl.DataFrame]) -> pl.DataFrame:
     """(parent, child) for each event (rep, tid, x, child): the span of its thread open at x, innermost level
-    first. Within a level a thread's spans do not overlap, so the latest start <= x is the only candidate."""
+    first. Within a level a thread's spans do not overlap, so the latest start <= x is the only candidate that
+    can contain x. A strace-timed call (loose) is a candidate in a wider band: from its stamp less the placement's
+    slack to its end plus STRACE_LEAD_NS; between two such bands the event goes to the nearer call."""
     found, todo = [], events.sort("x")
     for hosts in levels:
         if not todo.height:
             break
-        m = todo.join_asof(hosts.sort("h0"), left_on="x", right_on="h0", by=["rep", "tid"], strategy="backward",
-                           check_sortedness=False)
-        inside = pl.col("eid").is_not_null() & (pl.col("x") <= pl.col("h1"))
-        found.append(m.filter(inside).select("rep", pl.col("eid").alias("parent"), "child"))
-        todo = m.filter(~inside).select(events.columns)
+        hosts = hosts.sort("h0")
+        back = todo.join_asof(hosts, left_on="x", right_on="h0", by=["rep", "tid"], strategy="backward",
+                              check_sortedness=False)
+        ahead = todo.join_asof(hosts.rename({c: f"{c}_f" for c in ("h0", "h1", "eid", "loose", "slack")}),
+                               left_on="x", right_on="h0_f", by=["rep", "tid"], strategy="forward",
+                               check_sortedness=False)
+        m = pl.concat([back, ahead.select("eid_f", "h0_f", "loose_f", "slack_f")], how="horizontal")
+        d_back = (pl.col("x") - pl.col("h1")).clip(lower_bound=0)
+        ok_back = pl.col("eid").is_not_null() & ((d_back == 0) | (pl.col("loose") & (d_back <= STRACE_LEAD_NS
+                                                                                        + pl.col("slack"))))
+        d_ahead = pl.col("h0_f") - pl.col("x")
+        ok_ahead = pl.col("eid_f").is_not_null() & pl.col("loose_f") & (d_ahead <= pl.col("slack_f"))
+        pick = pl.when(ok_back & (~ok_ahead | (d_back <= d_ahead))).then(pl.col("eid")) \
+            .when(ok_ahead).then(pl.col("eid_f"))
+        m = m.with_columns(parent=pick)
+        found.append(m.filter(pl.col("parent").is_not_null()).select("rep", "parent", "child"))
+        todo = m.filter(pl.col("parent").is_null()).select(events.columns)
     out = pl.concat(found) if found else pl.DataFrame(schema={"rep": pl.Int32, "parent": pl.Int64,
                                                               "child": pl.Int64})
     return out.with_columns(is_primary=pl.lit(True))
@@ -286,8 +310,7 @@ def _waited_commits(commits: pl.DataFrame, waiters: pl.DataFrame) -> pl.DataFram
 
 def _commit_blocks(blocks: pl.DataFrame, commits: pl.DataFrame) -> pl.DataFrame:
     """Block requests the committing jbd2 thread submitted during its commit."""
-    h = commits.select("rep", "tid", pl.col("start").alias("h0"), pl.col("end").alias("h1"), "eid")
-    return _contained(_starts(blocks), [h])
+    return _contained(_starts(blocks), [_as_hosts(commits)])
 
 
 def _flush_parents(blocks: pl.DataFrame) -> pl.DataFrame | None:
@@ -308,17 +331,55 @@ def _flush_parents(blocks: pl.DataFrame) -> pl.DataFrame | None:
         "rep", "parent", "child", is_primary=pl.lit(True))
 
 
+def _refine_strace_offset(calls: pl.DataFrame, children: list[pl.DataFrame]) -> pl.DataFrame:
+    """Calls placed from strace's stamps with an uncertain offset (the markers: tens of us) are moved, within that
+    uncertainty, to the offset that puts the most of their threads' FUSE sends and block requests inside strace's
+    own interval of some call: the kernel runs a call only between strace's stamps of its entry and exit. The
+    search is on a 1 us grid over twice the uncertainty, the middle of the best plateau wins; the calls' slack
+    becomes the grid step."""
+    loose = calls.filter(pl.col("is_strace_timed") & (pl.col("slack_ns") > OFFSET_STEP_NS))
+    if not loose.height or not children:
+        return calls
+    threads = loose.select("rep", "tid").unique()
+    events = pl.concat([c.select("rep", "tid", pl.col("start").alias("x")) for c in children]).join(
+        threads, on=["rep", "tid"])
+    if not events.height:
+        return calls
+    hosts = loose.select("rep", "tid", "start", "end").sort("start")
+    shifts = {}
+    for rep in loose["rep"].unique().to_list():
+        # twice the uncertainty: the best plateau must fit whole for its middle to be found wherever it lies
+        err = 2 * int(loose.filter(pl.col("rep") == rep)["slack_ns"].max())
+        ev = events.filter(pl.col("rep") == rep).sort("x")
+        h = hosts.filter(pl.col("rep") == rep)
+        grid = list(range(-err // OFFSET_STEP_NS * OFFSET_STEP_NS, err + 1, OFFSET_STEP_NS))
+        scores = []
+        for d in grid:
+            m = ev.join_asof(h.with_columns(pl.col("start") + d, pl.col("end") + d), left_on="x", right_on="start",
+                             by=["rep", "tid"], strategy="backward", check_sortedness=False)
+            scores.append(int(((pl.Series(m["x"] <= m["end"])).fill_null(False)).sum()))
+        best = max(scores)
+        plateau = [d for d, sc in zip(grid, scores) if sc == best]
+        shifts[rep] = plateau[len(plateau) // 2]
+    shift = pl.col("rep").replace_strict(shifts, default=0, return_dtype=pl.Int64)
+    moved = pl.col("is_strace_timed") & (pl.col("slack_ns") > OFFSET_STEP_NS)
+    return calls.with_columns(
+        start=pl.when(moved).then(pl.col("start") + shift).otherwise(pl.col("start")),
+        end=pl.when(moved).then(pl.col("end") + shift).otherwise(pl.col("end")),
+        slack_ns=pl.when(moved).then(pl.lit(OFFSET_STEP_NS, pl.Int64)).otherwise(pl.col("slack_ns")))
+
+
 def _slide_strace_calls(entity: pl.DataFrame, link: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     """A call timed by strace keeps strace's duration, but strace stamps it before the kernel runs it: where its
-    children end after strace's end, the call slides right to cover them (never past its window)."""
-    timed = calls.filter(pl.col("is_strace_timed")).select("rep", "eid", "win_end")
+    children end after strace's end, the call slides right to cover them (at most STRACE_LEAD_NS + its slack)."""
+    timed = calls.filter(pl.col("is_strace_timed")).select("rep", "eid", "slack_ns")
     if not timed.height:
         return entity
     kids = link.join(timed.select("rep", pl.col("eid").alias("parent")), on=["rep", "parent"]).join(
         entity.select("rep", pl.col("eid").alias("child"), pl.col("end").alias("_kid_end")), on=["rep", "child"])
     reach = kids.group_by("rep", "parent").agg(pl.col("_kid_end").max()).rename({"parent": "eid"})
     moved = timed.join(reach, on=["rep", "eid"]).join(entity.select("rep", "eid", "start", "end"), on=["rep", "eid"])
-    shift = pl.min_horizontal(pl.col("_kid_end") - pl.col("end"), pl.col("win_end") - pl.col("end")).clip(0)
+    shift = pl.min_horizontal(pl.col("_kid_end") - pl.col("end"), STRACE_LEAD_NS + pl.col("slack_ns")).clip(0)
     moved = moved.select("rep", "eid", (pl.col("start") + shift).alias("_s"), (pl.col("end") + shift).alias("_e"))
     return entity.join(moved, on=["rep", "eid"], how="left").with_columns(
         start=pl.coalesce("_s", "start"), end=pl.coalesce("_e", "end")).drop("_s", "_e")

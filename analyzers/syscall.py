@@ -196,22 +196,13 @@ def daemon_syscalls(syscall_io: pl.DataFrame, task_role: pl.DataFrame | None,
     return calls.filter(pl.col("dur").is_not_null())
 
 
-def attribution_windows(calls: pl.DataFrame) -> pl.DataFrame:
-    """calls with end_ts and the window [win_start, win_end] inside which their thread's events are theirs: the
-    call itself when the kernel timed it; for a call placed from strace's stamps, from its stamp to the next
-    call's stamp of the same thread, less the placement's uncertainty; calls still on the wall clock get none."""
-    c = calls.sort("rep", "pid", "ts").with_columns(
-        end_ts=pl.col("ts") + pl.col("dur").fill_null(0),
-        _next=pl.col("ts").shift(-1).over(["rep", "pid"]),
-        _err=pl.col("clock_error_ns").fill_null(0))
+def timed_calls(calls: pl.DataFrame) -> pl.DataFrame:
+    """The calls that can be nested (on the trace clock), with end_ts, `is_strace_timed` and `slack_ns`: how far
+    outside strace's own [stamp, stamp + duration] the kernel may have run the call (analyzers/io_span.py)."""
     strace = pl.col("timing") == "strace"
-    c = c.with_columns(
-        win_start=pl.when(strace).then(pl.col("ts") - pl.col("_err")).otherwise(pl.col("ts")),
-        win_end=pl.when(strace).then(pl.max_horizontal(pl.col("end_ts"), pl.col("_next").fill_null(pl.col("end_ts"))
-                                                      - pl.col("_err")))
-        .otherwise(pl.col("end_ts")),
-        is_strace_timed=strace)
-    return c.filter(pl.col("timing") != "wall").drop("_next", "_err")
+    return calls.filter(pl.col("timing") != "wall").with_columns(
+        end_ts=pl.col("ts") + pl.col("dur").fill_null(0), is_strace_timed=strace,
+        slack_ns=pl.when(strace).then(pl.col("clock_error_ns").fill_null(0)).otherwise(0))
 
 
 def classify_syscalls(syscall_io: pl.DataFrame, trace_marker: pl.DataFrame | None = None,
