@@ -112,9 +112,9 @@ def registry() -> list[Analyzer]:
         _analyzer("sqlite_txn", ("fsync_event", "block_io", "trace_marker"), "sqlite_txn",
                   sqlite_txn.transactions_from_syncs),
         _analyzer("sqlite_txn+syscall", ("syscall_io", "block_io", "trace_marker"), "sqlite_txn",
-                  sqlite_txn.sqlite_transactions),
+                  sqlite_txn.sqlite_transactions, optional=("task_role", "fuse_req")),
         _analyzer("sqlite_summary", ("sqlite_txn",), "sqlite_summary", sqlite_txn.sqlite_summary,
-                  optional=("syscall_io",)),
+                  optional=("syscall_io", "trace_marker")),
     ]
 
 

@@ -7,6 +7,8 @@ import polars as pl
 
 from mobiperf.metrics import Metric, metric
 
+SYNC_MODES = ("fsync", "fdatasync", "msync", "sync_file_range", "o_sync", "o_dsync", "o_direct")
+
 
 def block_metrics(results: dict[str, pl.DataFrame], rep: int) -> list[Metric]:
     """The block layer's headline numbers for one repetition."""
@@ -58,6 +60,14 @@ def layer_metrics(results: dict[str, pl.DataFrame], rep: int) -> list[Metric]:
         for row in results[name].filter(pl.col("rep") == rep).iter_rows(named=True):
             for stat in ("p50", "p99"):
                 out.append(metric(f"{prefix}.{row['phase']}.{stat}", row[f"{stat}_ns"], "ns", op=row["op"]))
+    if "layer_breakdown" in results:  # where a synchronous call's time goes (exclusive and inclusive shares)
+        lb = results["layer_breakdown"].filter((pl.col("rep") == rep) & pl.col("sync_mode").is_in(SYNC_MODES)
+                                               & (pl.col("total_ns") > 0))
+        for row in lb.iter_rows(named=True):
+            labels = {"syscall": row["syscall"], "layer": row["layer"]}
+            out.append(metric("layer.share", row["share"], "ratio", **labels))
+            if row["inclusive_ns"] is not None:
+                out.append(metric("layer.inclusive_share", row["inclusive_ns"] / row["total_ns"], "ratio", **labels))
     if "amplification" in results:
         amp = results["amplification"].filter((pl.col("rep") == rep) & (pl.col("region") == "all")
                                               & (pl.col("layer") != "app") & pl.col("ratio_to_app").is_not_null())

@@ -19,10 +19,14 @@ journal, database in DELETE mode), so the smallest period p with which the seque
 (inodes synced at most twice in the window, such as a DELETE-mode journal created anew, match each other) gives
 one transaction per p syncs, cut at every p-th sync's exit.
 
+When it applies: only to a run that wrote SQLite files (a db, -journal or -wal path among the calls) or whose
+generator named a SQLite workload in its marker (`mobibench: workload sqlite journal=MODE`, which also gives the
+journal mode where no paths tell it); otherwise it is skipped with the reason. A WAL checkpoint (the database's
+syncs after a commit's WAL sync, before the WAL is written again) is folded into the transaction that triggered it.
+
 Limits: needs paths (strace -y) or the sync_file events; the rhythm breaks when transactions differ (a WAL
-checkpoint adds a sync now and then, counted as a transaction of its own); with several threads writing
-databases at once their transactions interleave and the block writes of one are counted in another's window;
-a checkpoint's sync of the database in WAL mode counts as a transaction end.
+checkpoint adds a sync now and then); with several threads writing databases at once their transactions
+interleave and the block writes of one are counted in another's window.
 """
 
 from __future__ import annotations
@@ -31,9 +35,34 @@ import polars as pl
 
 from mobiperf.analyzers.file_type import file_type_of_path
 from mobiperf.analyzers.syscall import classify_syscalls
+from mobiperf.errors import NotApplicable
 from mobiperf.schema import SQLITE_TXN
 
 COMMIT_FILES = ("db", "db-wal")
+SQLITE_FILES = ("db", "db-journal", "db-wal")
+
+
+def _fold_checkpoints(syncs: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+    """Transaction ends (rep, txn, end_ts, _lo): each commit sync; in WAL mode (a rep that syncs its -wal) a
+    commit syncs the WAL only, and the syncs of the database after it, before the WAL is written again, are the
+    checkpoint that commit triggered: they end the same transaction, later."""
+    wal_reps = syncs.filter(pl.col("file_type") == "db-wal")["rep"].unique().to_list()
+    s = syncs.sort("rep", "end_ts").with_row_index("_i").with_columns(
+        _commit=(pl.col("file_type") == "db-wal") | ~pl.col("rep").is_in(wal_reps))
+    s = s.with_columns(_txn=pl.col("_commit").cast(pl.Int64).cum_sum().over("rep") - 1,
+                       _commit_end=pl.col("end_ts").filter(pl.col("_commit")).last().over(
+                           "rep", pl.col("_commit").cast(pl.Int64).cum_sum().over("rep")))
+    wal_writes = calls.filter((pl.col("file_type") == "db-wal") & (pl.col("op") == "write")).select(
+        "rep", pl.col("ts").alias("_w")).sort("_w")
+    last = s.select("_i", "rep", "ts").sort("ts").join_asof(wal_writes, left_on="ts", right_on="_w", by="rep",
+                                                            strategy="backward", check_sortedness=False)
+    s = s.join(last.select("_i", "_w"), on="_i", how="left")
+    # a database sync of a WAL rep joins its commit's transaction if the WAL was not written after that commit
+    keep = pl.col("_commit") | ((pl.col("_txn") >= 0) & (pl.col("_w").fill_null(-1) <= pl.col("_commit_end")))
+    s = s.filter(keep & (pl.col("_txn") >= 0))
+    return s.group_by("rep", "_txn").agg(end_ts=pl.col("end_ts").max(), _lo=pl.col("_lo").first()).sort(
+        "rep", "end_ts").with_columns(txn=pl.int_range(pl.len()).over("rep").cast(pl.Int64)).select(
+        "rep", "txn", "end_ts", "_lo")
 
 
 def _window(trace_marker: pl.DataFrame | None, reps: list[int]) -> pl.DataFrame:
@@ -50,16 +79,17 @@ def _window(trace_marker: pl.DataFrame | None, reps: list[int]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"rep": pl.Int32, "_lo": pl.Int64, "_hi": pl.Int64})
 
 
-def cut_transactions(syscall_io: pl.DataFrame, block_io: pl.DataFrame,
-                     trace_marker: pl.DataFrame | None = None) -> pl.DataFrame:
-    calls = classify_syscalls(syscall_io, trace_marker)
+def cut_transactions(syscall_io: pl.DataFrame, block_io: pl.DataFrame, trace_marker: pl.DataFrame | None = None,
+                     task_role: pl.DataFrame | None = None, fuse_req: pl.DataFrame | None = None) -> pl.DataFrame:
+    calls = classify_syscalls(syscall_io, trace_marker, task_role, fuse_req)
+    if not calls.filter(pl.col("file_type").is_in(SQLITE_FILES)).height:
+        raise NotApplicable("no SQLite file among the calls' paths (paths come from strace)")
     reps = sorted(set(calls["rep"].to_list()))
     win = _window(trace_marker, reps)
     inside = (pl.col("ts") >= pl.col("_lo").fill_null(-(1 << 62))) & (pl.col("ts") <= pl.col("_hi").fill_null(1 << 62))
     calls = calls.join(win, on="rep").filter(inside).with_columns(end_ts=pl.col("ts") + pl.col("dur").fill_null(0))
-    commits = calls.filter(pl.col("syscall").is_in(["fsync", "fdatasync"]) & pl.col("file_type").is_in(COMMIT_FILES))
-    bounds = commits.sort("rep", "end_ts").with_columns(txn=pl.int_range(pl.len()).over("rep").cast(pl.Int64)) \
-        .select("rep", "txn", "end_ts", "_lo")
+    syncs = calls.filter(pl.col("syscall").is_in(["fsync", "fdatasync"]) & pl.col("file_type").is_in(COMMIT_FILES))
+    bounds = _fold_checkpoints(syncs, calls)
     bounds = bounds.with_columns(
         start_ts=pl.col("end_ts").shift(1).over("rep").fill_null(pl.col("_lo")).fill_null(
             calls["ts"].min() if len(calls) else 0)).drop("_lo")
@@ -99,6 +129,8 @@ def transactions_from_syncs(fsync_event: pl.DataFrame, block_io: pl.DataFrame,
     """sqlite_txn from the sync_file events alone (see the module docstring: the rhythm of the syncs)."""
     from mobiperf.analyzers.latency import sync_file_calls
 
+    if not marker_journal_modes(trace_marker):
+        raise NotApplicable("no SQLite workload known: no paths (strace) and no generator marker naming one")
     syncs = sync_file_calls(fsync_event)
     win = _window(trace_marker, sorted(set(syncs["rep"].to_list())))
     syncs = syncs.join(win, on="rep").filter(
@@ -178,7 +210,17 @@ def infer_journal_mode(syscall_io: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(out, schema={"rep": pl.Int32, "journal_mode": pl.Utf8})
 
 
-def summarize_transactions(sqlite_txn: pl.DataFrame, syscall_io: pl.DataFrame | None = None) -> pl.DataFrame:
+def marker_journal_modes(trace_marker: pl.DataFrame | None) -> dict[int, str]:
+    """Per rep, the journal mode the generator named in its marker `mobibench: workload sqlite journal=MODE`."""
+    if trace_marker is None or not len(trace_marker):
+        return {}
+    m = trace_marker.with_columns(mode=pl.col("text").str.extract(r"workload sqlite journal=(\w+)")) \
+        .filter(pl.col("mode").is_not_null())
+    return {rep: mode.lower() for rep, mode in m.select("rep", "mode").unique("rep").iter_rows()}
+
+
+def summarize_transactions(sqlite_txn: pl.DataFrame, syscall_io: pl.DataFrame | None = None,
+                           trace_marker: pl.DataFrame | None = None) -> pl.DataFrame:
     s = sqlite_txn.group_by("rep").agg(
         transactions=pl.len().cast(pl.Int64),
         fsync_per_txn=(pl.col("fsync") + pl.col("fdatasync")).mean(),
@@ -187,19 +229,25 @@ def summarize_transactions(sqlite_txn: pl.DataFrame, syscall_io: pl.DataFrame | 
         fs_journal_kib_per_txn=pl.col("journal_bytes").mean() / 1024,
         journal_meta_share=pl.when(pl.col("block_write_bytes").sum() > 0).then(
             (pl.col("journal_bytes").sum() + pl.col("metadata_bytes").sum()) / pl.col("block_write_bytes").sum()))
+    named = marker_journal_modes(trace_marker)
     if syscall_io is not None:
         s = s.join(infer_journal_mode(syscall_io), on="rep", how="left")
     else:
-        s = s.with_columns(journal_mode=pl.lit("unknown"))
+        s = s.with_columns(journal_mode=pl.lit(None, pl.Utf8))
+    # The generator's own word where the paths say nothing (no strace: the syscalls events carry no paths).
+    s = s.with_columns(journal_mode=pl.when(pl.col("journal_mode").is_in(["none"]) | pl.col("journal_mode").is_null())
+                       .then(pl.col("rep").replace_strict(named, default="unknown", return_dtype=pl.Utf8))
+                       .otherwise(pl.col("journal_mode")))
     return s.select(
         "rep", "journal_mode", "transactions", "fsync_per_txn", "block_writes_per_txn", "block_kib_per_txn",
         "fs_journal_kib_per_txn", "journal_meta_share").sort("rep")
 
 
-def sqlite_transactions(syscall_io: pl.DataFrame, block_io: pl.DataFrame, trace_marker: pl.DataFrame
-                        ) -> pl.DataFrame:
-    return cut_transactions(syscall_io, block_io, trace_marker)
+def sqlite_transactions(syscall_io: pl.DataFrame, block_io: pl.DataFrame, trace_marker: pl.DataFrame,
+                        task_role: pl.DataFrame | None = None, fuse_req: pl.DataFrame | None = None) -> pl.DataFrame:
+    return cut_transactions(syscall_io, block_io, trace_marker, task_role, fuse_req)
 
 
-def sqlite_summary(sqlite_txn: pl.DataFrame, syscall_io: pl.DataFrame | None = None) -> pl.DataFrame:
-    return summarize_transactions(sqlite_txn, syscall_io)
+def sqlite_summary(sqlite_txn: pl.DataFrame, syscall_io: pl.DataFrame | None = None,
+                   trace_marker: pl.DataFrame | None = None) -> pl.DataFrame:
+    return summarize_transactions(sqlite_txn, syscall_io, trace_marker)

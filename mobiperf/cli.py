@@ -137,16 +137,21 @@ def cmd_probe(target: str, fmt: str) -> None:
               help="Phone scheduler model: each FUSE request reaches its daemon this much later (e.g. 430us).")
 @click.option("--source", "sources", multiple=True,
               help="Trace source (repeatable): ftrace, ftrace_raw, syscalls, strace, blktrace, layout, facts. "
-                   "Default: ftrace, layout, facts.")
+                   "Default: ftrace, syscalls, layout, facts (the syscalls events of the workload and its FUSE "
+                   "daemons: the top of the layer-by-layer breakdown; add strace for paths).")
 @click.option("--event-set", "event_sets", multiple=True,
               help="Whole ftrace event set (repeatable): ext4, jbd2, f2fs, fuse, writeback. Default: the stack's "
                    "light events (fsync, jbd2 commits, FUSE requests).")
 @click.option("--event", "events", multiple=True, help="Extra trace event system:name (repeatable).")
 @click.option("--timeout", help="Kill the workload after this long (e.g. 10m).")
 @click.option("--no-report", is_flag=True, help="Skip the HTML page (mobiperf report RUNDIR draws it later).")
+@click.option("--scope", type=click.Choice(["workload", "all"]), default="workload", show_default=True,
+              help="Whose IO the figures count: the workload (its processes, its FUSE daemons, the kernel threads "
+                   "writing for them; everything else is reported apart) or all of the device's (whole-device "
+                   "studies).")
 @click.argument("command", nargs=-1, required=True)
 def cmd_run(target, stack_spec, scheduler, repeat, output, image_size, device_profile, phone, dirty_limit, cpu_share,
-            fuse_wakeup, sources, event_sets, events, timeout, no_report, command) -> None:
+            fuse_wakeup, sources, event_sets, events, timeout, no_report, scope, command) -> None:
     """Set up the stack, run COMMAND in its working directory while tracing, tear the stack down, then parse,
     analyze and report."""
     from mobiperf import pipeline
@@ -171,7 +176,7 @@ def cmd_run(target, stack_spec, scheduler, repeat, output, image_size, device_pr
         timeout_s=parse_duration_ns(timeout) / 1e9 if timeout else None, device=device_profile,
         sources=tuple(sources) or None, event_sets=tuple(event_sets) or None, report=not no_report,
         dirty_limit=parse_dirty_limit(dirty_limit), cpu_share=parse_cpu_share(cpu_share),
-        fuse_wakeup_ns=parse_duration_ns(fuse_wakeup) if fuse_wakeup not in ("", "0") else 0)
+        fuse_wakeup_ns=parse_duration_ns(fuse_wakeup) if fuse_wakeup not in ("", "0") else 0, scope=scope)
     if device_profile:
         from mobiperf.devmodel import resolve_profile
 
@@ -214,8 +219,11 @@ def cmd_analyze(rundir: Path, fmt: str) -> None:
     for title, df in tables.items():
         click.echo(f"\n== {title}" if fmt == "text" else f"# {title}")  # csv: one commented title per table
         _print_table(df, fmt)
+    by_reason: dict[str, list[str]] = {}
     for name, why in run.read_meta().get("analysis", {}).get("skipped", {}).items():
-        click.echo(f"note: {name} not computed: {why}", err=True)
+        by_reason.setdefault(why, []).append(name)
+    for why, names in by_reason.items():  # one line per cause, not per table
+        click.echo(f"note: {', '.join(names)} not computed: {why}", err=True)
 
 
 @cli.command("report", epilog=_examples("mobiperf report runs/x", "mobiperf report runs/x -o /tmp/x.html"))

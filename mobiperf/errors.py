@@ -34,5 +34,10 @@ class ParseError(MobiperfError):
         self.where = where
 
 
+class NotApplicable(MobiperfError):
+    """An analyzer that does not apply to this run (a SQLite analysis of a run that wrote no database): the
+    pipeline records the reason, keeps any earlier result of the same table, and goes on."""
+
+
 class MissingTableError(MobiperfError):
     """An analyzer needs a table the run does not have; says which events or collector would produce it."""

@@ -24,7 +24,7 @@ from mobiperf.collectors import plan_collectors
 from mobiperf.collectors.clock import read_clock_offset
 from mobiperf.collectors.ftrace import EventSpec
 from mobiperf.collectors.parse import derive_tables, parse_raw_dir
-from mobiperf.errors import MissingTableError, MobiperfError, TargetError, UsageError
+from mobiperf.errors import MissingTableError, MobiperfError, NotApplicable, TargetError, UsageError
 from mobiperf.progress import stage
 from mobiperf.reports.page import render_report
 from mobiperf.runstore import RunDir
@@ -52,6 +52,7 @@ class RunRequest:
     sources: tuple[str, ...] | None = None     # trace sources (collectors.SOURCES); None: the defaults
     event_sets: tuple[str, ...] | None = None  # whole ftrace event sets; None: the stack's light events
     report: bool = True             # sweeps skip the per-run HTML page: they draw one matrix for all runs
+    scope: str = "workload"         # whose IO the figures count (analyzers/scope.py): workload or all
 
 
 def default_run_path(request: RunRequest) -> Path:
@@ -67,7 +68,8 @@ def run(transport: Transport, caps: Capabilities, request: RunRequest, out: Path
         "id": out.name, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "mobiperf": __version__, "host": platform.node(), "target": caps.as_dict(), "stack": str(request.stack),
         "scheduler": request.scheduler, "device": request.device, "dirty_limit": request.dirty_limit,
-        "cpu_share": request.cpu_share, "fuse_wakeup_ns": request.fuse_wakeup_ns, "command": request.command,
+        "cpu_share": request.cpu_share, "fuse_wakeup_ns": request.fuse_wakeup_ns, "scope": request.scope,
+        "command": request.command,
         "repetitions": [], "warnings": [],
     })
     timings = {}
@@ -243,13 +245,18 @@ def analyze(rundir: RunDir, *, reparse: bool = False) -> dict[str, pl.DataFrame]
     available = {name: rundir.read_table(name) for name in TABLES if rundir.has_table(name)}
     params = analysis_params(meta)
     skipped, without = {}, {}
+    producers: dict[str, str] = {}  # result table -> the (last) analyzer that was to produce it
     for analyzer in registry():
+        producers.setdefault(analyzer.produces, analyzer.name)
         inputs = [results.get(need, available.get(need)) for need in analyzer.needs]
         missing = [need for need, table in zip(analyzer.needs, inputs) if table is None]
         if missing:
-            # Not an error: a run without strace simply has no syscall layer. `mobiperf analyze` says why.
-            skipped[analyzer.name] = (f"needs the {', '.join(missing)} table; enable "
-                                      f"{', '.join(analyzer.events) or 'its collector'} when collecting")
+            # Not an error: a run without syscall events has no syscall layer. `mobiperf analyze` says why, once
+            # per cause: an analyzer whose input was itself skipped carries that one's reason.
+            upstream = [skipped[p] for p in (producers.get(m) for m in missing) if p in skipped]
+            skipped[analyzer.name] = upstream[0] if upstream else (
+                f"needs the {', '.join(missing)} table; add {' or '.join(analyzer.events) or 'its collector'}"
+                " when collecting")
             continue
         extra = {name: t for name in analyzer.optional
                  if (t := results.get(name, available.get(name))) is not None}
@@ -258,8 +265,16 @@ def analyze(rundir: RunDir, *, reparse: bool = False) -> dict[str, pl.DataFrame]
             lacking = [n for n in analyzer.optional if n not in extra]
             without[analyzer.name] = (f"computed without {', '.join(lacking)} (from "
                                       f"{', '.join(table_sources(lacking))})")
-        results[analyzer.produces] = RESULTS[analyzer.produces].validate(analyzer.run(*inputs, **extra))
+        try:
+            produced = analyzer.run(*inputs, **extra)
+        except NotApplicable as e:
+            skipped[analyzer.name] = str(e)
+            continue
+        results[analyzer.produces] = RESULTS[analyzer.produces].validate(produced)
         rundir.write_table(RESULTS[analyzer.produces], results[analyzer.produces])
+    # another source produced the same table: this one's absence is no news
+    produced_by = {a.name: a.produces for a in registry()}
+    skipped = {name: why for name, why in skipped.items() if produced_by[name] not in results}
     meta["analysis"] = {"results": sorted(results), "skipped": skipped, "without": without}
     per_rep = []
     for record in meta.get("repetitions", []):

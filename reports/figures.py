@@ -136,16 +136,20 @@ def block_phase_means(block_io: pl.DataFrame, op: str = "write") -> pl.DataFrame
     return pl.concat(frames).select("size_class", "phase", "mean_ns", "count")
 
 
-WATERFALL_LAYERS = (("fs+kernel", "#9467bd"), ("fuse", "#ff7f0e"), ("block", "#6baed6"), ("device", "#d62728"))
+# The layers of a call's nest (analyzers/io_span.py), top to bottom, with their exclusive time's column.
+MAX_WATERFALL_SPANS = 60  # a call's nest can hold hundreds of block requests; the first of each layer show
+WATERFALL_LAYERS = (("syscall", "#9467bd"), ("fuse", "#ff7f0e"), ("fs", "#2ca02c"), ("journal", "#8c564b"),
+                    ("block", "#6baed6"), ("device", "#d62728"))
 
 
 def waterfall_layers(waterfall: pl.DataFrame) -> pl.DataFrame:
-    """Per synchronous call, its time by layer: device (D2C union), block (queue and scheduler outside the
-    device), fuse, fs+kernel (the rest), as the analyzers' waterfall defines them."""
+    """Per call, the exclusive time of each layer (they add up to the call's duration), as the analyzers'
+    waterfall defines them; `group` is the call's size class, or its name for calls that move no data."""
+    self_ns = {name: pl.col(f"{name}_self_ns").fill_null(0) for name, _ in WATERFALL_LAYERS}
+    if waterfall["syscall_self_ns"].is_null().all():  # a waterfall written before the nest: other_ns is the rest
+        self_ns["syscall"] = pl.col("other_ns").fill_null(0)
     return waterfall.with_columns(
-        device=pl.col("device_ns").fill_null(0), fuse=pl.col("fuse_ns").fill_null(0),
-        block=(pl.col("block_ns").fill_null(0) - pl.col("device_ns").fill_null(0)).clip(0),
-        **{"fs+kernel": pl.col("other_ns").fill_null(0).clip(0)},
+        **{name: expr.clip(0) for name, expr in self_ns.items()},
         group=pl.when(pl.col("size_bytes") > 0).then(size_class(pl.col("size_bytes")))
         .otherwise(pl.col("syscall")))
 
@@ -153,19 +157,20 @@ def waterfall_layers(waterfall: pl.DataFrame) -> pl.DataFrame:
 def fig_layer_breakdown(block_io: pl.DataFrame, waterfall: pl.DataFrame | None = None) -> go.Figure:
     """Seed 004 Fig. 3: where an IO's time goes, stacked by layer, per IO size class.
 
-    With the waterfall table (synchronous calls stitched to their block requests) the stack is the calls' mean
-    time per layer (fs+kernel, FUSE, block queue, device) per size class of the call (or the call's name for
-    fsync and friends); otherwise the block layer's btt phases of writes and reads."""
+    With the waterfall table the stack is the mean exclusive time per layer (syscall, FUSE, lower fs, journal,
+    block queue, device) of the calls that went below the system call, per size class of the call (or the call's
+    name for fsync and friends); otherwise the block layer's btt phases of writes and reads."""
     fig = go.Figure()
     if waterfall is not None and len(waterfall):
         per = waterfall_layers(waterfall)
+        per = per.filter(pl.sum_horizontal([pl.col(n) for n, _ in WATERFALL_LAYERS[1:]]) > 0)
         agg = per.group_by("group").agg(pl.len().alias("n"), *[pl.col(name).mean() for name, _ in WATERFALL_LAYERS])
         groups = [c for c in SIZE_CLASSES if c in set(agg["group"])] + sorted(set(agg["group"]) - set(SIZE_CLASSES))
         rows = {r["group"]: r for r in agg.iter_rows(named=True)}
         for name, color in WATERFALL_LAYERS:
             fig.add_bar(name=name, x=[f"{g} (n={rows[g]['n']:,})" for g in groups],
                         y=[rows[g][name] / 1e3 for g in groups], marker_color=color)
-        return _layout(fig, "Sync call time by layer and IO size (mean)", barmode="stack",
+        return _layout(fig, "Call time by layer and IO size (mean, exclusive time of each layer)", barmode="stack",
                        yaxis_title="mean time per call (µs)")
     # Writes are the papers' subject (and reads, often a few cache misses, would dwarf them): writes when any.
     op = "write" if (block_io["op"] == "write").any() else "read"
@@ -182,7 +187,8 @@ def fig_layer_breakdown(block_io: pl.DataFrame, waterfall: pl.DataFrame | None =
 
 
 def fig_layer_shares(layer_breakdown: pl.DataFrame) -> go.Figure:
-    """Seed 000 Fig. 3: the share of each layer in the time of synchronous calls, per call type."""
+    """Seed 000 Fig. 3: the share of each layer in the time of the calls, per call type (exclusive times: they
+    add up to 100 %)."""
     agg = (layer_breakdown.group_by("syscall", "sync_mode", "layer").agg(pl.col("time_ns").sum())
            .with_columns(key=pl.col("syscall") + " (" + pl.col("sync_mode") + ")"))
     totals = dict(agg.group_by("key").agg(pl.col("time_ns").sum()).iter_rows())
@@ -193,7 +199,7 @@ def fig_layer_shares(layer_breakdown: pl.DataFrame) -> go.Figure:
         share = [100 * vals.get(k, 0) / totals[k] if totals[k] else 0 for k in keys]
         fig.add_bar(name=name, x=keys, y=share, marker_color=color, text=[f"{v:.0f}%" for v in share],
                     textposition="inside")
-    return _layout(fig, "Share of each layer in the time of synchronous calls", barmode="stack",
+    return _layout(fig, "Share of each layer in the time of the calls (exclusive, sums to 100 %)", barmode="stack",
                    yaxis=dict(range=[0, 100], ticksuffix="%"))
 
 
@@ -273,27 +279,32 @@ def fig_fuse_counts(fuse_latency: pl.DataFrame) -> go.Figure:
     return _layout(fig, "FUSE requests", height=400, showlegend=False)
 
 
-def fig_io_waterfall(block_io: pl.DataFrame, waterfall: pl.DataFrame | None = None) -> go.Figure:
-    """The life of selected IOs, phase by phase from the moment they were queued: the median, p90, p99 and
-    slowest write (or read) by Q2C; a menu selects the IO. With the analyzers' waterfall table the IOs are
-    synchronous system calls, and the bars their time in each layer (fs+kernel, FUSE, block queue, device)
-    laid end to end under the call's own duration (the layers' times are unions of intervals, so the order
-    is the stack's, not the clock's)."""
+def fig_io_waterfall(block_io: pl.DataFrame, waterfall: pl.DataFrame | None = None,
+                     io_span: pl.DataFrame | None = None) -> go.Figure:
+    """The life of selected IOs: the median, p90, p99 and slowest synchronous call (else call that went below the
+    system call) by duration, or block write (or read) by Q2C; a menu selects the IO. With io_span each bar is a
+    span of the call's nest at its own time (FUSE request, the daemon's calls, the sync, journal commits, block
+    requests, device time), from the call's start; without it the block request's btt phases end to end."""
     fig = go.Figure()
     candidates: list[tuple[str, list[tuple[str, float, float, str]]]] = []
-    if waterfall is not None and len(waterfall):
-        calls = waterfall_layers(waterfall.filter(pl.col("dur_ns").is_not_null())).sort("dur_ns")
+    if waterfall is not None and len(waterfall) and io_span is not None and len(io_span):
+        calls = waterfall.filter(pl.col("dur_ns").is_not_null())
+        sync = calls.filter(pl.col("sync_mode").is_in(["fsync", "fdatasync", "msync", "sync_file_range", "o_sync",
+                                                       "o_dsync", "o_direct"]))
+        deep = calls.filter(pl.col("syscall_self_ns").fill_null(0) < pl.col("dur_ns"))
+        calls = (sync if len(sync) else deep if len(deep) else calls).sort("dur_ns")
+        colors = dict(WATERFALL_LAYERS)
         n = len(calls)
         for label, q in (("median", 0.5), ("p90", 0.9), ("p99", 0.99), ("slowest", 1.0)):
             if not n:
                 break
             r = calls.row(min(n - 1, int(q * (n - 1))), named=True)
-            bars = [(f"{r['syscall']} ({r['sync_mode']})", 0.0, r["dur_ns"] / 1e3, "#444444")]
-            t = 0.0
-            for name, color in WATERFALL_LAYERS:
-                if r[name]:
-                    bars.append((name, t / 1e3, r[name] / 1e3, color))
-                    t += r[name]
+            spans = io_span.filter((pl.col("rep") == r["rep"]) & (pl.col("call_id") == r["call_id"])).with_columns(
+                _rank=pl.col("layer").replace_strict({name: i for i, (name, _) in enumerate(WATERFALL_LAYERS)},
+                                                     default=9)).sort("_rank", "ts").head(MAX_WATERFALL_SPANS)
+            bars = [(f"{sp['layer']}: {sp['name']}" + (f" #{k}" if k else ""), (sp["ts"] - r["ts"]) / 1e3,
+                     max(sp["end_ts"] - sp["ts"], 0) / 1e3, colors.get(sp["layer"], "#7f7f7f"))
+                    for k, sp in enumerate(spans.iter_rows(named=True))]
             candidates.append((f"{label} {r['syscall']}: {r['size_bytes'] or 0} B {r['file_type'] or ''}, "
                                f"{r['block_requests'] or 0} block requests, {(r['dur_ns']) / 1e3:.0f} µs", bars))
     else:
@@ -321,7 +332,8 @@ def fig_io_waterfall(block_io: pl.DataFrame, waterfall: pl.DataFrame | None = No
                     hovertemplate="%{y}: starts %{base:.1f} µs, lasts %{x:.1f} µs<extra></extra>")
     buttons = [dict(label=label, method="update", args=[{"visible": [j == i for j in range(len(candidates))]}])
                for i, (label, _) in enumerate(candidates)]
-    what = "synchronous call" if waterfall is not None and len(waterfall) else "block request"
+    what = "call, layer by layer" if waterfall is not None and len(waterfall) and io_span is not None \
+        else "block request"
     title = f"Waterfall of a selected {what}" if candidates else "Waterfall (no IO with all phases)"
     _layout(fig, title, height=400, yaxis=dict(autorange="reversed"), xaxis_title="time (µs)",
             margin=dict(l=60, r=20, t=90, b=40))
@@ -414,11 +426,12 @@ def fig_throughput(block_io: pl.DataFrame, bins: int = 80) -> go.Figure:
 # --- FUSE ---
 
 def fig_fuse_requests(fuse_req: pl.DataFrame) -> go.Figure:
-    """FUSE requests the daemon served: counts per opcode and, for reads and writes, the size histogram (the
-    4 KiB splitting of seed 000 against bFUSE's 512 KiB units)."""
-    size_col = "len_bytes" if "len_bytes" in fuse_req.columns else "size_bytes"
+    """FUSE requests the daemon served: counts per opcode and, for reads and writes, the histogram of the data
+    each moved (the 4 KiB splitting of seed 000 against bFUSE's 512 KiB units; protocol headers excluded)."""
+    size_col = next(c for c in ("data_bytes", "len_bytes", "size_bytes") if c in fuse_req.columns
+                    and not fuse_req[c].is_null().all())
     op_col = "opcode_name" if "opcode_name" in fuse_req.columns else "opcode"
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("requests per opcode", "READ/WRITE request size"),
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("requests per opcode", "READ/WRITE data per request (KiB)"),
                         column_widths=[0.4, 0.6])
     counts = fuse_req.group_by(op_col).agg(pl.len().alias("n")).sort("n", descending=True).head(15)
     fig.add_bar(x=counts[op_col].cast(pl.Utf8).to_list(), y=counts["n"].to_list(), name="requests",
@@ -428,12 +441,12 @@ def fig_fuse_requests(fuse_req: pl.DataFrame) -> go.Figure:
     for i, op in enumerate(sorted(data[op_col].cast(pl.Utf8).unique().to_list())):
         s = data.filter(pl.col(op_col).cast(pl.Utf8) == op)
         sizes = (s.group_by(size_col).agg(pl.len().alias("n")).sort(size_col))
-        labels = [_size_label(v) for v in sizes[size_col].to_list()]
+        labels = [f"{v / 1024:g}" for v in sizes[size_col].to_list()]
         fig.add_bar(x=labels, y=sizes["n"].to_list(), name=op.lower(), marker_color=OP_COLORS.get(op.lower(),
                     PALETTE[i]), text=sizes["n"].to_list(), textposition="outside", row=1, col=2)
     fig.update_yaxes(type="log", title_text="requests (log)", row=1, col=1)
     fig.update_yaxes(type="log", row=1, col=2)
-    fig.update_xaxes(type="category", row=1, col=2)
+    fig.update_xaxes(type="category", title_text="KiB of data per request", row=1, col=2)
     return _layout(fig, "FUSE requests", height=400)
 
 
@@ -499,12 +512,14 @@ def fig_breakdown_overlay(block_ios: dict[str, pl.DataFrame], op: str = "write")
 
 
 def fig_layers_overlay(waterfalls: dict[str, pl.DataFrame]) -> go.Figure:
-    """Seed 000 Fig. 3 across runs: the mean time of a synchronous call in each layer (fs+kernel, FUSE, block
-    queue, device), stacked, one bar per run."""
+    """Seed 000 Fig. 3 across runs: the mean exclusive time of a synchronous call (fsync, fdatasync, msync,
+    O_SYNC/O_DSYNC/O_DIRECT writes) in each layer, stacked, one bar per run."""
     fig = go.Figure()
     labels = list(waterfalls)
-    means = {label: waterfall_layers(df).select([pl.col(n).mean() for n, _ in WATERFALL_LAYERS]).row(0, named=True)
-             for label, df in waterfalls.items()}
+    sync = pl.col("sync_mode").is_in(["fsync", "fdatasync", "msync", "sync_file_range", "o_sync", "o_dsync",
+                                      "o_direct"])
+    means = {label: waterfall_layers(df.filter(sync)).select([pl.col(n).mean() for n, _ in WATERFALL_LAYERS])
+             .row(0, named=True) for label, df in waterfalls.items()}
     for name, color in WATERFALL_LAYERS:
         ys = [(means[label][name] or 0) / 1e3 for label in labels]
         fig.add_bar(name=name, x=labels, y=ys, marker_color=color, text=[f"{y:.0f}" for y in ys],

@@ -69,6 +69,21 @@ def absence_reason(meta: dict[str, Any], table: str) -> str:
     return f"no {table} table: this mobiperf has no analyzer producing it yet"
 
 
+def call_timing_note(syscall_class: pl.DataFrame | None) -> str:
+    """How the calls were placed on the trace clock (analyzers/syscall.py), in one sentence."""
+    if syscall_class is None or not len(syscall_class) or "timing" not in syscall_class.columns:
+        return ""
+    n = dict(syscall_class.group_by("timing").len().iter_rows())
+    parts = [f"{n['kernel']:,} calls timed by the kernel (syscalls events)"] if n.get("kernel") else []
+    if n.get("strace"):
+        err = syscall_class.filter(pl.col("timing") == "strace")["clock_error_ns"].max() or 0
+        parts.append(f"{n['strace']:,} by strace's stamps, placed on the trace clock to within "
+                     f"{format_duration_ns(err)}")
+    if n.get("wall"):
+        parts.append(f"{n['wall']:,} left on the wall clock (no clock readings or markers): not nested")
+    return "Call timing: " + "; ".join(parts) + "."
+
+
 def _need(meta, tables, *names: str) -> str | None:
     for n in names:
         if n not in tables:
@@ -144,11 +159,24 @@ def _latency(meta, tables) -> str:
     figs.append(figure_div(figures.fig_latency_cdf(block_io), "fig-latency-cdf"))
     if "syscall_class" in tables and len(tables["syscall_class"]):
         figs.append(figure_div(figures.fig_syscall_cdf(tables["syscall_class"]), "fig-syscall-cdf"))
-    figs.append(figure_div(figures.fig_io_waterfall(block_io, waterfall), "fig-waterfall"))
+    figs.append(figure_div(figures.fig_io_waterfall(block_io, waterfall, tables.get("io_span")), "fig-waterfall"))
     out = ["<div class='grid'>" + "".join(figs) + "</div>"]
     if waterfall is None:
         out.append(missing("The cross-layer breakdown and waterfall (syscall, file system, FUSE, block)",
                            absence_reason(meta, "waterfall") + "; the block layer's phases are shown"))
+    else:
+        out.append(f"<p class='sub'>{esc(call_timing_note(tables.get('syscall_class')))} Layers nest: a call's"
+                   " FUSE requests, the daemon's calls into the lower file system, the journal commits and block"
+                   " requests they waited for; each layer's exclusive time is the time it was the deepest one"
+                   " active, so the shares of a call add up to 100 %.</p>")
+    if "io_background" in tables and len(tables["io_background"]):
+        bg = (tables["io_background"].group_by("scope", "comm", "layer", "name")
+              .agg(pl.col("count").sum(), pl.col("bytes").sum(), pl.col("time_ns").sum())
+              .sort("scope", "bytes", "count", descending=[False, True, True]).head(30))
+        out.append("<h3>IO no call of the workload caused (all repetitions, by scope and task)</h3>"
+                   "<p class='sub'>Writeback, periodic journal commits, a daemon's own threads, mobiperf and other"
+                   " processes: reported here, never charged to a call. Scopes mobiperf and other are not in the"
+                   " run's block figures.</p>" + table_html(bg))
     lat = [tables[n] for n in LATENCY_TABLES if n in tables]
     if lat:
         agg = (pl.concat(lat, how="vertical_relaxed")

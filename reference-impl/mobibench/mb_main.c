@@ -87,7 +87,8 @@ static const char mb_help_text[] =
 	"Timed window markers: \"mobibench: timed_start\" and \"mobibench: "
 	"timed_end\"\n"
 	"are written to $MOBIBENCH_TRACE_MARKER if set, else to tracefs\n"
-	"trace_marker, when that file is writable.\n"
+	"trace_marker, when that file is writable; before them, the workload:\n"
+	"\"mobibench: workload file\" or \"mobibench: workload sqlite journal=MODE\".\n"
 	"\n"
 	"Differences from the original Mobibench (deliberate fixes):\n"
 	"  run-time errors exit 1 (the original exits 0); numbers are checked\n"
@@ -803,7 +804,7 @@ static int mb_run_workload(const struct mb_config *c)
 	struct mb_cpu cpu0, cpu1;
 	struct mb_result res;
 	uint64_t t1, t2, tot;
-	char time_text[256];
+	char time_text[256], workload[64];
 	int t, marker, started = 0, rc = 0;
 	int is_db = c->db_op >= 0;
 	int random = c->access == MB_A_RANDWRITE ||
@@ -812,6 +813,12 @@ static int mb_run_workload(const struct mb_config *c)
 
 	memset(&run, 0, sizeof(run));
 	memset(&res, 0, sizeof(res));
+	/* names the workload in the trace: an analysis can tell SQLite from file IO without paths */
+	if (is_db)
+		snprintf(workload, sizeof(workload), "workload sqlite journal=%s",
+			 mb_journal_names[c->journal]);
+	else
+		snprintf(workload, sizeof(workload), "workload file");
 	run.cfg = c;
 	pthread_mutex_init(&run.lock, NULL);
 	pthread_cond_init(&run.cond, NULL);
@@ -858,6 +865,7 @@ static int mb_run_workload(const struct mb_config *c)
 	if (c->drop_caches)
 		mb_drop_caches();
 
+	mb_marker_write(marker, workload);
 	mb_marker_write(marker, "timed_start");
 	t1 = mb_now_ns();
 	mb_cpu_sample(&cpu0);
