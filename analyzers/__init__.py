@@ -47,7 +47,7 @@ class Analyzer:
 
 
 # Run parameters an analyzer may take, with their defaults (the pipeline reads them from run.json).
-ANALYSIS_PARAMS = {"scope": "workload", "device_private": True}
+ANALYSIS_PARAMS = {"scope": "workload", "device_private": True, "sqlite_journal": None}
 
 
 UPSTREAM = {"block_io": "block_rq", "syscall_class": "syscall_io", "io_span": "syscall_io",
@@ -110,11 +110,11 @@ def registry() -> list[Analyzer]:
         _analyzer("amplification", ("syscall_class", "block_io"), "amplification",
                   amplification.measure_amplification, optional=("fuse_req",)),
         _analyzer("sqlite_txn", ("fsync_event", "block_io", "trace_marker"), "sqlite_txn",
-                  sqlite_txn.transactions_from_syncs),
+                  sqlite_txn.transactions_from_syncs, params=("sqlite_journal",)),
         _analyzer("sqlite_txn+syscall", ("syscall_io", "block_io", "trace_marker"), "sqlite_txn",
                   sqlite_txn.sqlite_transactions, optional=("task_role", "fuse_req")),
         _analyzer("sqlite_summary", ("sqlite_txn",), "sqlite_summary", sqlite_txn.sqlite_summary,
-                  optional=("syscall_io", "trace_marker")),
+                  optional=("syscall_io", "trace_marker"), params=("sqlite_journal",)),
     ]
 
 

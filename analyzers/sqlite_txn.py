@@ -21,7 +21,8 @@ one transaction per p syncs, cut at every p-th sync's exit.
 
 When it applies: only to a run that wrote SQLite files (a db, -journal or -wal path among the calls) or whose
 generator named a SQLite workload in its marker (`mobibench: workload sqlite journal=MODE`, which also gives the
-journal mode where no paths tell it); otherwise it is skipped with the reason. A WAL checkpoint (the database's
+journal mode where no paths tell it) or its command line (`mobibench -d N -j J`, run.json); otherwise it is
+skipped with the reason. A WAL checkpoint (the database's
 syncs after a commit's WAL sync, before the WAL is written again) is folded into the transaction that triggered it.
 
 Limits: needs paths (strace -y) or the sync_file events; the rhythm breaks when transactions differ (a WAL
@@ -43,23 +44,24 @@ SQLITE_FILES = ("db", "db-journal", "db-wal")
 
 
 def _fold_checkpoints(syncs: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
-    """Transaction ends (rep, txn, end_ts, _lo): each commit sync; in WAL mode (a rep that syncs its -wal) a
-    commit syncs the WAL only, and the syncs of the database after it, before the WAL is written again, are the
-    checkpoint that commit triggered: they end the same transaction, later."""
+    """Transaction ends (rep, txn, end_ts, _lo): each commit sync. In WAL mode (a rep that syncs its -wal) a
+    commit is a sync of the WAL that was written since its previous sync; a checkpoint syncs the WAL with nothing
+    new in it, then copies pages into the database and syncs that: those syncs end the transaction whose commit
+    triggered the checkpoint (the last one before them), later."""
     wal_reps = syncs.filter(pl.col("file_type") == "db-wal")["rep"].unique().to_list()
-    s = syncs.sort("rep", "end_ts").with_row_index("_i").with_columns(
-        _commit=(pl.col("file_type") == "db-wal") | ~pl.col("rep").is_in(wal_reps))
-    s = s.with_columns(_txn=pl.col("_commit").cast(pl.Int64).cum_sum().over("rep") - 1,
-                       _commit_end=pl.col("end_ts").filter(pl.col("_commit")).last().over(
-                           "rep", pl.col("_commit").cast(pl.Int64).cum_sum().over("rep")))
+    s = syncs.sort("rep", "end_ts").with_row_index("_i")
     wal_writes = calls.filter((pl.col("file_type") == "db-wal") & (pl.col("op") == "write")).select(
         "rep", pl.col("ts").alias("_w")).sort("_w")
     last = s.select("_i", "rep", "ts").sort("ts").join_asof(wal_writes, left_on="ts", right_on="_w", by="rep",
                                                             strategy="backward", check_sortedness=False)
-    s = s.join(last.select("_i", "_w"), on="_i", how="left")
-    # a database sync of a WAL rep joins its commit's transaction if the WAL was not written after that commit
-    keep = pl.col("_commit") | ((pl.col("_txn") >= 0) & (pl.col("_w").fill_null(-1) <= pl.col("_commit_end")))
-    s = s.filter(keep & (pl.col("_txn") >= 0))
+    s = s.join(last.select("_i", "_w"), on="_i", how="left").sort("rep", "end_ts")
+    is_wal = pl.col("file_type") == "db-wal"
+    wal = s.filter(is_wal).with_columns(_prev=pl.col("end_ts").shift(1).over("rep")).select("_i", "_prev")
+    s = s.join(wal, on="_i", how="left").with_columns(
+        _commit=pl.when(pl.col("rep").is_in(wal_reps)).then(
+            is_wal & pl.col("_w").is_not_null() & (pl.col("_w") > pl.col("_prev").fill_null(-1)))
+        .otherwise(pl.lit(True)))
+    s = s.with_columns(_txn=pl.col("_commit").cast(pl.Int64).cum_sum().over("rep") - 1).filter(pl.col("_txn") >= 0)
     return s.group_by("rep", "_txn").agg(end_ts=pl.col("end_ts").max(), _lo=pl.col("_lo").first()).sort(
         "rep", "end_ts").with_columns(txn=pl.int_range(pl.len()).over("rep").cast(pl.Int64)).select(
         "rep", "txn", "end_ts", "_lo")
@@ -125,12 +127,12 @@ def _sync_period(inodes: list[int], max_period: int = 16) -> int:
 
 
 def transactions_from_syncs(fsync_event: pl.DataFrame, block_io: pl.DataFrame,
-                            trace_marker: pl.DataFrame | None = None) -> pl.DataFrame:
+                            trace_marker: pl.DataFrame | None = None, sqlite_journal: str | None = None) -> pl.DataFrame:
     """sqlite_txn from the sync_file events alone (see the module docstring: the rhythm of the syncs)."""
     from mobiperf.analyzers.latency import sync_file_calls
 
-    if not marker_journal_modes(trace_marker):
-        raise NotApplicable("no SQLite workload known: no paths (strace) and no generator marker naming one")
+    if not marker_journal_modes(trace_marker) and not sqlite_journal:
+        raise NotApplicable("no SQLite workload known: no paths (strace), no generator marker or command naming one")
     syncs = sync_file_calls(fsync_event)
     win = _window(trace_marker, sorted(set(syncs["rep"].to_list())))
     syncs = syncs.join(win, on="rep").filter(
@@ -220,7 +222,7 @@ def marker_journal_modes(trace_marker: pl.DataFrame | None) -> dict[int, str]:
 
 
 def summarize_transactions(sqlite_txn: pl.DataFrame, syscall_io: pl.DataFrame | None = None,
-                           trace_marker: pl.DataFrame | None = None) -> pl.DataFrame:
+                           trace_marker: pl.DataFrame | None = None, sqlite_journal: str | None = None) -> pl.DataFrame:
     s = sqlite_txn.group_by("rep").agg(
         transactions=pl.len().cast(pl.Int64),
         fsync_per_txn=(pl.col("fsync") + pl.col("fdatasync")).mean(),
@@ -236,7 +238,8 @@ def summarize_transactions(sqlite_txn: pl.DataFrame, syscall_io: pl.DataFrame | 
         s = s.with_columns(journal_mode=pl.lit(None, pl.Utf8))
     # The generator's own word where the paths say nothing (no strace: the syscalls events carry no paths).
     s = s.with_columns(journal_mode=pl.when(pl.col("journal_mode").is_in(["none"]) | pl.col("journal_mode").is_null())
-                       .then(pl.col("rep").replace_strict(named, default="unknown", return_dtype=pl.Utf8))
+                       .then(pl.col("rep").replace_strict(named, default=sqlite_journal or "unknown",
+                                                          return_dtype=pl.Utf8))
                        .otherwise(pl.col("journal_mode")))
     return s.select(
         "rep", "journal_mode", "transactions", "fsync_per_txn", "block_writes_per_txn", "block_kib_per_txn",
@@ -249,5 +252,5 @@ def sqlite_transactions(syscall_io: pl.DataFrame, block_io: pl.DataFrame, trace_
 
 
 def sqlite_summary(sqlite_txn: pl.DataFrame, syscall_io: pl.DataFrame | None = None,
-                   trace_marker: pl.DataFrame | None = None) -> pl.DataFrame:
-    return summarize_transactions(sqlite_txn, syscall_io, trace_marker)
+                   trace_marker: pl.DataFrame | None = None, sqlite_journal: str | None = None) -> pl.DataFrame:
+    return summarize_transactions(sqlite_txn, syscall_io, trace_marker, sqlite_journal)

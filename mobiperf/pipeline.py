@@ -254,9 +254,9 @@ def analyze(rundir: RunDir, *, reparse: bool = False) -> dict[str, pl.DataFrame]
             # Not an error: a run without syscall events has no syscall layer. `mobiperf analyze` says why, once
             # per cause: an analyzer whose input was itself skipped carries that one's reason.
             upstream = [skipped[p] for p in (producers.get(m) for m in missing) if p in skipped]
+            first = missing[0]  # one cause per line: the first table it lacks
             skipped[analyzer.name] = upstream[0] if upstream else (
-                f"needs the {', '.join(missing)} table; add {' or '.join(analyzer.events) or 'its collector'}"
-                " when collecting")
+                f"no {first} table; add {' or '.join(table_sources([first])) or 'its collector'} when collecting")
             continue
         extra = {name: t for name in analyzer.optional
                  if (t := results.get(name, available.get(name))) is not None}
@@ -294,7 +294,20 @@ def analysis_params(meta: dict) -> dict:
     params["scope"] = meta.get("scope") or params["scope"]
     stacks = [str((r.get("stack") or {}).get("spec", "")) for r in meta.get("repetitions", [])]
     params["device_private"] = not any(s.startswith("dir:") for s in stacks)
+    params["sqlite_journal"] = generator_journal_mode(meta.get("command") or [])
     return params
+
+
+MOBIBENCH_JOURNALS = {"0": "delete", "1": "truncate", "2": "persist", "3": "wal", "4": "memory", "5": "off"}
+
+
+def generator_journal_mode(command: list[str]) -> str | None:
+    """The SQLite journal mode of a Mobibench-compatible generator's command line (-d: SQLite; -j J, default
+    TRUNCATE), or None for any other workload: what a run without paths or workload markers knows of SQLite."""
+    if not command or Path(command[0]).name != "mobibench" or "-d" not in command:
+        return None
+    j = command.index("-j") + 1 if "-j" in command else None
+    return MOBIBENCH_JOURNALS.get(command[j] if j is not None and j < len(command) else "1", "unknown")
 
 
 def workload_metrics(rundir: RunDir, rep: int) -> list[dict]:

@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 
 from mobiperf.runstore import RunDir
-from mobiperf.schema import BLOCK_RQ
+from mobiperf.schema import BLOCK_RQ, IO_SPAN
 
 SECTOR = 512
 
@@ -65,6 +65,7 @@ def synthetic_layer_tables(block_io: pl.DataFrame, *, seed: int = 0) -> dict[str
     SQLite transactions) of a synthetic SQLite-on-FUSE workload over the same time span as `block_io`, in the
     result schemas. They are made up, not derived: they exist so every section of the report can be drawn and
     tested where no strace-traced run is at hand."""
+    from mobiperf.analyzers.waterfall import break_down_layers
     from mobiperf.schema import RESULTS
 
     rng = np.random.default_rng(seed)
@@ -87,27 +88,12 @@ def synthetic_layer_tables(block_io: pl.DataFrame, *, seed: int = 0) -> dict[str
             size_class=pl.lit("<=4k"), size_log2_bytes=pl.lit(4096), locality=pl.lit("random"),
             locality_tolerant=pl.lit("random"), locality_global=pl.lit("random"), sync_mode=pl.Series(mode))
         out.setdefault("syscall_class", []).append(sc)
-        sync = sc.filter(pl.col("sync_mode") != "buffered")
-        m = len(sync)
-        dev = (sync["dur"].to_numpy() * rng.uniform(0.3, 0.6, m)).astype(np.int64)
-        blk = dev + (sync["dur"].to_numpy() * rng.uniform(0.05, 0.15, m)).astype(np.int64)
-        fuse = (sync["dur"].to_numpy() * rng.uniform(0.1, 0.2, m)).astype(np.int64)
-        wf = sync.select("rep", "ts", "pid", "comm", "syscall", "path", "file_type", "sync_mode", "size_bytes",
-                         pl.col("dur").alias("dur_ns")).with_columns(
-            fs_ns=pl.Series(blk + fuse // 2), fuse_ns=pl.Series(fuse), block_requests=pl.lit(3),
-            block_bytes=pl.lit(12288), data_bytes=pl.lit(4096), journal_bytes=pl.lit(8192), metadata_bytes=pl.lit(0),
-            flushes=pl.lit(1), block_ns=pl.Series(blk), device_ns=pl.Series(dev),
-            other_ns=pl.col("dur_ns") - pl.Series(blk) - pl.Series(fuse))
+        sync = sc.filter(pl.col("sync_mode") != "buffered").with_columns(
+            call_id=pl.int_range(pl.len(), dtype=pl.Int64))
+        wf, spans = _synthetic_nest(sync, rng)
         out.setdefault("waterfall", []).append(wf)
-        lb = []
-        for (call_name, sync_mode), g in wf.group_by("syscall", "sync_mode"):
-            total = int(g["dur_ns"].sum())
-            parts = {"device": int(g["device_ns"].sum()), "block": int((g["block_ns"] - g["device_ns"]).sum()),
-                     "fuse": int(g["fuse_ns"].sum()), "fs+kernel": int(g["other_ns"].sum())}
-            for layer, t in parts.items():
-                lb.append({"rep": rep, "syscall": call_name, "sync_mode": sync_mode, "count": len(g),
-                           "total_ns": total, "layer": layer, "time_ns": t, "share": t / total})
-        out.setdefault("layer_breakdown", []).append(pl.DataFrame(lb))
+        out.setdefault("io_span", []).append(spans)
+        out.setdefault("layer_breakdown", []).append(break_down_layers(RESULTS["waterfall"].validate(wf)))
         app_w = int(sc.filter(pl.col("op") == "write")["size_bytes"].sum())
         amp = [{"rep": rep, "layer": "app", "region": "all", "op": "write", "count": 360, "bytes": app_w}]
         amp.append({"rep": rep, "layer": "fuse", "region": "all", "op": "write", "count": 900, "bytes": app_w})
@@ -130,6 +116,49 @@ def synthetic_layer_tables(block_io: pl.DataFrame, *, seed: int = 0) -> dict[str
             "block_writes_per_txn": [7.0], "block_kib_per_txn": [84.0], "fs_journal_kib_per_txn": [44.0],
             "journal_meta_share": [0.52]}))
     return {name: RESULTS[name].validate(pl.concat(frames, how="vertical_relaxed")) for name, frames in out.items()}
+
+
+def _synthetic_nest(calls: pl.DataFrame, rng) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A nest per call, consistent like the analyzers' (analyzers/io_span.py): FUSE request inside the call, the
+    lower fs inside it, a journal commit and a block request (with its device time) inside that; and the
+    waterfall rows the nest gives (exclusive times add up to the call)."""
+    m = len(calls)
+    dur = calls["dur"].to_numpy()
+    fuse = (dur * rng.uniform(0.7, 0.9, m)).astype(np.int64)
+    fs = (fuse * rng.uniform(0.6, 0.8, m)).astype(np.int64)
+    block = (fs * rng.uniform(0.5, 0.6, m)).astype(np.int64)
+    device = (block * rng.uniform(0.7, 0.9, m)).astype(np.int64)
+    journal = (fs * 0.2).astype(np.int64)
+    t0 = calls["ts"].to_numpy()
+    starts = {"syscall": t0, "fuse": t0 + (dur - fuse) // 2}
+    starts["fs"] = starts["fuse"] + (fuse - fs) // 2
+    starts["journal"] = starts["fs"]
+    starts["block"] = starts["fs"] + journal
+    starts["device"] = starts["block"] + (block - device)
+    lengths = {"syscall": dur, "fuse": fuse, "fs": fs, "journal": journal, "block": block, "device": device}
+    names = {"syscall": calls["syscall"].to_numpy(), "fuse": np.full(m, "FUSE_FSYNC"), "fs": np.full(m, "fdatasync"),
+             "journal": np.full(m, "jbd2_commit"), "block": np.full(m, "write"), "device": np.full(m, "write")}
+    parent = {"fuse": "syscall", "fs": "fuse", "journal": "fs", "block": "fs", "device": "block"}
+    layers = list(lengths)
+    span_id = {layer: np.arange(m) * len(layers) + i for i, layer in enumerate(layers)}
+    spans = pl.concat([pl.DataFrame({
+        "rep": calls["rep"], "span_id": span_id[layer],
+        "parent_id": pl.Series(span_id[parent[layer]] if layer in parent else [None] * m, dtype=pl.Int64),
+        "call_id": calls["call_id"], "layer": layer, "name": names[layer], "ts": starts[layer],
+        "end_ts": starts[layer] + lengths[layer], "tid": calls["pid"], "comm": calls["comm"],
+        "size_bytes": np.full(m, 4096 if layer in ("block", "device") else 0), "is_primary": True})
+        for layer in layers], how="diagonal_relaxed")
+    spans = spans.with_columns([pl.lit(None, t).alias(c) for c, t in IO_SPAN.columns.items() if c not in spans.columns])
+    self_ns = {"syscall": dur - fuse, "fuse": fuse - fs, "fs": fs - block - journal, "journal": journal,
+               "block": block - device, "device": device}
+    wf = calls.select("rep", "call_id", "ts", "pid", "comm", "syscall", "path", "file_type", "sync_mode",
+                      "size_bytes", pl.col("dur").alias("dur_ns")).with_columns(
+        fs_ns=pl.Series(fs), fuse_ns=pl.Series(fuse), block_requests=pl.lit(1), block_bytes=pl.lit(4096),
+        data_bytes=pl.lit(4096), journal_bytes=pl.lit(0), metadata_bytes=pl.lit(0), flushes=pl.lit(0),
+        block_ns=pl.Series(block), device_ns=pl.Series(device), other_ns=pl.Series(self_ns["syscall"]),
+        journal_ns=pl.Series(journal), **{f"{k}_self_ns": pl.Series(v) for k, v in self_ns.items()},
+        fuse_requests=pl.lit(1), fuse_data_bytes=pl.lit(0))
+    return wf, spans
 
 
 def make_synthetic_run(path: Path, *, n_requests: int = 2000, repetitions: int = 3, seed: int = 0,

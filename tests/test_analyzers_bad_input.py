@@ -88,3 +88,38 @@ def test_pairing_survives_orphans_and_unknown_events():
 def test_pairing_of_nothing():
     rq, stats = pair_block_requests(BLOCK_EVENT.empty())
     assert rq.is_empty() and stats.requests == 0 and stats.matched_share == 1.0
+
+
+def test_without_a_syscall_layer_the_block_answers_stay_and_one_line_names_the_option(tmp_path):
+    from click.testing import CliRunner
+
+    from mobiperf.cli import cli
+
+    dest = _copy(tmp_path, "split-4m-direct")
+    done = CliRunner().invoke(cli, ["analyze", str(dest)])
+    assert done.exit_code == 0, done.output
+    assert "Latency by phase (block layer" in done.stdout
+    notes = [line for line in done.stderr.splitlines() if "--source syscalls" in line]
+    assert len(notes) == 1, done.stderr  # io_span, waterfall, layer_breakdown...: one cause, one line
+    assert "waterfall" in notes[0] and "layer_breakdown" in notes[0]
+
+
+def test_fuse_requests_without_the_daemons_file_system_events(tmp_path):
+    """A FUSE trace without the daemon's calls or sync_file events nests the calls' FUSE requests and the block
+    requests of their daemon thread, with no lower file system layer (fs_ns 0), and crashes nothing."""
+    dest = tmp_path / "fuse"
+    shutil.copytree(Path(__file__).resolve().parent / "fixtures" / "layers" / "fuse-fdatasync", dest)
+    (dest / "raw" / "rep0" / "tasks.json").unlink()  # no task roles: the daemon's calls look like anyone's
+    trace = dest / "raw" / "rep0" / "ftrace.txt"
+    trace.write_text("".join(line for line in trace.read_text().splitlines(keepends=True)
+                             if "ext4_sync_file" not in line))
+    calls = dest / "raw" / "rep0" / "syscalls.txt"
+    calls.write_text("".join(line for line in calls.read_text().splitlines(keepends=True)
+                             if not line.lstrip().startswith("bfuse-")))
+    for sub in ("tables", "results"):
+        (dest / sub).mkdir(exist_ok=True)
+    run = RunDir.open(dest)
+    results = pipeline.analyze(run, reparse=True)
+    wf = results["waterfall"].filter(pl.col("syscall") == "fdatasync")
+    assert len(wf) == 50 and (wf["fuse_requests"] == 1).all() and (wf["fs_ns"] == 0).all()
+    assert (wf["data_bytes"] == 4096).all()  # the daemon thread's write is still inside its FUSE request

@@ -153,13 +153,18 @@ def test_syscall_count_rows_use_the_syscall_table_when_present(synthetic_run):
 
 
 def test_fuse_figure_counts_requests_and_sizes():
+    # the message lengths carry the 80-byte header of a WRITE: the figure plots the data, in KiB
     fuse = pl.DataFrame({"opcode_name": ["WRITE"] * 6 + ["READ", "GETATTR"],
-                         "len_bytes": [4096] * 4 + [524288] * 2 + [4096, 0]})
+                         "len_bytes": [4176] * 4 + [524368] * 2 + [80, 40],
+                         "data_bytes": [4096] * 4 + [524288] * 2 + [4096, 0]})
     fig = figures.fig_fuse_requests(fuse)
     counts = dict(zip(fig.data[0].x, fig.data[0].y))
     assert counts == {"WRITE": 6, "READ": 1, "GETATTR": 1}
     write = next(t for t in fig.data[1:] if t.name == "write")
-    assert dict(zip(write.x, write.y)) == {"4k": 4, "512k": 2}
+    assert dict(zip(write.x, write.y)) == {"4": 4, "512": 2}
+    read = next(t for t in fig.data[1:] if t.name == "read")
+    assert dict(zip(read.x, read.y)) == {"4": 1}  # the data the reply carried, not the 80-byte request
+    assert "KiB" in fig.layout.xaxis2.title.text
 
 
 def test_report_is_json_free_of_nan(synthetic_run):
@@ -176,16 +181,16 @@ def layer_tables(synthetic_run):
     return synthetic_layer_tables(synthetic_run.read_table("block_io"))
 
 
-def test_waterfall_of_a_sync_call_lays_its_layers_end_to_end_within_the_call(synthetic_run, layer_tables):
-    fig = figures.fig_io_waterfall(synthetic_run.read_table("block_io"), layer_tables["waterfall"])
-    assert fig.layout.title.text == "Waterfall of a selected synchronous call"
+def test_waterfall_of_a_call_draws_its_nest_within_the_call(synthetic_run, layer_tables):
+    fig = figures.fig_io_waterfall(synthetic_run.read_table("block_io"), layer_tables["waterfall"],
+                                   layer_tables["io_span"])
+    assert fig.layout.title.text == "Waterfall of a selected call, layer by layer"
     for trace in fig.data:
         call, *layers = zip(trace.y, trace.base, trace.x)
-        assert [name for name, _, _ in layers] == ["fs+kernel", "fuse", "block", "device"]
-        end = layers[-1][1] + layers[-1][2]
-        assert end == pytest.approx(call[2], rel=1e-9)  # device + block queue + FUSE + the rest = the call
-        for (_, b0, d0), (_, b1, _) in zip(layers, layers[1:]):
-            assert b1 == pytest.approx(b0 + d0)
+        assert call[0].startswith("syscall: ") and call[1] == 0
+        assert [name.split(":")[0] for name, _, _ in layers] == ["fuse", "fs", "journal", "block", "device"]
+        for _, base, width in layers:  # every span lies within the call
+            assert base >= 0 and base + width <= call[2] + 1e-9
 
 
 def test_layer_shares_add_up_to_100_percent(layer_tables):
@@ -198,12 +203,12 @@ def test_layer_shares_add_up_to_100_percent(layer_tables):
 def test_layer_breakdown_by_size_class_from_the_waterfall(synthetic_run, layer_tables):
     wf = layer_tables["waterfall"]
     fig = figures.fig_layer_breakdown(synthetic_run.read_table("block_io"), wf)
-    assert [t.name for t in fig.data] == ["fs+kernel", "fuse", "block", "device"]
+    assert [t.name for t in fig.data] == ["syscall", "fuse", "fs", "journal", "block", "device"]
     labels = list(fig.data[0].x)
     assert labels[-1].startswith("fdatasync (n=")  # calls without a size are grouped by name, after the sizes
     i = next(k for k, x in enumerate(labels) if x.startswith(">256k"))
     calls = wf.filter(pl.col("size_bytes") > 256 << 10)
-    assert sum(t.y[i] for t in fig.data) == pytest.approx(calls["dur_ns"].mean() / 1e3)
+    assert sum(t.y[i] for t in fig.data) == pytest.approx(calls["dur_ns"].mean() / 1e3)  # the layers add up
 
 
 def test_every_section_renders_with_the_layer_tables(synthetic_run, layer_tables):
