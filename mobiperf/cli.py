@@ -191,6 +191,7 @@ def cmd_run(target, stack_spec, scheduler, repeat, output, image_size, device_pr
         sys.exit(130)
     meta = rundir.read_meta()
     _print_summary(meta, headline_only=True)
+    _print_layer_shares(meta)
     click.echo(f"all metrics: mobiperf show {rundir.path}")
     if request.report:
         click.echo(f"report: {rundir.path / 'report.html'}")
@@ -282,6 +283,20 @@ def _print_summary(meta: dict, *, headline_only: bool = False) -> None:
         if headline_only and m["name"] not in HEADLINE_METRICS and not m["name"].startswith("workload."):
             continue
         click.echo(f"  {metric_key(m):<58} {format_value(m)}")
+
+
+def _print_layer_shares(meta: dict) -> None:
+    """Where the synchronous calls' time went, layer by layer (exclusive shares; FUSE also inclusive)."""
+    by_call: dict[str, dict[str, float]] = {}
+    for m in meta.get("metrics", []):
+        if m["name"] in ("layer.share", "layer.inclusive_share"):
+            kind = "incl" if m["name"] == "layer.inclusive_share" else "self"
+            by_call.setdefault(m["labels"]["syscall"], {})[f"{kind}:{m['labels']['layer']}"] = m["value"]
+    for call, v in sorted(by_call.items()):
+        parts = [f"{layer} {100 * v[f'self:{layer}']:.0f}%" for layer in ("syscall", "fuse", "fs", "journal", "block",
+                                                                       "device") if v.get(f"self:{layer}")]
+        incl = f" (FUSE inclusive {100 * v['incl:fuse']:.0f}%)" if v.get("incl:fuse") else ""
+        click.echo(f"  {call} time by layer: {', '.join(parts)}{incl}")
 
 
 def _print_table(df, fmt: str) -> None:

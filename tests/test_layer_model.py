@@ -140,3 +140,29 @@ def test_mobiperf_and_the_wrappers_are_not_the_workload(analyzed):
     assert not calls.filter(pl.col("path").str.contains("trace_marker|/tracing/")).height
     # the layout snapshot ran after tracing stopped: no dumpe2fs/debugfs/filefrag IO in the run
     assert not results["block_io"].filter(pl.col("comm").is_in(["dumpe2fs", "debugfs", "filefrag"])).height
+
+
+@pytest.mark.usefixtures("clean_machine")
+def test_a_fresh_run_by_default_answers_layer_by_layer(tmp_path, reference_binary):
+    """A run not in the repository, with the default sources: 100 fdatasyncs of 4 KiB on the emulated /sdcard.
+    Each is charged its own data write and its flush; the FUSE request holds nearly all of its time; the run's
+    summary says so in one line."""
+    import subprocess
+    import sys
+
+    from conftest import is_root
+
+    if not is_root() or not Path("/dev/fuse").exists():
+        pytest.skip("needs root and /dev/fuse (loop devices, mounts, tracefs)")
+    reference_binary("bfuse")
+    out = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "mobiperf", "run", "--stack", "ext4+fuse", "--no-report", "-o",
+                           str(out), "--", "mobibench", "-p", ".", "-f", "400", "-r", "4", "-a", "1", "-y", "8", "-q",
+                           "--no-drop-caches"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.strip().startswith("fdatasync time by layer:"))
+    assert "FUSE inclusive" in line and "device" in line
+    wf = pl.read_parquet(out / "results" / "waterfall.parquet").filter(pl.col("syscall") == "fdatasync")
+    assert len(wf) == 100
+    assert (wf["data_bytes"] == 4096).sum() >= 95 and (wf["flushes"] >= 1).sum() >= 95
+    assert (wf["fuse_ns"] / wf["dur_ns"]).median() > 0.8 and (wf["fs_ns"] > 0).all()
