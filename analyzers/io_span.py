@@ -86,7 +86,7 @@ def build_io_spans(calls: pl.DataFrame, *, fuse_req: pl.DataFrame | None = None,
                    daemon_calls: pl.DataFrame | None = None, fsync_event: pl.DataFrame | None = None,
                    jbd2_commit: pl.DataFrame | None = None, block_io: pl.DataFrame | None = None) -> pl.DataFrame:
     """io_span: the spans of every call's nest, then those of the IO no call caused (calls: the workload's calls
-    with attribution windows, analyzers/syscall.py; daemon_calls: the FUSE daemons' calls into the lower fs)."""
+    on the trace clock, analyzers/syscall.py timed_calls; daemon_calls: the FUSE daemons' calls into the lower fs)."""
     ids = _Ids()
     call_e = ids.tag(calls.select(
         "rep", pl.lit("syscall").alias("layer"), pl.col("syscall").alias("name"), pl.col("pid").alias("tid"),
