@@ -17,7 +17,8 @@ import polars as pl
 
 from mobiperf import stats
 from mobiperf.errors import MobiperfError
-from mobiperf.compare import CompareResult, RunGroup, method_description, summary_line
+from mobiperf.compare import CompareResult, RunGroup
+from mobiperf.compare_format import method_description, summary_line
 from mobiperf.metrics import format_quantity
 from mobiperf.reports import figures
 from mobiperf.reports.html import esc, figure_div, missing, page, status_label
