@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from mobiperf.errors import MobiperfError, UsageError
+from mobiperf.options import fraction, repeat_option
 
 
 def _examples(*lines: str) -> str:
@@ -123,8 +124,12 @@ def cmd_probe(target: str, fmt: str) -> None:
 @click.option("--stack", "stack_spec", default="ext4", show_default=True,
               help="Storage stack, bottom first: ext4, xfs, btrfs, ext4+fuse, ext4+bfuse:io_unit=512k, ...")
 @click.option("--scheduler", help="IO scheduler of the stack's device: none, mq-deadline, bfq, kyber.")
-@click.option("-n", "--repeat", default=1, show_default=True, type=click.IntRange(1, 1000),
-              help="Repetitions, each on a fresh stack.")
+@repeat_option(1, allow_auto=True)
+@click.option("--min-effect", default="5%", show_default=True,
+              help="With -n auto: stop when the primary metric's interval is narrower than this.")
+@click.option("--primary", metavar="METRIC",
+              help="With -n auto: the metric to make precise (default: the workload's throughput, else its "
+                   "elapsed time).")
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Run directory to create (never overwritten).")
 @click.option("--image-size", default="1G", show_default=True, help="Size of the emulated data partition.")
 @click.option("--device", "device_profile", help="Device profile under the loop device: emmc-2012, ufs-2020, host.")
@@ -145,8 +150,8 @@ def cmd_probe(target: str, fmt: str) -> None:
 @click.option("--timeout", help="Kill the workload after this long (e.g. 10m).")
 @click.option("--no-report", is_flag=True, help="Skip the HTML page (mobiperf report RUNDIR draws it later).")
 @click.argument("command", nargs=-1, required=True)
-def cmd_run(target, stack_spec, scheduler, repeat, output, image_size, device_profile, phone, dirty_limit, cpu_share,
-            fuse_wakeup, sources, event_sets, events, timeout, no_report, command) -> None:
+def cmd_run(target, stack_spec, scheduler, repeat, min_effect, primary, output, image_size, device_profile, phone,
+            dirty_limit, cpu_share, fuse_wakeup, sources, event_sets, events, timeout, no_report, command) -> None:
     """Set up the stack, run COMMAND in its working directory while tracing, tear the stack down, then parse,
     analyze and report."""
     from mobiperf import pipeline
@@ -165,8 +170,16 @@ def cmd_run(target, stack_spec, scheduler, repeat, output, image_size, device_pr
         dirty_limit = model.dirty if dirty_limit == "host" else dirty_limit
         cpu_share = model.cpu if cpu_share == "host" else cpu_share
         fuse_wakeup = model.fuse_wakeup if fuse_wakeup in ("", "0") else fuse_wakeup
+    auto = None
+    if isinstance(repeat, tuple):
+        from mobiperf.auto_repeat import AutoRepeat
+
+        auto = AutoRepeat(repeat[1], fraction(min_effect, "--min-effect"), primary=primary)
+    elif primary:
+        raise UsageError("--primary applies to -n auto (compare decides on a primary metric of its own)")
     request = pipeline.RunRequest(
-        stack=parse_stack_spec(stack_spec), command=list(command), scheduler=scheduler, repeat=repeat,
+        stack=parse_stack_spec(stack_spec), command=list(command), scheduler=scheduler,
+        repeat=repeat if auto is None else auto.limit, auto=auto,
         image_size=parse_image_size(image_size), extra_events=parse_event_names(list(events)),
         timeout_s=parse_duration_ns(timeout) / 1e9 if timeout else None, device=device_profile,
         sources=tuple(sources) or None, event_sets=tuple(event_sets) or None, report=not no_report,
@@ -185,6 +198,8 @@ def cmd_run(target, stack_spec, scheduler, repeat, output, image_size, device_pr
         click.echo(f"\ninterrupted; the partial run is kept at {out} (marked incomplete)", err=True)
         sys.exit(130)
     meta = rundir.read_meta()
+    if auto is not None:
+        click.echo(f"repetitions: {len(meta['repetitions'])} of at most {auto.limit} (-n auto): {auto.plan.reason}")
     _print_summary(meta, headline_only=True)
     click.echo(f"all metrics: mobiperf show {rundir.path}")
     if request.report:

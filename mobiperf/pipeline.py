@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -51,6 +52,7 @@ class RunRequest:
     sources: tuple[str, ...] | None = None     # trace sources (collectors.SOURCES); None: the defaults
     event_sets: tuple[str, ...] | None = None  # whole ftrace event sets; None: the stack's light events
     report: bool = True             # sweeps skip the per-run HTML page: they draw one matrix for all runs
+    auto: Any = None                # -n auto: an auto_repeat.AutoRepeat that stops the loop (repeat is ignored)
 
 
 def default_run_path(request: RunRequest) -> Path:
@@ -71,14 +73,19 @@ def run(transport: Transport, caps: Capabilities, request: RunRequest, out: Path
     })
     timings = {}
     started = time.time()
-    with stage("collect", total=request.repeat) as advance:
-        for rep in range(request.repeat):
+    auto = request.auto
+    with stage("collect", total=auto.limit if auto else request.repeat) as advance:
+        for rep in range(auto.limit if auto else request.repeat):
             advance(0, description=f"collect rep {rep}")
             record = collect_repetition(transport, caps, request, rundir, rep)
             meta = rundir.read_meta()
             meta["repetitions"].append(record)
             rundir.write_meta(meta)
             advance()
+            if auto is not None and auto.after_repetition(rundir, record):
+                break
+    if auto is not None:
+        rundir.update_meta(auto_repeat=auto.as_dict())
     timings["collect_s"] = round(time.time() - started, 3)
     with stage("parse and analyze"):
         t0 = time.time()

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from mobiperf.errors import UsageError
+from mobiperf.options import fraction
 
 EPILOG = """
 
@@ -32,16 +33,6 @@ Examples:
   mobiperf compare runs/base runs/new --format json | jq .verdict
   mobiperf compare runs/noop runs/blk runs/ext4 runs/fuse --metric 'latency.*' --format csv > overhead.csv
 """
-
-
-def _fraction(text: str, what: str) -> float:
-    try:
-        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
-    except ValueError:
-        raise UsageError(f"{what}: not a number or percentage: {text!r} (examples: 5%, 0.05)") from None
-    if not 0 <= value < 1:
-        raise UsageError(f"{what}: {text} is outside [0, 1)")
-    return value
 
 
 @click.command("compare", epilog=EPILOG)
@@ -74,9 +65,9 @@ def cmd_compare(base, new, fmt, output, primary, guards, metrics, alpha, min_eff
     from mobiperf import compare, compare_format
     from mobiperf.verdict import parse_guard
 
-    options = compare.CompareOptions(alpha=_fraction(alpha, "--alpha"), min_effect=_fraction(min_effect,
+    options = compare.CompareOptions(alpha=fraction(alpha, "--alpha"), min_effect=fraction(min_effect,
                                      "--min-effect"), method=method,
-                                     max_dispersion=_fraction(max_dispersion, "--max-dispersion"),
+                                     max_dispersion=fraction(max_dispersion, "--max-dispersion"),
                                      metric_patterns=tuple(metrics), primary=primary,
                                      guards=tuple(parse_guard(g) for g in guards))
     if options.alpha <= 0:
