@@ -79,12 +79,18 @@ def _elide(text: str, width: int) -> str:
     return text[:keep // 2] + "…" + text[len(text) - (keep - keep // 2):]
 
 
+def _dispersed(c: stats.Comparison) -> list[str]:
+    """The sides whose repetitions are dispersed (robust CV above --max-dispersion)."""
+    return [w.split()[0] for w in c.warnings if " is dispersed " in w]
+
+
 def _metric_rows(rows: list[MetricRow]) -> list[tuple[str, ...]]:
     out = [("metric", "base", "new", "change", "p", "n", "verdict")]
     for r in rows:
         c = r.result
         out.append((r.key, format_quantity(c.base_median, r.unit), format_quantity(c.new_median, r.unit),
-                    _change(c), _p(c), f"{c.n_base}/{c.n_new}", row_verdict_text(c)))
+                    _change(c), _p(c), f"{c.n_base}/{c.n_new}" + ("~" if _dispersed(c) else " "),
+                    row_verdict_text(c)))
     return out
 
 
@@ -138,14 +144,12 @@ def _pair_text(result: CompareResult, p: PairResult) -> list[str]:
                 layer = r.layer
                 out.append(f"  [{layer}]")
             out.append(line)
-        notes: dict[str, list[str]] = {}
-        for r in p.context:
-            for w in r.result.warnings:
-                if not w.startswith("too few repetitions"):  # said once at the top
-                    notes.setdefault(w, []).append(r.key)
-        for w, keys in notes.items():
-            which = "every context metric" if len(keys) == len(p.context) > 1 else ", ".join(keys)
-            out.append(_elide(f"   note: {w}: {which}", WIDTH))
+        dispersed = {side: [r.key for r in p.context if side in _dispersed(r.result)] for side in ("BASE", "NEW")}
+        if any(dispersed.values()):
+            which = ", ".join(f"{side} in {len(keys)}" for side, keys in dispersed.items() if keys)
+            out += _wrap(f"   ~ dispersed repetitions (robust CV above {100 * result.options.max_dispersion:g}%: a "
+                         f"change of the minimum effect can drown in their noise): {which} of {len(p.context)} "
+                         "context metrics", "     ")
     for side, keys in (("BASE", p.only_in_base), ("NEW", p.only_in_new)):
         if keys:
             out.append(_elide(f"   {len(keys)} metric(s) only in {side}, not compared: {', '.join(keys[:6])}"
