@@ -22,7 +22,7 @@ from mobiperf.compare import CompareResult, MetricRow, RunGroup
 from mobiperf.compare_format import method_description, row_verdict_text, summary_line
 from mobiperf.errors import MobiperfError
 from mobiperf.metrics import format_quantity
-from mobiperf.reports import figures
+from mobiperf.reports import compare_figures
 from mobiperf.reports.compare_figures import fig_changes, fig_distributions
 from mobiperf.reports.html import esc, figure_div, missing, page, sortable_table, status_label, table_filter
 from mobiperf.reports.page import syscall_count_rows
@@ -209,15 +209,15 @@ def _figures_section(labels: list[str], tables: list[dict[str, pl.DataFrame]], p
     with_block = {label: t["block_io"] for label, t in zip(labels, tables) if "block_io" in t}
     figs = []
     if with_io:
-        figs.append(figure_div(figures.fig_size_overlay(with_io), "fig-size-overlay"))
+        figs.append(figure_div(compare_figures.fig_size_overlay(with_io), "fig-size-overlay"))
     if with_block:
-        figs.append(figure_div(figures.fig_cdf_overlay(with_block, "d2c"), "fig-cdf-d2c"))
-        figs.append(figure_div(figures.fig_cdf_overlay(with_block, "q2c"), "fig-cdf-q2c"))
-        figs.append(figure_div(figures.fig_breakdown_overlay(with_block), "fig-breakdown-overlay"))
+        figs.append(figure_div(compare_figures.fig_cdf_overlay(with_block, "d2c"), "fig-cdf-d2c"))
+        figs.append(figure_div(compare_figures.fig_cdf_overlay(with_block, "q2c"), "fig-cdf-q2c"))
+        figs.append(figure_div(compare_figures.fig_breakdown_overlay(with_block), "fig-breakdown-overlay"))
     with_waterfall = {label: t["waterfall"] for label, t in zip(labels, tables) if "waterfall" in t}
     if len(with_waterfall) == len(labels):
-        figs.append(figure_div(figures.fig_layers_overlay(with_waterfall), "fig-layers-overlay"))
-    lba = figure_div(figures.fig_lba_small_multiples(with_block), "fig-lba-runs") if with_block else ""
+        figs.append(figure_div(compare_figures.fig_layers_overlay(with_waterfall), "fig-layers-overlay"))
+    lba = figure_div(compare_figures.fig_lba_small_multiples(with_block), "fig-lba-runs") if with_block else ""
     for problem in problems:
         parts.append(missing("A table", problem))
     lacking = [label for label, t in zip(labels, tables) if "block_io" not in t or "io_class" not in t]

@@ -78,8 +78,9 @@ TABLE_JS = """
         th.setAttribute('data-sort', asc ? 'asc' : 'desc');
         var body = t.tBodies[0], rows = Array.prototype.slice.call(body.rows);
         rows.sort(function (a, b) {
-          var x = cellValue(a, i), y = cellValue(b, i), nx = parseFloat(x), ny = parseFloat(y);
-          var c = (!isNaN(nx) && !isNaN(ny)) ? nx - ny : x.localeCompare(y);
+          var x = cellValue(a, i), y = cellValue(b, i), nx = Number(x), ny = Number(y);
+          var numbers = x !== '' && y !== '' && isFinite(nx) && isFinite(ny);
+          var c = numbers ? nx - ny : x.localeCompare(y);
           return asc ? c : -c;
         });
         rows.forEach(function (r) { body.appendChild(r); });

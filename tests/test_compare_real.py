@@ -143,3 +143,46 @@ def test_run_n_auto_stops_on_a_stable_workload_and_says_why(tmp_path, clean_mach
     values = sorted(auto["values"])
     assert (look["low"], look["high"]) == (values[0], values[-1])  # 8 values at 96.2 %: the order statistics 1, 8
     assert all(0.5e9 < v < 1.5e9 for v in values)
+
+
+@pytest.fixture(scope="module")
+def screenshots(tmp_path_factory):
+    import os
+
+    d = Path(os.environ.get("MOBIPERF_SCREENSHOT_DIR") or tmp_path_factory.mktemp("screenshots"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def test_compare_page_and_run_report_of_real_runs_in_chromium(runs, screenshots, tmp_path):
+    from mobiperf.reports.browser_check import check_page, chromium_available
+
+    ok, why = chromium_available()
+    if not ok:
+        pytest.skip(why)
+    slow, fast = runs
+    page = tmp_path / "compare.html"
+    r = mobiperf("compare", str(slow), str(fast), "--guard", "latency.d2c.p99{op=write}:50%", "-o", str(page))
+    assert r.returncode == 0, r.stderr
+    check = check_page(page, screenshots / "real-compare.png", tiles=2)
+    print(f"\nscreenshots: {check.screenshot} and its tiles -0, -1")
+    assert check.console_errors == []
+    assert all(f["drawn"] and f["traces"] for f in check.figures)
+    ids = [f["id"] for f in check.figures]
+    assert ids[:3] == ["fig-primary", "fig-guard-0", "fig-changes"]
+    primary = check.figures[0]
+    assert primary["on_first_screen"] and primary["points"] == 10
+    lines = [line.strip() for line in check.text.splitlines() if line.strip()]
+    sentence = lines[lines.index("Verdict", lines.index("Table 3") + 1) + 1]
+    assert sentence.startswith("IMPROVEMENT: workload.throughput is ") and "n=5 vs 5" in sentence
+    assert "changed under study: FUSE wake-up ns 1000000 → default" in check.text
+
+    assert mobiperf("report", str(fast), "-o", str(tmp_path / "report.html")).returncode == 0
+    report = check_page(tmp_path / "report.html", screenshots / "real-report.png", tiles=2)
+    assert report.console_errors == [] and all(f["drawn"] for f in report.figures)
+    assert {"fig-characterisation-block", "fig-layer-breakdown", "fig-latency-cdf", "fig-lba",
+            "fig-throughput"} <= {f["id"] for f in report.figures}
+    assert "median of 5; range" in report.text
+    assert "Block access pattern by region (repetition 0 of 5," in report.text or \
+        "(repetition 0 of 5," in json.dumps([f["title"] for f in report.figures])
+    assert "every request of all 5 repetitions, pooled" in json.dumps([f["title"] for f in report.figures])
