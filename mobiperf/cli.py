@@ -38,7 +38,12 @@ format_option = click.option("--format", "fmt", type=click.Choice(["text", "json
                              show_default=True, help="Output format.")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110},
+             epilog=_examples("mobiperf run --stack ext4+fuse -n auto -o runs/fuse -- mobibench -p . -f 65536 -r 4",
+                              "mobiperf run --stack ext4+bfuse -n auto -o runs/bfuse -- mobibench -p . -f 65536 -r 4",
+                              "mobiperf compare runs/fuse runs/bfuse -o compare.html --fail-on-regression",
+                              "mobiperf study bfuse --quick -o /tmp/bfuse",
+                              "mobiperf COMMAND --help"))
 @click.version_option(package_name="mobiperf")
 def cli() -> None:
     """Where does a phone's storage IO time go, and did a change help?
@@ -205,16 +210,34 @@ def cmd_run(target, stack_spec, scheduler, repeat, min_effect, primary, output, 
     if request.report:
         click.echo(f"report: {rundir.path / 'report.html'}")
     if meta["status"] == "failed":
+        from mobiperf.exit_status import describe_exit_statuses
+
         codes = [r["exit_code"] for r in meta["repetitions"]]
-        raise MobiperfError(f"the workload failed (exit status {codes}); the run is kept at {rundir.path}")
+        first = next(r["index"] for r in meta["repetitions"] if r["exit_code"] != 0)
+        tail = _stderr_tail(rundir.path / "raw" / f"rep{first}" / "stderr.txt")
+        if tail:
+            click.echo(f"the workload's last stderr lines (rep {first}):", err=True)
+            click.echo("".join(f"  | {line}\n" for line in tail), err=True, nl=False)
+        raise MobiperfError(f"the workload failed ({describe_exit_statuses(codes)}); the run is kept at "
+                            f"{rundir.path}")
+
+
+def _stderr_tail(path: Path, lines: int = 10) -> list[str]:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return []
+    return [line[:200] for line in text.splitlines()[-lines:]]
 
 
 @cli.command("analyze", epilog=_examples("mobiperf analyze runs/20261122-ext4-dd",
-                                         "mobiperf analyze runs/x --format json"))
+                                         "mobiperf analyze runs/x --format json | jq 'keys'",
+                                         "mobiperf analyze runs/x --format csv > breakdown.csv"))
 @click.argument("rundir", type=click.Path(path_type=Path))
 @format_option
 def cmd_analyze(rundir: Path, fmt: str) -> None:
-    """Re-parse and re-analyze a run directory offline, and print its IO classification."""
+    """Re-parse and re-analyze a run directory offline, and print its IO classification (text: 120 columns, the
+    first 40 rows of each table; json and csv: every row)."""
     from mobiperf import pipeline
     from mobiperf.runstore import RunDir
 
@@ -228,9 +251,17 @@ def cmd_analyze(rundir: Path, fmt: str) -> None:
         return
     for title, df in tables.items():
         click.echo(f"\n== {title}" if fmt == "text" else f"# {title}")  # csv: one commented title per table
-        _print_table(df, fmt)
-    for name, why in run.read_meta().get("analysis", {}).get("skipped", {}).items():
-        click.echo(f"note: {name} not computed: {why}", err=True)
+        if fmt == "text":
+            from mobiperf.text_table import format_table
+
+            click.echo(format_table(df, more_hint=f" (mobiperf analyze {rundir} --format csv prints every row)"),
+                       nl=False)
+        else:
+            _print_table(df, fmt)
+    from mobiperf.text_table import group_notes
+
+    for note in group_notes(run.read_meta().get("analysis", {}).get("skipped", {})):
+        click.echo(f"note: {note}", err=True)
 
 
 @cli.command("report", epilog=_examples("mobiperf report runs/x", "mobiperf report runs/x -o /tmp/x.html"))

@@ -34,6 +34,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -231,7 +232,8 @@ def describe_parameters() -> str:
     for p in PARAMETERS.values():
         values = f" ({'|'.join(p.choices)})" if p.choices else ""
         default = f" [default {DEFAULTS[p.name]}]" if p.name in DEFAULTS else ""
-        lines.append(f"  {p.name:<13}{p.help}{values}{default}")
+        lines += textwrap.wrap(f"{p.help}{values}{default}", 100, initial_indent=f"  {p.name:<13}",
+                               subsequent_indent=" " * 15, break_on_hyphens=False)
     return "\n".join(lines)
 
 

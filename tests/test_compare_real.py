@@ -186,3 +186,17 @@ def test_compare_page_and_run_report_of_real_runs_in_chromium(runs, screenshots,
     assert "Block access pattern by region (repetition 0 of 5," in report.text or \
         "(repetition 0 of 5," in json.dumps([f["title"] for f in report.figures])
     assert "every request of all 5 repetitions, pooled" in json.dumps([f["title"] for f in report.figures])
+
+
+def test_analyze_of_a_real_run_fits_120_columns(runs):
+    _, fast = runs
+    r = mobiperf("analyze", str(fast))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 120
+    assert "== IO classes (block and syscall layers)" in lines and "┆" not in r.stdout
+    # The notes of what was not computed are grouped by reason: one line per reason, not one per analysis.
+    notes = [line for line in r.stderr.splitlines() if line.startswith("note: ")]
+    assert len(notes) == len({line.split(" not computed: ")[1] for line in notes})
+    data = json.loads(mobiperf("analyze", str(fast), "--format", "json").stdout)
+    assert len(data["IO classes (block and syscall layers)"]) > 0

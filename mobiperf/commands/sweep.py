@@ -43,25 +43,20 @@ Examples:
 @click.option("--primary", metavar="METRIC",
               help="Metric of the matrix (default: run.throughput, or run.tps for SQLite: what the cell moved over "
                    "the workload's wall time).")
-@click.option("--metric", "old_metric", hidden=True, help="Old spelling of --primary.")
 @click.option("--timeout", default="30m", show_default=True, help="Kill a cell's workload after this long.")
 @click.option("--retry-failed", is_flag=True, help="Run failed units again.")
 @click.option("--status", "status_only", is_flag=True, help="Only print the matrix and status; run nothing.")
 @click.option("--dry-run", is_flag=True, help="Print the cells and their `mobiperf run` commands; run nothing.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "csv"]), default="text", show_default=True,
               help="Output format of the matrix.")
-def cmd_sweep(output, params, repeat, seed, primary, old_metric, timeout, retry_failed, status_only, dry_run,
-              fmt) -> None:
+def cmd_sweep(output, params, repeat, seed, primary, timeout, retry_failed, status_only, dry_run, fmt) -> None:
     """Run WORKLOAD cells over a grid of stack and workload parameters, in a seeded random order, resumable;
     write SWEEP/matrix.html (heatmap + table with confidence intervals)."""
     from mobiperf import sweep
     from mobiperf.study_report import write_matrix_page
     from mobiperf.units import parse_duration_ns
 
-    if old_metric:
-        click.echo("note: --metric is now --primary (one metric that the matrix shows); --metric takes a pattern "
-                   "elsewhere", err=True)
-    metric = sweep.canonical_metric(primary or old_metric) if (primary or old_metric) else None
+    metric = sweep.canonical_metric(primary) if primary else None
     definition = None
     if params:
         grid = sweep.parse_grid(params)
