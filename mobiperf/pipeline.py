@@ -69,6 +69,7 @@ def run(transport: Transport, caps: Capabilities, request: RunRequest, out: Path
         "mobiperf": __version__, "host": platform.node(), "target": caps.as_dict(), "stack": str(request.stack),
         "scheduler": request.scheduler, "device": request.device, "dirty_limit": request.dirty_limit,
         "cpu_share": request.cpu_share, "fuse_wakeup_ns": request.fuse_wakeup_ns, "command": request.command,
+        "sources": request.sources, "event_sets": request.event_sets,  # to add repetitions later (compare --until)
         "repetitions": [], "warnings": [],
     })
     timings = {}

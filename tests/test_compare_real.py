@@ -200,3 +200,27 @@ def test_analyze_of_a_real_run_fits_120_columns(runs):
     assert len(notes) == len({line.split(" not computed: ")[1] for line in notes})
     data = json.loads(mobiperf("analyze", str(fast), "--format", "json").stdout)
     assert len(data["IO classes (block and syscall layers)"]) > 0
+
+
+def test_compare_until_adds_repetitions_to_both_runs_and_says_why_it_stopped(runs, tmp_path, clean_machine):
+    slow, fast = runs
+    a, b = _first_reps(slow, tmp_path / "slow3", 3), _first_reps(fast, tmp_path / "fast3", 3)
+    for run in (a, b):  # the copies keep only what their run.json says
+        for rep in (3, 4):
+            shutil.rmtree(run / "raw" / f"rep{rep}")
+    r = mobiperf("compare", str(a), str(b), "--until", "5", "--primary", "run.workload_time", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert "--until: looks at 5 repetitions" in r.stderr
+    assert r.stderr.count("--until: BASE") == 2 and r.stderr.count("--until: NEW") == 2
+    stop = [line for line in r.stderr.splitlines() if line.startswith("--until: ")][-1]  # why it stopped
+    assert "reached the limit of 5 repetitions" in stop or "narrower than the minimum effect 5%" in stop
+    data = json.loads(r.stdout)
+    assert data["verdict"]["n_a"] == data["verdict"]["n_b"] == 5
+    assert data["verdict"]["metric"] == "run.workload_time" and data["verdict"]["direction"] == "improvement"
+    for run in (a, b):
+        meta = json.loads((run / "run.json").read_text())
+        assert meta["status"] == "complete" and [r["index"] for r in meta["repetitions"]] == [0, 1, 2, 3, 4]
+        assert all(r["metrics"] for r in meta["repetitions"])  # analysed again, every repetition
+        assert meta["until"]["stopped"] is True and meta["until"]["looks"] == [5]
+        assert meta["stack"] == "ext4+fuse"
+    assert json.loads((a / "run.json").read_text())["fuse_wakeup_ns"] == 1_000_000

@@ -31,6 +31,7 @@ Examples:
   mobiperf compare runs/base runs/new --guard 'latency.d2c.p99{op=write}:10%' --fail-on-regression
   mobiperf compare runs/base runs/new --primary run.workload_time --min-effect 10%
   mobiperf compare runs/base runs/new --format json | jq .verdict
+  mobiperf compare runs/fuse runs/bfuse --until 20      # add repetitions to both until the ratio is precise
   mobiperf compare runs/noop runs/blk runs/ext4 runs/fuse --metric 'latency.*' --format csv > overhead.csv
 """
 
@@ -56,10 +57,15 @@ Examples:
               help="Mann-Whitney U p-value, or bootstrap confidence interval of the ratio of medians.")
 @click.option("--max-dispersion", default="25%", show_default=True,
               help="Warn when a side's robust coefficient of variation exceeds this.")
+@click.option("--until", "until", type=click.IntRange(2, 100), metavar="LIMIT",
+              help="Add repetitions to BASE and NEW (run again, alternately) until the primary metric's ratio is "
+                   "known within the minimum effect, up to LIMIT per side.")
+@click.option("-t", "--target", default="local", show_default=True,
+              help="With --until: where to run the added repetitions: local, or adb[:SERIAL].")
 @click.option("--fail-on-regression", is_flag=True,
               help="Exit with status 3 when the primary metric or a guard regresses significantly.")
 def cmd_compare(base, new, fmt, output, primary, guards, metrics, alpha, min_effect, method, max_dispersion,
-                fail_on_regression) -> None:
+                until, target, fail_on_regression) -> None:
     """Did the change help? Compare BASE with NEW (and more NEW runs): a verdict on one primary metric, guards,
     and every other metric as context."""
     from mobiperf import compare, compare_format
@@ -72,6 +78,8 @@ def cmd_compare(base, new, fmt, output, primary, guards, metrics, alpha, min_eff
                                      guards=tuple(parse_guard(g) for g in guards))
     if options.alpha <= 0:
         raise UsageError("--alpha must be above 0")
+    if until:
+        _extend(base, new, until, options, target)
     groups = [compare.load_group(p) for p in (base, *new)]
     result = compare.compare_groups(groups[0], groups[1:], options)
     if fmt != "text":  # the text form has them at its top; machines' stdout stays parseable
@@ -91,6 +99,21 @@ def cmd_compare(base, new, fmt, output, primary, guards, metrics, alpha, min_eff
         names = sorted({r.key for p in result.pairs for r in p.regressions})
         click.echo(f"gate failed: significant regression of {', '.join(names)}", err=True)
         sys.exit(compare.REGRESSION_EXIT_CODE)
+
+
+def _extend(base, new, limit: int, options, target: str) -> None:
+    """--until: repetitions added to both runs before they are compared."""
+    from mobiperf.cli import _transport
+    from mobiperf.target.probe import probe
+    from mobiperf.until import extend_until
+
+    if len(new) != 1:
+        raise UsageError("--until compares one NEW run with BASE; give one NEW")
+    transport = _transport(target)
+    plan = extend_until(base, new[0], limit=limit, min_effect=options.min_effect, alpha=options.alpha,
+                        primary=options.primary, transport=transport, caps=probe(transport),
+                        say=lambda text: click.echo(text, err=True))
+    click.echo(f"--until: {plan.reason}", err=True)
 
 
 def register(group: click.Group) -> None:
