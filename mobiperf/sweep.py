@@ -43,6 +43,7 @@ from typing import Any, Callable, Iterable
 
 from mobiperf.cpu_share import remove_stale_cgroups
 from mobiperf.errors import UsageError
+from mobiperf.exit_status import describe_exit_status
 from mobiperf.units import parse_duration_ns, parse_size
 
 FORMAT_NAME = "mobiperf-sweep"
@@ -438,8 +439,6 @@ def unit_metrics(run_path: Path, plan: CellPlan) -> tuple[dict[str, float], list
     rep = reps[0]
     raw = run_path / "raw" / f"rep{rep['index']}"
     if rep.get("exit_code") != 0:
-        from mobiperf.exit_status import describe_exit_status
-
         raise UnitFailed(f"the workload failed ({describe_exit_status(rep.get('exit_code'))}): "
                          f"{_tail(raw / 'stderr.txt') or _tail(raw / 'stdout.txt')}")
     out: dict[str, float] = {}
@@ -747,11 +746,12 @@ def _run_unit(sweep: SweepDir, data: dict, cell: dict, unit: dict, python: str) 
     unit["elapsed_s"] = round(time.time() - unit.pop("started"), 3)
     try:
         if not (run_path / "run.json").exists():
-            raise UnitFailed(f"mobiperf run exited with status {code} before creating the run: {_tail(log)}")
+            raise UnitFailed(f"mobiperf run ended ({describe_exit_status(code)}) before creating the run: "
+                             f"{_tail(log)}")
         unit["metrics"], unit["notes"] = unit_metrics(run_path, plan)
         unit["status"] = "done"
         if code != 0:
-            unit["notes"].append(f"mobiperf run exited with status {code}: {_tail(log, 300)}")
+            unit["notes"].append(f"mobiperf run ended ({describe_exit_status(code)}): {_tail(log, 300)}")
     except UnitFailed as e:
         unit.update(status="failed", error=str(e), metrics={})
     except (OSError, ValueError, KeyError) as e:

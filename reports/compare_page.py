@@ -91,8 +91,10 @@ def _guards_section(result: CompareResult) -> str:
                 "regresses significantly by more than MAX (default: the minimum effect).</p>")
     table = sortable_table("guards-table", ["NEW", "guard", "allowed", "change", "p", "verdict", "status"], rows)
     guard_rows = [(p.new.label, r) for p in result.pairs for r in p.guards]
-    figs = "".join(figure_div(fig_distributions(result, [(label, r)], f"guard {r.key}: every repetition"),
-                              f"fig-guard-{i}") for i, (label, r) in enumerate(guard_rows[:4]))
+    several = len(result.pairs) > 1
+    figs = "".join(figure_div(fig_distributions(result, [(label, r)], f"guard {r.key}: every repetition"
+                                                + (f" ({label})" if several else "")), f"fig-guard-{i}")
+                   for i, (label, r) in enumerate(guard_rows[:4]))
     return table + (f"<div class='grid'>{figs}</div>" if figs else "")
 
 
