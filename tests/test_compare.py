@@ -231,18 +231,34 @@ def test_html_page_from_run_json_only_says_why_figures_are_missing(tmp_path):
     assert "have no io_class/block_io result tables" in page
 
 
+def usage_error(*args) -> str:
+    """In-process: the UsageError message the command stops with (exit status 2 in the CLI)."""
+    from click.testing import CliRunner
+
+    from mobiperf.cli import cli
+    from mobiperf.commands import register_all
+    from mobiperf.errors import UsageError
+
+    register_all(cli)
+    old = os.getcwd()
+    os.chdir(RUNS)
+    try:
+        result = CliRunner().invoke(cli, list(args))
+    finally:
+        os.chdir(old)
+    assert isinstance(result.exception, UsageError), (result.exception, result.output)
+    return str(result.exception)
+
+
 def test_bad_input_is_an_error_not_a_verdict(tmp_path):
-    r = mobiperf_process("compare", "base", str(tmp_path / "nope"))
-    assert r.returncode == 2 and "no such run directory" in r.stderr
-    r = mobiperf_process("compare", "base", "same", "--metric", "nothing.*")
-    assert r.returncode == 2 and "no metric matches nothing.*" in r.stderr
-    r = mobiperf_process("compare", "base", "same", "--min-effect", "lots")
-    assert r.returncode == 2 and "not a number or percentage" in r.stderr
-    r = mobiperf_process("compare", "base", "same", "--primary", "latency.d2c.p99")
+    r = mobiperf_process("compare", "base", str(tmp_path / "nope"))  # as a CI job sees it: status 2, one line
+    assert r.returncode == 2 and "no such run directory" in r.stderr and r.stdout == ""
+    assert "no metric matches nothing.*" in usage_error("compare", "base", "same", "--metric", "nothing.*")
+    assert "not a number or percentage" in usage_error("compare", "base", "same", "--min-effect", "lots")
+    r = mobiperf("compare", "base", "same", "--primary", "latency.d2c.p99")
     assert r.returncode == 0 and "VERDICT: NO CHANGE: latency.d2c.p99{op=write}" in r.stdout
-    r = mobiperf_process("compare", "base", "same", "--primary", "latency.nothing")
-    assert r.returncode == 2 and "--primary latency.nothing: no such metric in both BASE and NEW" in r.stderr
-    r = mobiperf_process("compare", "base", "same", "--primary", "block.sequential_share")
-    assert r.returncode == 2 and "has no better direction" in r.stderr
-    r = mobiperf_process("compare", "base", "same", "--guard", "latency.d2c.p99:lots")
-    assert r.returncode == 2 and "'lots' is not a percentage" in r.stderr
+    assert "--primary latency.nothing: no such metric in both BASE and NEW" in usage_error(
+        "compare", "base", "same", "--primary", "latency.nothing")
+    assert "has no better direction" in usage_error("compare", "base", "same", "--primary", "block.sequential_share")
+    assert "'lots' is not a percentage" in usage_error("compare", "base", "same", "--guard", "latency.d2c.p99:lots")
+    assert "one NEW" in usage_error("compare", "base", "same", "regressed", "--until", "8")
