@@ -96,6 +96,11 @@ def _metric_rows(rows: list[MetricRow]) -> list[tuple[str, ...]]:
 
 def format_text(result: CompareResult) -> str:
     out = [_describe_group("BASE", result.base)] + [_describe_group("NEW", p.new) for p in result.pairs]
+    for p in result.pairs:  # what differs by design, at the top with what differs by accident (the warnings)
+        studied = "; ".join(f"{s.name}: {s.base} -> {s.new}" for s in p.settings if s.kind == "stack")
+        who = f" ({p.new.label})" if len(result.pairs) > 1 else ""
+        if studied:
+            out += _wrap(f"changed under study{who}: {studied}")
     for head, details in result.warning_items:
         out += _wrap(f"!! WARNING: {head}", "!!   ")
         out += [line for d in details for line in _wrap(f"!!   {d}", "!!     ")]
@@ -113,7 +118,6 @@ def format_text(result: CompareResult) -> str:
 
 def _pair_text(result: CompareResult, p: PairResult) -> list[str]:
     out = [f"== {result.base.label} -> {p.new.label}"]
-    out += [f"   changed under study: {s.name}: {s.base} -> {s.new}" for s in p.settings if s.kind == "stack"]
     v = p.verdict
     if v is None:
         out.append("VERDICT: none (no primary metric in both BASE and NEW; give --primary METRIC)")

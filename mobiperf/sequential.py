@@ -2,8 +2,8 @@
 
 `mobiperf run -n auto` (and `mobiperf compare --until`) looks at the primary metric at a fixed schedule of
 repetition counts, decided before the first repetition: 5, 8, 12, 18, 27, ... (x1.5; a single run starts at 8)
-up to the limit, which is always the last look. At each look it computes a confidence interval; it stops as soon as the interval is
-narrower than the minimum effect (relative width (high - low) / estimate), or at the limit.
+up to the limit, which is always the last look. At each look it computes a confidence interval; it stops as soon
+as the interval is narrower than the minimum effect (relative width (high - low) / estimate), or at the limit.
 
 Looking repeatedly and stopping when the data look good inflates the error rate of a single look, so the
 error alpha is spent over the looks (Lan-DeMets, Pocock-type spending alpha(t) = alpha * ln(1 + (e - 1) t), t the

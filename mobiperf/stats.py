@@ -123,7 +123,8 @@ def mann_whitney(base: Sequence[float], new: Sequence[float], *, seed: int = 0) 
     # Splitting the pooled mid-ranks is splitting the values: rank once, then each split is only a sum.
     ranks = scipy_stats.rankdata(pooled)
     res = scipy_stats.permutation_test(
-        (ranks[:len(a)], ranks[len(a):]), _rank_sum, permutation_type="independent", vectorized=True, alternative="two-sided",
+        (ranks[:len(a)], ranks[len(a):]), _rank_sum, permutation_type="independent", vectorized=True,
+        alternative="two-sided",
         n_resamples=np.inf if exact else MONTE_CARLO_SPLITS, rng=np.random.default_rng(seed))
     method = ("exact permutation test of U (ties)" if exact
               else f"permutation test of U, {MONTE_CARLO_SPLITS:,} random splits (ties)")

@@ -965,7 +965,8 @@ def format_rows(rows: list[list[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-_UNITS = (("*throughput*", "B/s"), ("*.tps", "tx/s"), ("*.iops", "IOPS"), ("run.workload_time", "ns"), ("*elapsed*", "s"),
+_UNITS = (("*throughput*", "B/s"), ("*.tps", "tx/s"), ("*.iops", "IOPS"), ("run.workload_time", "ns"),
+          ("*elapsed*", "s"),
           ("latency.*", "ns"), ("*.bytes", "B"))
 
 
