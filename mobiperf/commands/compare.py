@@ -42,7 +42,8 @@ Examples:
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "csv"]), default="text", show_default=True,
               help="Output format.")
 @click.option("-o", "--output", type=click.Path(path_type=Path),
-              help="Also write the HTML page overlaying both runs' figures, with the deltas.")
+              help="Also write the compare page (HTML: the verdict, every repetition, the context by layer, the "
+                   "runs' figures overlaid).")
 @click.option("--primary", metavar="METRIC", help="The metric that decides (default: the workload's throughput, "
               "else its elapsed time).")
 @click.option("--guard", "guards", multiple=True, metavar="METRIC[:MAX]",
