@@ -44,12 +44,12 @@ def main() -> int:
     study = get_study("bfuse")
     _, labels = plan_study(study, Config(quick=args.quick, device=config.device, cpu=args.cpu, phone=config.phone))
     res = Results(SweepDir(args.output).read(), labels)
-    native = res.median("native", "e2e.throughput")
-    legacy = res.median("legacy", "e2e.throughput")
+    native = res.median("native", "run.throughput")
+    legacy = res.median("legacy", "run.throughput")
     rows = [["configuration", "MB/s median", "min-max", "n", "vs native", "vs legacy", "paper MB/s (JB)"]]
     for label, name, paper in PEERS:
         cell = res.cell(label)
-        st = cell.stat("e2e.throughput") if cell else {"n": 0}
+        st = cell.stat("run.throughput") if cell else {"n": 0}
         if not st["n"]:
             rows.append([name, "-", "-", "0", "-", "-", f"{paper:.1f}"])
             continue

@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from mobiperf.errors import MobiperfError, UsageError
+from mobiperf.options import fraction, repeat_option
 
 
 def _examples(*lines: str) -> str:
@@ -37,7 +38,12 @@ format_option = click.option("--format", "fmt", type=click.Choice(["text", "json
                              show_default=True, help="Output format.")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110},
+             epilog=_examples("mobiperf run --stack ext4+fuse -n auto -o runs/fuse -- mobibench -p . -f 65536 -r 4",
+                              "mobiperf run --stack ext4+bfuse -n auto -o runs/bfuse -- mobibench -p . -f 65536 -r 4",
+                              "mobiperf compare runs/fuse runs/bfuse -o compare.html --fail-on-regression",
+                              "mobiperf study bfuse --quick -o /tmp/bfuse",
+                              "mobiperf COMMAND --help"))
 @click.version_option(package_name="mobiperf")
 def cli() -> None:
     """Where does a phone's storage IO time go, and did a change help?
@@ -123,8 +129,12 @@ def cmd_probe(target: str, fmt: str) -> None:
 @click.option("--stack", "stack_spec", default="ext4", show_default=True,
               help="Storage stack, bottom first: ext4, xfs, btrfs, ext4+fuse, ext4+bfuse:io_unit=512k, ...")
 @click.option("--scheduler", help="IO scheduler of the stack's device: none, mq-deadline, bfq, kyber.")
-@click.option("-n", "--repeat", default=1, show_default=True, type=click.IntRange(1, 1000),
-              help="Repetitions, each on a fresh stack.")
+@repeat_option(1, allow_auto=True)
+@click.option("--min-effect", default="5%", show_default=True,
+              help="With -n auto: stop when the primary metric's interval is narrower than this.")
+@click.option("--primary", metavar="METRIC",
+              help="With -n auto: the metric to make precise (default: the workload's throughput, else its "
+                   "elapsed time).")
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Run directory to create (never overwritten).")
 @click.option("--image-size", default="1G", show_default=True, help="Size of the emulated data partition.")
 @click.option("--device", "device_profile", help="Device profile under the loop device: emmc-2012, ufs-2020, host.")
@@ -150,8 +160,8 @@ def cmd_probe(target: str, fmt: str) -> None:
                    "writing for them; everything else is reported apart) or all of the device's (whole-device "
                    "studies).")
 @click.argument("command", nargs=-1, required=True)
-def cmd_run(target, stack_spec, scheduler, repeat, output, image_size, device_profile, phone, dirty_limit, cpu_share,
-            fuse_wakeup, sources, event_sets, events, timeout, no_report, scope, command) -> None:
+def cmd_run(target, stack_spec, scheduler, repeat, min_effect, primary, output, image_size, device_profile, phone,
+            dirty_limit, cpu_share, fuse_wakeup, sources, event_sets, events, timeout, no_report, scope, command) -> None:
     """Set up the stack, run COMMAND in its working directory while tracing, tear the stack down, then parse,
     analyze and report."""
     from mobiperf import pipeline
@@ -170,8 +180,16 @@ def cmd_run(target, stack_spec, scheduler, repeat, output, image_size, device_pr
         dirty_limit = model.dirty if dirty_limit == "host" else dirty_limit
         cpu_share = model.cpu if cpu_share == "host" else cpu_share
         fuse_wakeup = model.fuse_wakeup if fuse_wakeup in ("", "0") else fuse_wakeup
+    auto = None
+    if isinstance(repeat, tuple):
+        from mobiperf.auto_repeat import AutoRepeat
+
+        auto = AutoRepeat(repeat[1], fraction(min_effect, "--min-effect"), primary=primary)
+    elif primary:
+        raise UsageError("--primary applies to -n auto (compare decides on a primary metric of its own)")
     request = pipeline.RunRequest(
-        stack=parse_stack_spec(stack_spec), command=list(command), scheduler=scheduler, repeat=repeat,
+        stack=parse_stack_spec(stack_spec), command=list(command), scheduler=scheduler,
+        repeat=repeat if auto is None else auto.limit, auto=auto,
         image_size=parse_image_size(image_size), extra_events=parse_event_names(list(events)),
         timeout_s=parse_duration_ns(timeout) / 1e9 if timeout else None, device=device_profile,
         sources=tuple(sources) or None, event_sets=tuple(event_sets) or None, report=not no_report,
@@ -190,22 +208,42 @@ def cmd_run(target, stack_spec, scheduler, repeat, output, image_size, device_pr
         click.echo(f"\ninterrupted; the partial run is kept at {out} (marked incomplete)", err=True)
         sys.exit(130)
     meta = rundir.read_meta()
+    if auto is not None:
+        click.echo(f"repetitions: {len(meta['repetitions'])} of at most {auto.limit} (-n auto): {auto.plan.reason}")
     _print_summary(meta, headline_only=True)
     _print_layer_shares(meta)
     click.echo(f"all metrics: mobiperf show {rundir.path}")
     if request.report:
         click.echo(f"report: {rundir.path / 'report.html'}")
     if meta["status"] == "failed":
+        from mobiperf.exit_status import describe_exit_statuses
+
         codes = [r["exit_code"] for r in meta["repetitions"]]
-        raise MobiperfError(f"the workload failed (exit status {codes}); the run is kept at {rundir.path}")
+        first = next(r["index"] for r in meta["repetitions"] if r["exit_code"] != 0)
+        tail = _stderr_tail(rundir.path / "raw" / f"rep{first}" / "stderr.txt")
+        if tail:
+            click.echo(f"the workload's last stderr lines (rep {first}):", err=True)
+            click.echo("".join(f"  | {line}\n" for line in tail), err=True, nl=False)
+        raise MobiperfError(f"the workload failed ({describe_exit_statuses(codes)}); the run is kept at "
+                            f"{rundir.path}")
+
+
+def _stderr_tail(path: Path, lines: int = 10) -> list[str]:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return []
+    return [line[:200] for line in text.splitlines()[-lines:]]
 
 
 @cli.command("analyze", epilog=_examples("mobiperf analyze runs/20261122-ext4-dd",
-                                         "mobiperf analyze runs/x --format json"))
+                                         "mobiperf analyze runs/x --format json | jq 'keys'",
+                                         "mobiperf analyze runs/x --format csv > breakdown.csv"))
 @click.argument("rundir", type=click.Path(path_type=Path))
 @format_option
 def cmd_analyze(rundir: Path, fmt: str) -> None:
-    """Re-parse and re-analyze a run directory offline, and print its IO classification."""
+    """Re-parse and re-analyze a run directory offline, and print its IO classification (text: 120 columns, the
+    first 40 rows of each table; json and csv: every row)."""
     from mobiperf import pipeline
     from mobiperf.runstore import RunDir
 
@@ -219,12 +257,17 @@ def cmd_analyze(rundir: Path, fmt: str) -> None:
         return
     for title, df in tables.items():
         click.echo(f"\n== {title}" if fmt == "text" else f"# {title}")  # csv: one commented title per table
-        _print_table(df, fmt)
-    by_reason: dict[str, list[str]] = {}
-    for name, why in run.read_meta().get("analysis", {}).get("skipped", {}).items():
-        by_reason.setdefault(why, []).append(name)
-    for why, names in by_reason.items():  # one line per cause, not per table
-        click.echo(f"note: {', '.join(names)} not computed: {why}", err=True)
+        if fmt == "text":
+            from mobiperf.text_table import format_table
+
+            click.echo(format_table(df, more_hint=f" (mobiperf analyze {rundir} --format csv prints every row)"),
+                       nl=False)
+        else:
+            _print_table(df, fmt)
+    from mobiperf.text_table import group_notes
+
+    for note in group_notes(run.read_meta().get("analysis", {}).get("skipped", {})):
+        click.echo(f"note: {note}", err=True)
 
 
 @cli.command("report", epilog=_examples("mobiperf report runs/x", "mobiperf report runs/x -o /tmp/x.html"))

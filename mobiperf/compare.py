@@ -1,4 +1,7 @@
-"""Before/after comparison of runs: BASE against one or more NEW runs, metric by metric, every repetition kept.
+"""Before/after comparison of runs: BASE against one or more NEW runs, every repetition kept.
+
+One primary metric decides and guards can veto (mobiperf.verdict); every other metric is context, compared and
+shown, never gating. mobiperf.compare_format writes the result as text, JSON or CSV.
 
 A side is a run directory (its repetitions are the sample) or a directory of run directories (a group: the
 repetitions of all its runs are pooled). Each metric of run.json becomes one sample per side (one value per
@@ -13,20 +16,17 @@ listed as such. Failed repetitions are left out with a warning; a failed or inco
 
 from __future__ import annotations
 
-import csv
 import fnmatch
-import io
-import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from mobiperf import stats
+from mobiperf import stats, verdict
 from mobiperf.errors import UsageError
-from mobiperf.metrics import format_quantity, metric_key
-from mobiperf.units import format_size
+from mobiperf.exit_status import describe_exit_status
+from mobiperf.metrics import metric_key
 from mobiperf.runstore import RunDir
+from mobiperf.units import format_size
 
 WORKLOAD_TIME = "run.workload_time"
 REGRESSION_EXIT_CODE = 3
@@ -61,6 +61,9 @@ class RunGroup:
         return ", ".join(sorted({str(m.get("stack")) for m in self.metas}))
 
 
+PRIMARY, GUARD, CONTEXT = "primary", "guard", "context"
+
+
 @dataclass
 class MetricRow:
     key: str
@@ -68,6 +71,13 @@ class MetricRow:
     labels: dict
     unit: str
     result: stats.Comparison
+    role: str = CONTEXT
+    base_values: list[float] = field(default_factory=list)
+    new_values: list[float] = field(default_factory=list)
+
+    @property
+    def layer(self) -> str:
+        return verdict.metric_layer(self.name)
 
 
 @dataclass
@@ -83,10 +93,12 @@ class Setting:
 @dataclass
 class PairResult:
     new: RunGroup
-    rows: list[MetricRow]
+    rows: list[MetricRow]               # the primary first, then the guards, then context
     settings: list[Setting]
     only_in_base: list[str]
     only_in_new: list[str]
+    verdict: verdict.Verdict | None = None   # None: no primary metric in both BASE and NEW
+    same_runs: list[str] = field(default_factory=list)  # run directories on both sides
 
     @property
     def incomparable(self) -> list[Setting]:
@@ -94,8 +106,25 @@ class PairResult:
         return [s for s in self.settings if s.kind in ("workload", "target")]
 
     @property
+    def primary(self) -> MetricRow | None:
+        return next((r for r in self.rows if r.role == PRIMARY), None)
+
+    @property
+    def guards(self) -> list[MetricRow]:
+        return [r for r in self.rows if r.role == GUARD]
+
+    @property
+    def context(self) -> list[MetricRow]:
+        return [r for r in self.rows if r.role == CONTEXT]
+
+    @property
     def regressions(self) -> list[MetricRow]:
-        return [r for r in self.rows if r.result.verdict == stats.REGRESSION]
+        """The rows that fail the gate: the primary when it regressed, and every failed guard."""
+        if self.verdict is None:
+            return []
+        failed = {g.key for g in self.verdict.guards if g.failed}
+        return [r for r in self.rows if (r.role == PRIMARY and self.verdict.direction == verdict.REGRESSION)
+                or (r.role == GUARD and r.key in failed)]
 
 
 @dataclass
@@ -104,7 +133,9 @@ class CompareOptions:
     min_effect: float = 0.05
     method: str = "mwu"
     max_dispersion: float = 0.25
-    metric_patterns: tuple[str, ...] = ()
+    metric_patterns: tuple[str, ...] = ()     # which context metrics to show (fnmatch); all when empty
+    primary: str | None = None                # None: verdict.default_primary
+    guards: tuple[verdict.Guard, ...] = ()
 
 
 @dataclass
@@ -115,18 +146,59 @@ class CompareResult:
 
     @property
     def has_regression(self) -> bool:
-        return any(p.regressions for p in self.pairs)
+        """Whether the gate fails: a primary regressed or a guard failed, in any pair."""
+        return any(p.verdict is not None and p.verdict.gate_failed for p in self.pairs)
+
+    @property
+    def warning_items(self) -> list[tuple[str, list[str]]]:
+        """What makes the answer doubtful, most serious first, said at the top of every output: (headline,
+        details)."""
+        out: list[tuple[str, list[str]]] = []
+        for p in self.pairs:
+            if p.same_runs:
+                out.append((f"BASE and NEW {p.new.label} are THE SAME RUN ({', '.join(p.same_runs)}): a run "
+                            "compared with itself can only show no change", []))
+            if p.incomparable:
+                out.append((f"BASE and NEW {p.new.label} ran DIFFERENT WORKLOADS OR TARGETS; differences may come "
+                            "from that, not from the change under study:",
+                            [f"{s.name}: {s.base} -> {s.new}" for s in p.incomparable]))
+            if p.verdict is None:
+                out.append((f"NEW {p.new.label}: no primary metric in both BASE and NEW (looked for "
+                            f"{', '.join(verdict.PRIMARY_CANDIDATES)}); no verdict, give --primary METRIC", []))
+        out += [(f"BASE {self.base.label}: {w}", []) for w in self.base.warnings]
+        for p in self.pairs:
+            out += [(f"NEW {p.new.label}: {w}", []) for w in p.new.warnings]
+        return out
 
     @property
     def warnings(self) -> list[str]:
-        out = [f"BASE {self.base.label}: {w}" for w in self.base.warnings]
+        return [head + (" " + "; ".join(details) if details else "") for head, details in self.warning_items]
+
+    @property
+    def notes(self) -> list[str]:
+        """Facts about the statistics, each said once, at the top: sample sizes that cannot reach alpha."""
+        out = []
         for p in self.pairs:
-            out += [f"NEW {p.new.label}: {w}" for w in p.new.warnings]
-            if p.incomparable:
-                out.append(f"BASE and NEW {p.new.label} ran DIFFERENT WORKLOADS OR TARGETS; differences may come "
-                           "from that, not from the change under study: "
-                           + "; ".join(f"{s.name}: {s.base} -> {s.new}" for s in p.incomparable))
-        return out
+            row = p.primary or (p.rows[0] if p.rows else None)
+            if row is None or row.result.floor_reached:
+                continue
+            n_a, n_b = row.result.n_base, row.result.n_new
+            if n_a < 2 or n_b < 2:
+                out.append(f"with n={n_a} vs {n_b} repetitions no test is possible; use -n 5 or more (or -n auto)")
+            elif self.options.method == "mwu":
+                out.append(stats.cannot_be_significant(n_a, n_b, self.options.alpha))
+            else:
+                out.append(f"with n={n_a} vs {n_b} the bootstrap cannot decide: it needs {stats.MIN_BOOTSTRAP_N} "
+                           "repetitions per side")
+        return list(dict.fromkeys(n for n in out if n))
+
+    @property
+    def context_note(self) -> str:
+        """What context rows are, said once, below them."""
+        n = max((len(p.context) for p in self.pairs), default=0)
+        return (f"context metrics never gate and are not corrected for multiple comparisons: at alpha "
+                f"{self.options.alpha:g}, about {self.options.alpha * n:.2g} of {n} can differ by chance alone"
+                if n else "")
 
 
 # --- loading ---
@@ -164,8 +236,8 @@ def _add_run_samples(group: RunGroup, run: RunDir, meta: dict) -> None:
     usable = []
     for rec in reps:
         if rec.get("exit_code", 0) != 0:
-            group.warnings.append(f"run {name}: repetition {rec.get('index')} failed (exit status "
-                                  f"{rec.get('exit_code')}) and is left out")
+            group.warnings.append(f"run {name}: repetition {rec.get('index')} failed "
+                                  f"({describe_exit_status(rec.get('exit_code'))}) and is left out")
         else:
             usable.append(rec)
     if reps and not usable:
@@ -238,160 +310,71 @@ def differing_settings(base: dict, new: dict) -> list[Setting]:
         out.append(Setting("target", "partition size", sb["image size"] or "?", sn["image size"] or "?"))
     for k, a, b in (("stack", base.get("stack"), new.get("stack")),
                     ("scheduler", base.get("scheduler"), new.get("scheduler")),
-                    ("mount options", sb["mount options"], sn["mount options"])):
+                    ("mount options", sb["mount options"], sn["mount options"]),
+                    # the phone models around the stack (mobiperf run --device/--dirty-limit/--cpu/--fuse-wakeup)
+                    ("device profile", base.get("device"), new.get("device")),
+                    ("dirty limit", base.get("dirty_limit"), new.get("dirty_limit")),
+                    ("CPU share", _host_none(base.get("cpu_share")), _host_none(new.get("cpu_share"))),
+                    ("FUSE wake-up ns", base.get("fuse_wakeup_ns") or None, new.get("fuse_wakeup_ns") or None)):
         if (a or None) != (b or None):
             out.append(Setting("stack", k, str(a or "default"), str(b or "default")))
     return out
 
 
+def _host_none(value: Any) -> Any:
+    return None if value in (None, "", "host") else value
+
+
 # --- comparing ---
 
 def compare_groups(base: RunGroup, news: Sequence[RunGroup], options: CompareOptions | None = None) -> CompareResult:
+    """Compare BASE with every NEW: the primary metric, the guards, then the context metrics."""
     options = options or CompareOptions()
     pairs = []
     for new in news:
-        keys = sorted(set(base.samples) & set(new.samples))
+        common = set(base.samples) & set(new.samples)
+        primary = (verdict.resolve_metric(options.primary, common, base.names, "--primary") if options.primary
+                   else verdict.default_primary(common))
+        if primary and stats.metric_direction(base.names[primary][0]) == stats.NEUTRAL:
+            raise UsageError(f"--primary {primary}: this metric has no better direction (higher or lower), so it "
+                             "cannot decide; pick a throughput, a latency or a time")
+        guard_keys = {g: verdict.resolve_metric(g.metric, common, base.names, "--guard") for g in options.guards}
+        context = sorted(common - {primary, *guard_keys.values()})
         if options.metric_patterns:
-            keys = [k for k in keys if any(fnmatch.fnmatchcase(k, p) or fnmatch.fnmatchcase(base.names[k][0], p)
-                                           for p in options.metric_patterns)]
-        rows = []
-        for key in keys:
-            name, labels = base.names[key]
-            result = stats.compare_samples(
-                base.samples[key], new.samples[key], direction=stats.metric_direction(name), alpha=options.alpha,
-                min_effect=options.min_effect, method=options.method, max_dispersion=options.max_dispersion)
-            rows.append(MetricRow(key, name, labels, base.units.get(key, ""), result))
-        settings = differing_settings(base.metas[0], new.metas[0])
-        pairs.append(PairResult(new, rows, settings, sorted(set(base.samples) - set(new.samples)),
-                                sorted(set(new.samples) - set(base.samples))))
-    if options.metric_patterns and not any(p.rows for p in pairs):
+            context = [k for k in context if any(fnmatch.fnmatchcase(k, p) or fnmatch.fnmatchcase(base.names[k][0], p)
+                                                 for p in options.metric_patterns)]
+        roles = ([(primary, PRIMARY)] if primary else []) + [(k, GUARD) for k in guard_keys.values()] + [
+            (k, CONTEXT) for k in context]
+        rows = [_compare_metric(base, new, key, role, options) for key, role in roles]
+        pair = PairResult(new, rows, differing_settings(base.metas[0], new.metas[0]),
+                          sorted(set(base.samples) - set(new.samples)), sorted(set(new.samples) - set(base.samples)),
+                          same_runs=_same_runs(base, new))
+        if primary:
+            by_key = {r.key: r for r in rows}
+            checks = [verdict.GuardCheck(g, k, options.min_effect if g.max_regression is None else g.max_regression,
+                                         by_key[k].result) for g, k in guard_keys.items()]
+            pair.verdict = verdict.Verdict(primary, by_key[primary].result, by_key[primary].unit, options.alpha,
+                                           options.min_effect, checks, options.method)
+        pairs.append(pair)
+    if options.metric_patterns and not any(p.context for p in pairs):
         raise UsageError(f"no metric matches {', '.join(options.metric_patterns)} in both BASE and NEW "
                          "(see `mobiperf show RUN` for the metric names)")
     return CompareResult(base, pairs, options)
 
 
-# --- formatting ---
-
-def verdict_label(c: stats.Comparison) -> str:
-    return c.verdict.upper() if c.verdict in (stats.REGRESSION, stats.IMPROVEMENT) else c.verdict
-
-
-def _describe_group(tag: str, g: RunGroup) -> str:
-    status = g.status if g.status == "complete" else g.status.upper()
-    runs = f"{len(g.runs)} runs, " if len(g.runs) > 1 else ""
-    return f"{tag:<5} {g.label}  ({runs}{g.repetitions} repetitions, stack {g.stack}, {status})"
+def _compare_metric(base: RunGroup, new: RunGroup, key: str, role: str, options: CompareOptions) -> MetricRow:
+    name, labels = base.names[key]
+    result = stats.compare_samples(
+        base.samples[key], new.samples[key], direction=stats.metric_direction(name), alpha=options.alpha,
+        min_effect=options.min_effect, method=options.method, max_dispersion=options.max_dispersion)
+    return MetricRow(key, name, labels, base.units.get(key, ""), result, role, list(base.samples[key]),
+                     list(new.samples[key]))
 
 
-def method_description(options: CompareOptions) -> str:
-    test = ("Mann-Whitney U, two-sided" if options.method == "mwu"
-            else f"bootstrap {100 * (1 - options.alpha):.0f}% CI of the ratio of medians")
-    return (f"test: {test}; alpha {options.alpha:g}; minimum effect {100 * options.min_effect:g}%; "
-            f"dispersion warning above robust CV {100 * options.max_dispersion:g}%")
-
-
-def format_text(result: CompareResult) -> str:
-    out = [_describe_group("BASE", result.base)]
-    out += [_describe_group("NEW", p.new) for p in result.pairs]
-    out.append(method_description(result.options))
-    for w in [f"BASE {result.base.label}: {w}" for w in result.base.warnings]:
-        out.append(f"WARNING: {w}")
-    for p in result.pairs:
-        out += [f"WARNING: NEW {p.new.label}: {w}" for w in p.new.warnings]
-        if p.incomparable:
-            out.append(f"!! WARNING: BASE and NEW {p.new.label} ran DIFFERENT WORKLOADS OR TARGETS; differences "
-                       "may come from that, not from the change under study:")
-            out += [f"!!   {s.name}: {s.base} -> {s.new}" for s in p.incomparable]
-    for p in result.pairs:
-        out.append("")
-        out.append(f"== {result.base.label} -> {p.new.label}")
-        for s in p.settings:
-            if s.kind == "stack":
-                out.append(f"   changed under study: {s.name}: {s.base} -> {s.new}")
-        header = ("metric", "base", "new", "change", "p", "verdict")
-        table = [header]
-        notes: dict[str, list[str]] = {}
-        for r in p.rows:
-            c = r.result
-            change = "-" if math.isnan(c.change) else f"{100 * c.change:+.1f}%"
-            pval = "-" if math.isnan(c.p_value) else f"{c.p_value:.3g}"
-            verdict = verdict_label(c)
-            if c.direction != stats.NEUTRAL and c.verdict in (stats.REGRESSION, stats.IMPROVEMENT):
-                verdict += f" ({c.direction} is better)"
-            if c.verdict == stats.NOT_SIGNIFICANT and "minimum effect" in c.reason:
-                verdict += " (below minimum effect)"
-            table.append((r.key, f"{format_quantity(c.base_median, r.unit)} (n={c.n_base})",
-                          f"{format_quantity(c.new_median, r.unit)} (n={c.n_new})", change, pval, verdict))
-            for w in c.warnings:
-                notes.setdefault(w, []).append(r.key)
-        widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-        for row in table:
-            out.append("  ".join(cell.ljust(widths[i]) if i in (0, 5) else cell.rjust(widths[i])
-                                 for i, cell in enumerate(row)).rstrip())
-        if notes:
-            out.append("notes:")
-            for w, keys in notes.items():
-                which = "every metric" if len(keys) == len(p.rows) > 1 else ", ".join(keys)
-                out.append(f"   {w}: {which}")
-        for side, keys in (("BASE", p.only_in_base), ("NEW", p.only_in_new)):
-            if keys:
-                out.append(f"   {len(keys)} metric(s) only in {side}, not compared: {', '.join(keys[:6])}"
-                           + (" ..." if len(keys) > 6 else ""))
-        out.append("summary: " + summary_line(p))
-    return "\n".join(out) + "\n"
-
-
-def summary_line(p: PairResult) -> str:
-    plural = {stats.REGRESSION: "regressions", stats.IMPROVEMENT: "improvements"}
-    parts = []
-    for v in (stats.REGRESSION, stats.IMPROVEMENT, stats.CHANGED, stats.NOT_SIGNIFICANT, stats.UNDECIDED):
-        n = sum(r.result.verdict == v for r in p.rows)
-        parts.append(f"{n} {plural.get(v, v) if n != 1 else v}")
-    return ", ".join(parts)
-
-
-def to_json(result: CompareResult) -> dict:
-    def group(g: RunGroup) -> dict:
-        return {"label": g.label, "runs": [str(r.path) for r in g.runs], "repetitions": g.repetitions,
-                "status": g.status, "stack": g.stack}
-
-    return {
-        "base": group(result.base),
-        "options": result.options.__dict__ | {"metric_patterns": list(result.options.metric_patterns)},
-        "warnings": result.warnings,
-        "comparisons": [{
-            "new": group(p.new),
-            "settings": [s.__dict__ for s in p.settings],
-            "metrics": [{"metric": r.key, "name": r.name, "labels": r.labels, "unit": r.unit, **r.result.as_dict()}
-                        for r in p.rows],
-            "only_in_base": p.only_in_base, "only_in_new": p.only_in_new,
-        } for p in result.pairs],
-        "has_regression": result.has_regression,
-    }
-
-
-CSV_COLUMNS = ("new", "metric", "unit", "base_median", "new_median", "n_base", "n_new", "ratio", "change",
-               "p_value", "ci_low", "ci_high", "direction", "verdict", "reason", "warnings")
-
-
-def to_csv(result: CompareResult) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(CSV_COLUMNS)
-    for p in result.pairs:
-        for r in p.rows:
-            d = r.result.as_dict()
-            w.writerow([p.new.label, r.key, r.unit] + [_csv_num(d[c]) for c in CSV_COLUMNS[3:12]]
-                       + [d["direction"], d["verdict"], d["reason"], " | ".join(d["warnings"])])
-    return buf.getvalue()
-
-
-def _csv_num(v: Any) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        return f"{v:.10g}"
-    return str(v)
-
-
-def dump_json(result: CompareResult) -> str:
-    return json.dumps(to_json(result), indent=2, default=str) + "\n"
+def _same_runs(base: RunGroup, new: RunGroup) -> list[str]:
+    """Run directories (by resolved path or by run id and creation time) that are on both sides."""
+    def identity(run: RunDir, meta: dict) -> set:
+        return {("path", str(run.path.resolve())), ("id", meta.get("id"), meta.get("created"), meta.get("host"))}
+    base_ids = {i: r for r, m in zip(base.runs, base.metas) for i in identity(r, m)}
+    return sorted({str(base_ids[i].path) for r, m in zip(new.runs, new.metas) for i in identity(r, m)
+                   if i in base_ids})

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -53,6 +54,7 @@ class RunRequest:
     event_sets: tuple[str, ...] | None = None  # whole ftrace event sets; None: the stack's light events
     report: bool = True             # sweeps skip the per-run HTML page: they draw one matrix for all runs
     scope: str = "workload"         # whose IO the figures count (analyzers/scope.py): workload or all
+    auto: Any = None                # -n auto: an auto_repeat.AutoRepeat that stops the loop (repeat is ignored)
 
 
 def default_run_path(request: RunRequest) -> Path:
@@ -70,18 +72,24 @@ def run(transport: Transport, caps: Capabilities, request: RunRequest, out: Path
         "scheduler": request.scheduler, "device": request.device, "dirty_limit": request.dirty_limit,
         "cpu_share": request.cpu_share, "fuse_wakeup_ns": request.fuse_wakeup_ns, "scope": request.scope,
         "command": request.command,
+        "sources": request.sources, "event_sets": request.event_sets,  # to add repetitions later (compare --until)
         "repetitions": [], "warnings": [],
     })
     timings = {}
     started = time.time()
-    with stage("collect", total=request.repeat) as advance:
-        for rep in range(request.repeat):
+    auto = request.auto
+    with stage("collect", total=auto.limit if auto else request.repeat) as advance:
+        for rep in range(auto.limit if auto else request.repeat):
             advance(0, description=f"collect rep {rep}")
             record = collect_repetition(transport, caps, request, rundir, rep)
             meta = rundir.read_meta()
             meta["repetitions"].append(record)
             rundir.write_meta(meta)
             advance()
+            if auto is not None and auto.after_repetition(rundir, record):
+                break
+    if auto is not None:
+        rundir.update_meta(auto_repeat=auto.as_dict())
     timings["collect_s"] = round(time.time() - started, 3)
     with stage("parse and analyze"):
         t0 = time.time()

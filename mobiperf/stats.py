@@ -4,23 +4,31 @@ Every repetition is kept; a comparison looks at two samples (one value per repet
 
 - the medians of each side and their ratio NEW/BASE (medians, because one slow repetition must not move the
   headline figure);
-- a significance test: the two-sided Mann-Whitney U test (rank based, no normality assumption; exact p-values
-  for small samples without ties), or a percentile bootstrap confidence interval of the ratio of medians
-  (significant when it excludes 1);
+- a significance test, two-sided, computed exactly: the Mann-Whitney U test (rank based, no normality
+  assumption; scipy's exact distribution when no value is tied), or with ties the permutation test of the same
+  U statistic over every way to split the pooled values (scipy.stats.permutation_test, exact enumeration up to
+  20,000 splits, e.g. 8 vs 8; above that 20,000 seeded random splits, said so: the p-value's standard error is
+  then at most 0.0016 near 0.05). Both give the same p-value
+  when there is no tie. No normal approximation is used where it could claim what the exact test cannot;
+- or (`method="bootstrap"`) a percentile bootstrap confidence interval of the ratio of medians (scipy.stats.
+  bootstrap, each side resampled on its own; significant when the interval excludes 1);
 - a minimum effect: a change smaller than it is "not significant" whatever the p-value says, because a 0.5 %
   change measured on a shared phone is not a finding;
 - a direction per metric (lower is better for latencies and elapsed times, higher for throughput) to call a
   significant change an improvement or a regression; metrics without a direction are only "changed".
 
-Warnings say when the answer cannot be trusted: too few repetitions for the test to ever reach `alpha`
-(with 3 vs 3 repetitions the smallest possible two-sided Mann-Whitney p-value is 0.1), or repetitions so
-dispersed (robust coefficient of variation, 1.4826 * MAD / median) that the minimum effect drowns in noise.
+What cannot be trusted is said, once, with the reason: with 3 vs 3 repetitions the smallest possible two-sided
+Mann-Whitney p-value is 2/C(6,3) = 0.1, so no change can be significant at alpha 0.05 (`smallest_mwu_p`); a
+bootstrap interval that collapses to a point says why (every repetition gave the same value); a bootstrap of a
+median from fewer than 5 values is coarse and is not used to decide; repetitions so dispersed (robust coefficient
+of variation, 1.4826 * MAD / median) that the minimum effect drowns in noise are flagged.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -46,6 +54,11 @@ METHODS = ("mwu", "bootstrap")
 IMPROVEMENT, REGRESSION, CHANGED = "improvement", "regression", "changed"
 NOT_SIGNIFICANT, UNDECIDED = "not significant", "undecided"
 
+MAX_EXACT_SPLITS = 20_000       # C(16, 8) = 12,870: every split of 8 vs 8 is enumerated (~0.1 s)
+MONTE_CARLO_SPLITS = 20_000
+MIN_BOOTSTRAP_N = 5             # below this, a resampled median takes so few values that the CI undercovers
+BOOTSTRAP_RESAMPLES = 9_999
+
 
 def metric_direction(name: str, rules: Sequence[tuple[str, str]] = DIRECTION_RULES) -> str:
     """`lower`, `higher` or `none`: which way is better for the metric `name`."""
@@ -69,35 +82,140 @@ def robust_cv(values: Sequence[float]) -> float:
 
 
 def smallest_mwu_p(n_base: int, n_new: int) -> float:
-    """The smallest two-sided p-value the exact Mann-Whitney U test can give for these sample sizes."""
+    """The smallest two-sided p-value the exact Mann-Whitney U test can give for these sample sizes (complete
+    separation, no ties: 2 / C(n_base + n_new, n_base)); ties only make it larger."""
     if n_base < 1 or n_new < 1:
         return 1.0
     return min(1.0, 2.0 / math.comb(n_base + n_new, n_base))
 
 
-def mann_whitney_p(base: Sequence[float], new: Sequence[float]) -> float:
-    """Two-sided Mann-Whitney U p-value; 1.0 when every value is equal (no evidence of a shift)."""
+def cannot_be_significant(n_base: int, n_new: int, alpha: float) -> str | None:
+    """The sentence saying that no difference can be significant with these sample sizes, or None."""
+    floor = smallest_mwu_p(n_base, n_new)
+    if floor < alpha:
+        return None
+    return (f"with n={n_base} vs {n_new} no change can be significant at alpha={alpha:g}: the smallest possible "
+            f"two-sided Mann-Whitney p-value is {floor:.3g}; use -n 5 or more (or -n auto)")
+
+
+def _rank_sum(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+    """The rank sum of the first sample, given the pooled mid-ranks: U plus a constant, so the same test."""
+    return np.sum(x, axis=axis)
+
+
+@dataclass(frozen=True)
+class TestResult:
+    p_value: float
+    method: str      # how the p-value was computed, for the reader
+
+
+def mann_whitney(base: Sequence[float], new: Sequence[float], *, seed: int = 0) -> TestResult:
+    """Two-sided Mann-Whitney U test, exact (see the module docstring); p 1.0 when every value is equal."""
     a, b = np.asarray(base, dtype=float), np.asarray(new, dtype=float)
-    if np.all(np.concatenate([a, b]) == a[0]):
-        return 1.0
-    return float(scipy_stats.mannwhitneyu(a, b, alternative="two-sided", method="auto").pvalue)
+    pooled = np.concatenate([a, b])
+    if np.all(pooled == pooled[0]):
+        return TestResult(1.0, "every value equal")
+    if len(np.unique(pooled)) == len(pooled):
+        p = scipy_stats.mannwhitneyu(a, b, alternative="two-sided", method="exact").pvalue
+        return TestResult(float(p), "exact Mann-Whitney U")
+    splits = math.comb(len(pooled), len(a))
+    exact = splits <= MAX_EXACT_SPLITS
+    # Splitting the pooled mid-ranks is splitting the values: rank once, then each split is only a sum.
+    ranks = scipy_stats.rankdata(pooled)
+    res = scipy_stats.permutation_test(
+        (ranks[:len(a)], ranks[len(a):]), _rank_sum, permutation_type="independent", vectorized=True,
+        alternative="two-sided",
+        n_resamples=np.inf if exact else MONTE_CARLO_SPLITS, rng=np.random.default_rng(seed))
+    method = ("exact permutation test of U (ties)" if exact
+              else f"permutation test of U, {MONTE_CARLO_SPLITS:,} random splits (ties)")
+    return TestResult(float(min(1.0, res.pvalue)), method)
+
+
+def mann_whitney_p(base: Sequence[float], new: Sequence[float]) -> float:
+    return mann_whitney(base, new).p_value
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A confidence interval; `note` says why it is a point, absent (nan) or not to be relied on."""
+
+    low: float
+    high: float
+    confidence: float
+    note: str = ""
+
+    @property
+    def usable(self) -> bool:
+        return not (math.isnan(self.low) or math.isnan(self.high) or math.isinf(self.low)
+                    or math.isinf(self.high))
+
+    def excludes(self, value: float) -> bool:
+        return self.usable and (self.low > value or self.high < value)
+
+    def relative_width(self, centre: float) -> float:
+        """(high - low) / |centre|: inf when the interval is absent or unbounded."""
+        if not self.usable or centre == 0:
+            return math.inf
+        return (self.high - self.low) / abs(centre)
+
+
+def _ratio_of_medians(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.median(y, axis=axis) / np.median(x, axis=axis)
+
+
+def ratio_ci(base: Sequence[float], new: Sequence[float], *, confidence: float = 0.95,
+             n_resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> Interval:
+    """Percentile bootstrap confidence interval of median(new) / median(base), each side resampled on its own
+    (scipy.stats.bootstrap); seeded, so the same samples always give the same interval."""
+    a, b = np.asarray(base, dtype=float), np.asarray(new, dtype=float)
+    if len(a) < 2 or len(b) < 2:
+        return Interval(math.nan, math.nan, confidence, "no interval: a side has fewer than 2 repetitions")
+    if np.any(a == 0):
+        return Interval(math.nan, math.nan, confidence,
+                        "no interval: a BASE repetition is 0, so a resampled BASE median can be 0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # scipy warns on a degenerate bootstrap distribution; we say why below
+        res = scipy_stats.bootstrap((a, b), _ratio_of_medians, paired=False, vectorized=True,
+                                    confidence_level=confidence, n_resamples=n_resamples, method="percentile",
+                                    rng=np.random.default_rng(seed))
+    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    note = ""
+    constant = [side for side, v in (("BASE", a), ("NEW", b)) if np.all(v == v[0])]
+    if lo == hi:
+        note = ("a point: every repetition gave the same value on both sides, there is no spread to resample"
+                if len(constant) == 2 else "a point: the resampled medians never moved")
+    elif constant:
+        note = f"{' and '.join(constant)} gave the same value in every repetition: only the other side varies"
+    if min(len(a), len(b)) < MIN_BOOTSTRAP_N:
+        note = (note + "; " if note else "") + (
+            f"coarse: a bootstrap median of {min(len(a), len(b))} values takes at most that many values, the "
+            f"interval covers less than {100 * confidence:g}% (not used to decide)")
+    return Interval(lo, hi, confidence, note)
+
+
+def median_ci(values: Sequence[float], *, confidence: float = 0.95) -> Interval:
+    """Distribution-free confidence interval of the median from order statistics (scipy.stats.quantile_test,
+    exact binomial coverage). Too few values for the confidence give (nan, nan) and say how many are needed."""
+    a = np.asarray(values, dtype=float)
+    if len(a) == 0:
+        return Interval(math.nan, math.nan, confidence, "no values")
+    ci = scipy_stats.quantile_test(a, q=float(np.median(a)), p=0.5).confidence_interval(confidence)
+    lo, hi = float(ci.low), float(ci.high)
+    if math.isnan(lo) or math.isnan(hi):
+        need = next(n for n in range(1, 10_000) if 1 - 2 * 0.5 ** n >= confidence)
+        return Interval(math.nan, math.nan, confidence,
+                        f"{len(a)} values cannot bound a median at {100 * confidence:.4g}% confidence "
+                        f"(needs at least {need})")
+    note = "a point: the middle repetitions gave the same value" if lo == hi else ""
+    return Interval(lo, hi, confidence, note)
 
 
 def bootstrap_ratio_ci(base: Sequence[float], new: Sequence[float], *, confidence: float = 0.95,
-                       n_boot: int = 4000, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap confidence interval of median(new) / median(base), resampling each side
-    independently. Seeded, so the same samples always give the same interval. (nan, nan) when a resampled
-    base median can be 0."""
-    a, b = np.asarray(base, dtype=float), np.asarray(new, dtype=float)
-    rng = np.random.default_rng(seed)
-    med_a = np.median(a[rng.integers(0, len(a), size=(n_boot, len(a)))], axis=1)
-    med_b = np.median(b[rng.integers(0, len(b), size=(n_boot, len(b)))], axis=1)
-    if np.any(med_a == 0):
-        return math.nan, math.nan
-    ratios = med_b / med_a
-    tail = (1 - confidence) / 2
-    lo, hi = np.quantile(ratios, [tail, 1 - tail])
-    return float(lo), float(hi)
+                       n_boot: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> tuple[float, float]:
+    """(low, high) of `ratio_ci`, for callers that need only the numbers."""
+    ci = ratio_ci(base, new, confidence=confidence, n_resamples=n_boot, seed=seed)
+    return ci.low, ci.high
 
 
 @dataclass
@@ -111,12 +229,16 @@ class Comparison:
     ratio: float                 # new / base; nan when base is 0
     change: float                # ratio - 1, or nan
     direction: str
-    p_value: float               # Mann-Whitney, two-sided (nan when not computable)
+    p_value: float               # two-sided, exact (nan when not computable)
     ci_low: float                # bootstrap CI of the ratio (nan when not computed)
     ci_high: float
     verdict: str
     reason: str
     warnings: list[str] = field(default_factory=list)
+    test: str = ""               # how p_value was computed
+    ci_note: str = ""            # why the CI is a point, absent or coarse ("" when it is none of these)
+    significant: bool = False    # the test (or CI) rejects "no difference" at alpha, before the minimum effect
+    floor_reached: bool = True   # False: these sample sizes cannot reach alpha at all (see cannot_be_significant)
 
     @property
     def is_regression(self) -> bool:
@@ -139,32 +261,35 @@ def compare_samples(base: Sequence[float], new: Sequence[float], *, direction: s
         side = "BASE" if not base_v else "NEW"
         return Comparison(nan if not base_v else float(np.median(base_v)),
                           nan if not new_v else float(np.median(new_v)), len(base_v), len(new_v), nan, nan,
-                          direction, nan, nan, nan, UNDECIDED, f"no values in {side}")
+                          direction, nan, nan, nan, UNDECIDED, f"no values in {side}", floor_reached=False)
     mb, mn = float(np.median(base_v)), float(np.median(new_v))
     ratio = mn / mb if mb != 0 else (1.0 if mn == 0 else nan)
     change = ratio - 1 if not math.isnan(ratio) else nan
-    warnings: list[str] = []
+    warnings_: list[str] = []
     for side, values in (("BASE", base_v), ("NEW", new_v)):
         cv = robust_cv(values)
         if cv > max_dispersion:
-            warnings.append(f"{side} is dispersed (robust CV {_pct(cv)} > {_pct(max_dispersion)})")
+            warnings_.append(f"{side} is dispersed (robust CV {_pct(cv)} > {_pct(max_dispersion)})")
     if len(base_v) < 2 or len(new_v) < 2:
-        warnings.append(f"too few repetitions ({len(base_v)} vs {len(new_v)}): no test possible; use -n 5 or more")
+        warnings_.append(f"too few repetitions ({len(base_v)} vs {len(new_v)}): no test possible; use -n 5 or "
+                         "more")
         return Comparison(mb, mn, len(base_v), len(new_v), ratio, change, direction, nan, nan, nan, UNDECIDED,
-                          "too few repetitions", warnings)
-    floor = smallest_mwu_p(len(base_v), len(new_v))
-    if method == "mwu" and floor >= alpha:
-        warnings.append(f"too few repetitions ({len(base_v)} vs {len(new_v)}): the smallest possible p-value is "
-                        f"{floor:.3g} >= alpha {alpha:g}, so no change can be significant; use -n 5 or more")
-    p = mann_whitney_p(base_v, new_v)
-    lo, hi = bootstrap_ratio_ci(base_v, new_v, confidence=1 - alpha, seed=bootstrap_seed)
+                          "too few repetitions", warnings_, floor_reached=False)
+    test = mann_whitney(base_v, new_v, seed=bootstrap_seed)
+    ci = ratio_ci(base_v, new_v, confidence=1 - alpha, seed=bootstrap_seed)
     if method == "mwu":
-        significant, evidence = p < alpha, f"p={p:.3g}"
+        floor_reached = smallest_mwu_p(len(base_v), len(new_v)) < alpha
+        significant, evidence = test.p_value < alpha, f"p={test.p_value:.3g}"
     else:
-        significant = not math.isnan(lo) and (lo > 1 or hi < 1)
-        evidence = f"{_pct(1 - alpha)} CI of ratio [{lo:.3f}, {hi:.3f}]"
+        floor_reached = min(len(base_v), len(new_v)) >= MIN_BOOTSTRAP_N
+        significant = floor_reached and ci.excludes(1.0)
+        evidence = f"{_pct(1 - alpha)} CI of ratio [{ci.low:.3g}, {ci.high:.3g}]"
     if math.isnan(change):
         verdict, reason = UNDECIDED, "BASE median is 0: no ratio"
+    elif not floor_reached:
+        verdict, reason = NOT_SIGNIFICANT, (
+            f"n={len(base_v)} vs {len(new_v)} cannot reach alpha {alpha:g}" if method == "mwu" else
+            f"n={len(base_v)} vs {len(new_v)}: a bootstrap needs {MIN_BOOTSTRAP_N} repetitions per side")
     elif not significant:
         verdict, reason = NOT_SIGNIFICANT, f"{evidence} (alpha {alpha:g})"
     elif abs(change) < min_effect:
@@ -175,8 +300,9 @@ def compare_samples(base: Sequence[float], new: Sequence[float], *, direction: s
         worse = change > 0 if direction == LOWER else change < 0
         verdict = REGRESSION if worse else IMPROVEMENT
         reason = f"{evidence}; {direction} is better"
-    return Comparison(mb, mn, len(base_v), len(new_v), ratio, change, direction, p, lo, hi, verdict, reason,
-                      warnings)
+    return Comparison(mb, mn, len(base_v), len(new_v), ratio, change, direction, test.p_value, ci.low, ci.high,
+                      verdict, reason, warnings_, test=test.method, ci_note=ci.note, significant=significant,
+                      floor_reached=floor_reached)
 
 
 def _pct(x: float) -> str:

@@ -77,7 +77,7 @@ class Study:
     description: str
     cells: Callable[[Config], list[tuple[str, dict[str, str]]]]
     analyse: Callable[["Results", Config], tuple[list[Section], list[Check]]]
-    metric: str = "e2e.throughput"
+    metric: str = "run.throughput"
     default_device: Callable[[Config], str | None] = lambda config: None
     default_phone: Callable[[Config], str | None] = lambda config: None
     repeat: Callable[[Config], int] = lambda config: 2 if config.quick else 3

@@ -169,7 +169,7 @@ def _sweep_sections(page: _Page, data: dict, metric: str) -> None:
 
 
 def write_matrix_page(data: dict, path: Path, *, metric: str | None = None) -> Path:
-    metric = metric or data.get("metric") or "e2e.throughput"
+    metric = metric or data.get("metric") or "run.throughput"
     page = _Page(f"mobiperf sweep {data.get('name', '')}: {metric}")
     _sweep_sections(page, data, metric)
     return page.write(path)
@@ -210,5 +210,5 @@ def write_study_page(study_result: dict, data: dict, path: Path) -> Path:
                                html.escape(r.get("note", ""))])
         page.raw(_table(["configuration", "ours (median)", "95% CI", "n", "paper", "note"], table_rows))
     page.h("All cells")
-    _sweep_sections(page, data, data.get("metric") or "e2e.throughput")
+    _sweep_sections(page, data, data.get("metric") or "run.throughput")
     return page.write(path)

@@ -34,6 +34,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -42,12 +43,22 @@ from typing import Any, Callable, Iterable
 
 from mobiperf.cpu_share import remove_stale_cgroups
 from mobiperf.errors import UsageError
+from mobiperf.exit_status import describe_exit_status
 from mobiperf.units import parse_duration_ns, parse_size
 
 FORMAT_NAME = "mobiperf-sweep"
 FORMAT_VERSION = 1
 MANIFEST = "sweep.json"
-DEFAULT_METRIC = "e2e.throughput"
+DEFAULT_METRIC = "run.throughput"
+# One vocabulary with `mobiperf run`/`compare`: workload.* is what the workload reports itself, run.* what mobiperf
+# measured around it. Sweeps written before the rename are read with these names (and units) translated.
+LEGACY_METRICS = {"e2e.throughput": ("run.throughput", 1.0), "e2e.tps": ("run.tps", 1.0),
+                  "run.elapsed": ("run.workload_time", 1e9)}
+
+
+def canonical_metric(name: str) -> str:
+    """A metric name in today's vocabulary (e2e.throughput -> run.throughput)."""
+    return LEGACY_METRICS.get(name, (name,))[0]
 CHILD_STOP_TIMEOUT_S = 90.0      # a child tearing its stack down after SIGINT (FUSE daemons flush, devmodel exits)
 
 
@@ -222,7 +233,8 @@ def describe_parameters() -> str:
     for p in PARAMETERS.values():
         values = f" ({'|'.join(p.choices)})" if p.choices else ""
         default = f" [default {DEFAULTS[p.name]}]" if p.name in DEFAULTS else ""
-        lines.append(f"  {p.name:<13}{p.help}{values}{default}")
+        lines += textwrap.wrap(f"{p.help}{values}{default}", 100, initial_indent=f"  {p.name:<13}",
+                               subsequent_indent=" " * 15, break_on_hyphens=False)
     return "\n".join(lines)
 
 
@@ -272,8 +284,8 @@ class CellPlan:
     fuse_wakeup: str = "0"
     image_size: str = "1g"
     command: list[str] = field(default_factory=list)
-    bytes_moved: int = 0          # what the file workload writes or reads, for e2e.throughput
-    transactions: int = 0         # SQLite transactions, for e2e.tps
+    bytes_moved: int = 0          # what the file workload writes or reads, for run.throughput
+    transactions: int = 0         # SQLite transactions, for run.tps
     skip: str | None = None
 
 
@@ -427,16 +439,16 @@ def unit_metrics(run_path: Path, plan: CellPlan) -> tuple[dict[str, float], list
     rep = reps[0]
     raw = run_path / "raw" / f"rep{rep['index']}"
     if rep.get("exit_code") != 0:
-        raise UnitFailed(f"the workload exited with status {rep.get('exit_code')}: "
+        raise UnitFailed(f"the workload failed ({describe_exit_status(rep.get('exit_code'))}): "
                          f"{_tail(raw / 'stderr.txt') or _tail(raw / 'stdout.txt')}")
     out: dict[str, float] = {}
     notes: list[str] = []
     elapsed_s = rep["workload_ns"] / 1e9
-    out["run.elapsed"] = elapsed_s
+    out["run.workload_time"] = float(rep["workload_ns"])   # ns, as in `mobiperf compare`
     if plan.bytes_moved and elapsed_s > 0:
-        out["e2e.throughput"] = plan.bytes_moved / elapsed_s
+        out["run.throughput"] = plan.bytes_moved / elapsed_s
     if plan.transactions and elapsed_s > 0:
-        out["e2e.tps"] = plan.transactions / elapsed_s
+        out["run.tps"] = plan.transactions / elapsed_s
     stdout = raw / "stdout.txt"
     text = stdout.read_text(errors="replace") if stdout.exists() else ""
     if "[Messurement Result]" in text or '"mobibench_version"' in text:  # Mobibench's own spelling
@@ -734,11 +746,12 @@ def _run_unit(sweep: SweepDir, data: dict, cell: dict, unit: dict, python: str) 
     unit["elapsed_s"] = round(time.time() - unit.pop("started"), 3)
     try:
         if not (run_path / "run.json").exists():
-            raise UnitFailed(f"mobiperf run exited with status {code} before creating the run: {_tail(log)}")
+            raise UnitFailed(f"mobiperf run ended ({describe_exit_status(code)}) before creating the run: "
+                             f"{_tail(log)}")
         unit["metrics"], unit["notes"] = unit_metrics(run_path, plan)
         unit["status"] = "done"
         if code != 0:
-            unit["notes"].append(f"mobiperf run exited with status {code}: {_tail(log, 300)}")
+            unit["notes"].append(f"mobiperf run ended ({describe_exit_status(code)}): {_tail(log, 300)}")
     except UnitFailed as e:
         unit.update(status="failed", error=str(e), metrics={})
     except (OSError, ValueError, KeyError) as e:
@@ -761,6 +774,25 @@ def unit_argv(plan: CellPlan, run_path: Path, timeout_s: int, python: str = sys.
     if plan.fuse_wakeup != "0":
         argv += ["--fuse-wakeup", plan.fuse_wakeup]
     return argv + ["--", *plan.command]
+
+
+def dry_run_script(cells: list[dict[str, str]], output: Path, repeat: int, timeout_s: int) -> str:
+    """What a sweep would run, as a shell script: per cell a comment with its parameters, then its `mobiperf run`
+    with every argument quoted (shlex), so that each line can be pasted into a shell; a skipped cell is a comment
+    saying why."""
+    lines = [f"# mobiperf sweep -o {shlex.quote(str(output))}: {len(cells)} cells, -n {repeat} each",
+             "# (the sweep itself runs every repetition as a run of its own, in a seeded random order)"]
+    for i, cell in enumerate(cells):
+        plan = plan_cell(cell)
+        lines.append(f"# c{i:03d}  " + " ".join(f"{k}={v}" for k, v in cell.items()))
+        if plan.skip:
+            lines.append(f"#   skipped: {plan.skip}")
+            continue
+        argv = unit_argv(plan, Path(output) / "runs" / f"c{i:03d}", timeout_s, python="mobiperf")
+        argv = ["mobiperf", *argv[3:]]          # unit_argv starts with `python -m mobiperf`
+        at = argv.index("run") + 1
+        lines.append(shlex.join([*argv[:at], "-n", str(repeat), *argv[at:]]))
+    return "\n".join(lines) + "\n"
 
 
 def _stop_child(child: subprocess.Popen) -> None:
@@ -837,7 +869,7 @@ class CellSummary:
 
     def stat(self, metric: str, *, confidence: float = 0.95, seed: int = 0) -> dict[str, float]:
         """n, median, and a percentile-bootstrap confidence interval of the median (nan below 2 values)."""
-        values = self.values.get(metric, [])
+        values = self.values.get(canonical_metric(metric), [])
         return summarize_values(values, confidence=confidence, seed=seed)
 
 
@@ -868,7 +900,8 @@ def summarize(data: dict) -> list[CellSummary]:
         for u in sorted(units, key=lambda u: u["rep"]):
             if u["status"] == "done":
                 for k, v in u["metrics"].items():
-                    values.setdefault(k, []).append(v)
+                    name, scale = LEGACY_METRICS.get(k, (k, 1.0))
+                    values.setdefault(name, []).append(v * scale)
         if cell["status"] == "skipped":
             status, reason = "skipped", cell.get("reason")
         else:
@@ -911,7 +944,7 @@ def format_matrix_text(data: dict, metric: str | None = None) -> str:
     """The matrix as a text table: one row per cell, the varying parameters, n, median and CI of `metric`."""
     from mobiperf.metrics import format_value
 
-    metric = metric or data.get("metric", DEFAULT_METRIC)
+    metric = canonical_metric(metric or data.get("metric", DEFAULT_METRIC))
     unit = metric_unit(metric)
     names = varying_params(data) or list(data["cells"][0]["params"])[:1]
     rows = [[*names, "status", "n", f"median {metric}", "95% CI"]]
@@ -932,7 +965,8 @@ def format_rows(rows: list[list[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-_UNITS = (("*throughput*", "B/s"), ("*.tps", "tx/s"), ("*.iops", "IOPS"), ("*elapsed*", "s"),
+_UNITS = (("*throughput*", "B/s"), ("*.tps", "tx/s"), ("*.iops", "IOPS"), ("run.workload_time", "ns"),
+          ("*elapsed*", "s"),
           ("latency.*", "ns"), ("*.bytes", "B"))
 
 

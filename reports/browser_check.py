@@ -58,6 +58,7 @@ class PageCheck:
     js_heap_bytes: int = 0
     screenshot: Path | None = None
     text: str = ""                 # the page's visible text
+    script_result: object = None   # what `script` returned (JSON-decoded), when one was given
 
     @property
     def undrawn(self) -> list[dict]:
@@ -102,9 +103,12 @@ class _DevTools:
 
 
 def check_page(path: Path, screenshot: Path | None = None, *, timeout: float = 60.0,
-               viewport: tuple[int, int] = LAPTOP_VIEWPORT, full_page: bool = True, tiles: int = 0) -> PageCheck:
+               viewport: tuple[int, int] = LAPTOP_VIEWPORT, full_page: bool = True, tiles: int = 0,
+               script: str | None = None) -> PageCheck:
     """Load `path` from file:// in headless Chromium and report what a reader would see. With `tiles`, also
-    write that many screen-sized screenshots from the top (`<screenshot stem>-<i>.png`), to read at full size."""
+    write that many screen-sized screenshots from the top (`<screenshot stem>-<i>.png`), to read at full size.
+    `script`, a JavaScript expression evaluated after the figures are drawn (clicks, typing), returns a
+    JSON-serialisable value into `script_result`; the screenshot is taken before it runs."""
     ok, why = chromium_available()
     if not ok:
         raise RuntimeError(why)
@@ -120,7 +124,14 @@ def check_page(path: Path, screenshot: Path | None = None, *, timeout: float = 6
         page_target = next(t for t in targets if t.get("type") == "page")
         dt = _DevTools(page_target["webSocketDebuggerUrl"], timeout)
         try:
-            return _run_check(dt, Path(path), screenshot, timeout, viewport, full_page, tiles)
+            check = _run_check(dt, Path(path), screenshot, timeout, viewport, full_page, tiles)
+            if script is not None:
+                value = dt.call("Runtime.evaluate", expression=f"JSON.stringify(({script}))", returnByValue=True,
+                                awaitPromise=True)["result"].get("value")
+                check.script_result = None if value is None else json.loads(value)
+                dt.poll_events(0.2)
+                check.console_errors = _errors(dt.events)
+            return check
         finally:
             dt.close()
     finally:

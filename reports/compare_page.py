@@ -1,9 +1,12 @@
-"""The compare page: BASE and every NEW run on one self-contained HTML page.
+"""The compare page: BASE and every NEW run on one self-contained HTML page, in the order a storage engineer asks.
 
-The verdict table per NEW run (medians, change, p-value, confidence interval, verdict), a chart of the changes,
-the runs' figures overlaid (size distributions, latency CDFs, layer breakdowns), seed 000 Table 3's shape with
-one column per run, and the settings that differ. Incomplete or failed runs and runs of different workloads are
-labelled at the top and in the navigation bar.
+1. The verdict: one sentence per NEW run on the primary metric, and every repetition of it side by side (box and
+   points), with what makes the answer doubtful above it (a run compared with itself, different workloads).
+2. The guards and whether they held.
+3. Every other metric as context, grouped by layer, in a table sortable and filterable in the page (no server),
+   and as NEW/BASE ratios with their confidence intervals on a log scale.
+4. The runs and what differs between them; the runs' figures overlaid (size distributions, latency CDFs, layer
+   breakdowns); seed 000 Table 3's shape with one column per run.
 """
 
 from __future__ import annotations
@@ -12,21 +15,20 @@ import math
 import os
 from pathlib import Path
 
-import plotly.graph_objects as go
 import polars as pl
 
 from mobiperf import stats
+from mobiperf.compare import CompareResult, MetricRow, RunGroup
+from mobiperf.compare_format import method_description, row_verdict_text, summary_line
 from mobiperf.errors import MobiperfError
-from mobiperf.compare import CompareResult, RunGroup, method_description, summary_line
 from mobiperf.metrics import format_quantity
-from mobiperf.reports import figures
-from mobiperf.reports.html import esc, figure_div, missing, page, status_label
+from mobiperf.reports import compare_figures
+from mobiperf.reports.compare_figures import fig_changes, fig_distributions
+from mobiperf.reports.html import esc, figure_div, missing, page, sortable_table, status_label, table_filter
 from mobiperf.reports.page import syscall_count_rows
+from mobiperf.verdict import LAYER_ORDER
 
-VERDICT_ORDER = {stats.REGRESSION: 0, stats.IMPROVEMENT: 1, stats.CHANGED: 2, stats.UNDECIDED: 3,
-                 stats.NOT_SIGNIFICANT: 4}
-VERDICT_COLORS = {stats.REGRESSION: "#c62828", stats.IMPROVEMENT: "#2e7d32", stats.CHANGED: "#6a1b9a",
-                  stats.NOT_SIGNIFICANT: "#9e9e9e", stats.UNDECIDED: "#d4a017"}
+FINDINGS = (stats.REGRESSION, stats.IMPROVEMENT, stats.CHANGED)
 
 
 def group_tables(group: RunGroup, names: tuple[str, ...] = ("io_class", "block_io"),
@@ -45,41 +47,103 @@ def group_tables(group: RunGroup, names: tuple[str, ...] = ("io_class", "block_i
     return out
 
 
-def fig_changes(result: CompareResult) -> go.Figure:
-    """The change of every compared metric, NEW against BASE, coloured by verdict."""
-    fig = go.Figure()
-    for i, pair in enumerate(result.pairs):
-        rows = [r for r in pair.rows if not math.isnan(r.result.change)]
-        fig.add_bar(y=[r.key for r in rows], x=[100 * r.result.change for r in rows], orientation="h",
-                    name=pair.new.label, marker_color=[VERDICT_COLORS[r.result.verdict] for r in rows],
-                    marker_pattern_shape=["", "/", "x", "."][i % 4],
-                    customdata=[[r.result.verdict, r.result.reason] for r in rows],
-                    hovertemplate="%{y}: %{x:+.1f}%<br>%{customdata[0]}<br>%{customdata[1]}<extra>" + esc(
-                        pair.new.label) + "</extra>")
-    n = max((len(p.rows) for p in result.pairs), default=1)
-    fig.add_vline(x=100 * result.options.min_effect, line_dash="dot", line_color="#999")
-    fig.add_vline(x=-100 * result.options.min_effect, line_dash="dot", line_color="#999")
-    return figures._layout(fig, "Change of each metric, NEW vs BASE", height=max(260, 90 + 22 * n * len(result.pairs)),
-                           xaxis_title="change of the median (%)", yaxis=dict(autorange="reversed", automargin=True),
-                           barmode="group", showlegend=len(result.pairs) > 1)
+def _num(x: float) -> float | None:
+    return None if x is None or not math.isfinite(x) else x
 
 
-def _verdict_table(pair, result: CompareResult) -> str:
-    head = ("<tr><th>metric</th><th>base median</th><th>new median</th><th>change</th><th>p</th>"
-            "<th>CI of ratio</th><th>n</th><th>verdict</th><th>why</th></tr>")
-    rows = []
-    for r in sorted(pair.rows, key=lambda r: (VERDICT_ORDER[r.result.verdict], r.key)):  # findings first
-        c = r.result
-        change = "-" if math.isnan(c.change) else f"{100 * c.change:+.1f}%"
-        p = "-" if math.isnan(c.p_value) else f"{c.p_value:.3g}"
-        ci = "-" if math.isnan(c.ci_low) else f"[{c.ci_low:.3f}, {c.ci_high:.3f}]"
-        cls = c.verdict.replace(" ", "-")
-        warn = "".join(f"<br><small>⚠ {esc(w)}</small>" for w in c.warnings)
-        rows.append(f"<tr><td>{esc(r.key)}</td><td class='num'>{esc(format_quantity(c.base_median, r.unit))}</td>"
-                    f"<td class='num'>{esc(format_quantity(c.new_median, r.unit))}</td><td class='num'>{change}</td>"
-                    f"<td class='num'>{p}</td><td class='num'>{ci}</td><td class='num'>{c.n_base}/{c.n_new}</td>"
-                    f"<td class='{cls}'>{esc(c.verdict)}</td><td><small>{esc(c.reason)}</small>{warn}</td></tr>")
-    return f"<div class='scroll'><table>{head}{''.join(rows)}</table></div><p>{esc(summary_line(pair))}</p>"
+def _verdict_section(result: CompareResult) -> str:
+    out = []
+    sentences = " ".join(p.verdict.sentence() for p in result.pairs if p.verdict)
+    for pair in result.pairs:
+        v = pair.verdict
+        if v is None:
+            out.append(f"<p class='verdict'>{esc(pair.new.label)}: no verdict (no primary metric in both BASE and "
+                       "NEW; give --primary METRIC)</p>")
+            continue
+        c = v.result
+        who = f"{esc(pair.new.label)}: " if len(result.pairs) > 1 else ""
+        out.append(f"<p class='verdict {v.direction.replace(' ', '-')}'>{who}{esc(v.sentence())}</p>")
+        detail = (f"medians {format_quantity(c.base_median, v.unit)} → {format_quantity(c.new_median, v.unit)}; "
+                  f"{c.test or 'no test'}" + (f"; CI: {c.ci_note}" if c.ci_note else "")
+                  + "".join(f"; {w}" for w in c.warnings if not w.startswith("too few")))
+        out.append(f"<p class='sub'>{esc(detail)}</p>")
+    out += [f"<p class='banner'>{esc(n)}</p>" for n in result.notes if n not in sentences]
+    primaries = [(p.new.label, p.primary) for p in result.pairs if p.primary is not None]
+    if primaries and all(r.key == primaries[0][1].key for _, r in primaries):
+        out.append(figure_div(fig_distributions(result, primaries, f"{primaries[0][1].key}: every repetition"),
+                              "fig-primary"))
+    return "".join(out)
+
+
+def _guards_section(result: CompareResult) -> str:
+    rows, attrs = [], []
+    for pair in result.pairs:
+        checks = {g.key: g for g in (pair.verdict.guards if pair.verdict else [])}
+        for r in pair.guards:
+            g = checks[r.key]
+            c = r.result
+            status = (f"<span class='failed-guard'>FAILED</span>" if g.failed else "<span class='ok-guard'>ok</span>")
+            rows.append([(esc(pair.new.label), None), (esc(r.key), None), (f"{100 * g.limit:g}%", g.limit),
+                         (esc(_change(c)), _num(c.change)), (esc(_p(c)), _num(c.p_value)),
+                         (esc(row_verdict_text(c)), None), (status, int(g.failed))])
+    if not rows:
+        return ("<p class='sub'>No guards. <code>--guard METRIC[:MAX]</code> makes a metric fail the gate when it "
+                "regresses significantly by more than MAX (default: the minimum effect).</p>")
+    table = sortable_table("guards-table", ["NEW", "guard", "allowed", "change", "p", "verdict", "status"], rows)
+    guard_rows = [(p.new.label, r) for p in result.pairs for r in p.guards]
+    several = len(result.pairs) > 1
+    figs = "".join(figure_div(fig_distributions(result, [(label, r)], f"guard {r.key}: every repetition"
+                                                + (f" ({label})" if several else "")), f"fig-guard-{i}")
+                   for i, (label, r) in enumerate(guard_rows[:4]))
+    return table + (f"<div class='grid'>{figs}</div>" if figs else "")
+
+
+def _change(c: stats.Comparison) -> str:
+    return "-" if math.isnan(c.change) else f"{100 * c.change:+.1f}%"
+
+
+def _p(c: stats.Comparison) -> str:
+    return "-" if math.isnan(c.p_value) else f"{c.p_value:.2g}"
+
+
+def _context_section(result: CompareResult) -> str:
+    rows, attrs = [], []
+    several = len(result.pairs) > 1
+    for pair in result.pairs:
+        for r in sorted(pair.context, key=lambda r: (LAYER_ORDER.index(r.layer), r.key)):
+            rows.append(_context_row(pair.new.label, r, several))
+            attrs.append({"layer": r.layer, "finding": "1" if r.result.verdict in FINDINGS else "0"})
+    if not rows:
+        return "<p class='sub'>No context metrics (all filtered out by --metric).</p>"
+    headers = (["NEW"] if several else []) + ["layer", "metric", "base", "new", "change", "ratio CI", "p", "n",
+                                              "verdict", "why"]
+    layers = [x for x in LAYER_ORDER if any(a["layer"] == x for a in attrs)]
+    out = [f"<p class='sub'>{esc(result.context_note)}. Click a header to sort.</p>",
+           table_filter("context-table", layers, findings=True),
+           "<div class='scroll tall'>" + sortable_table("context-table", headers, rows, attrs) + "</div>",
+           figure_div(fig_changes(result), "fig-changes"),
+           "<p class='sub'>red: significant regression, green: significant improvement, purple: changed (no better "
+           "direction), grey: not significant, yellow: undecided; bars: the confidence interval of the ratio; "
+           "dotted lines: the minimum effect.</p>"]
+    return "".join(out)
+
+
+def _context_row(new_label: str, r: MetricRow, several: bool) -> list[tuple[str, object]]:
+    c = r.result
+    ci = ("-" if math.isnan(c.ci_low) else f"{c.ci_low:.3g} – {c.ci_high:.3g}")
+    cls = c.verdict.replace(" ", "-")
+    warn = "".join(f"<br>⚠ {esc(w)}" for w in c.warnings)
+    # The CI's note in full on hover; in the row only its gist (a point, absent, coarse).
+    note = (f"<br><span title='{esc(c.ci_note)}'>CI {esc(c.ci_note.split(':')[0].replace('no interval', 'absent'))}"
+            "</span>" if c.ci_note else "")
+    cells = [(esc(r.layer), None), (esc(r.key), None),
+             (esc(format_quantity(c.base_median, r.unit)), _num(c.base_median)),
+             (esc(format_quantity(c.new_median, r.unit)), _num(c.new_median)),
+             (esc(_change(c)), _num(c.change)), (esc(ci), _num(c.ci_low)), (esc(_p(c)), _num(c.p_value)),
+             (f"{c.n_base}/{c.n_new}", c.n_base + c.n_new),
+             (f"<span class='{cls}'>{esc(row_verdict_text(c))}</span>", None),
+             (f"<small>{esc(c.reason)}{note}{warn}</small>", None)]
+    return ([(esc(new_label), None)] if several else []) + cells
 
 
 def _table3(groups: list[RunGroup], tables: list[dict[str, pl.DataFrame]]) -> str:
@@ -112,14 +176,16 @@ def render_compare(result: CompareResult) -> str:
             cls = "banner failed" if g.status == "failed" else "banner"
             parts.append(f"<p class='{cls}'><b>{esc(label)} is {g.status.upper()}</b>: its figures and numbers cover "
                          f"only what was collected.</p>")
-    for pair in result.pairs:
-        if pair.incomparable:
-            items = "".join(f"<li>{esc(s.name)}: {esc(s.base)} → {esc(s.new)}</li>" for s in pair.incomparable)
-            parts.append(f"<div class='banner loud'>BASE and NEW {esc(pair.new.label)} ran DIFFERENT WORKLOADS OR "
-                         f"TARGETS; differences may come from that, not from the change under study:<ul>{items}</ul>"
-                         "</div>")
-    for w in result.base.warnings + [w for p in result.pairs for w in p.new.warnings]:
-        parts.append(f"<p class='banner'>{esc(w)}</p>")
+    for head, details in result.warning_items:
+        loud = "THE SAME RUN" in head or "DIFFERENT WORKLOADS" in head
+        items = "".join(f"<li>{esc(d.replace(' -> ', ' → '))}</li>" for d in details)
+        parts.append(f"<div class='banner{' loud' if loud else ''}'>{esc(head)}"
+                     + (f"<ul>{items}</ul>" if items else "") + "</div>")
+    parts.append(f"<section id='verdict'><h2>Verdict</h2>{_verdict_section(result)}</section>")
+    parts.append(f"<section id='guards'><h2>Guards</h2>{_guards_section(result)}</section>")
+    parts.append(f"<section id='context'><h2>Context, by layer (never gates)</h2>{_context_section(result)}"
+                 + "".join(f"<p>{esc(p.new.label)}: {esc(summary_line(p))}</p>" for p in result.pairs)
+                 + "</section>")
     runs = "".join(f"<tr><th>{esc(label)}</th><td>{esc(g.stack)}</td><td class='num'>{g.repetitions}</td>"
                    f"<td>{esc(g.status)}</td><td>{esc(' '.join(g.metas[0].get('command', [])))}</td></tr>"
                    for g, label in zip(groups, labels))
@@ -130,28 +196,30 @@ def render_compare(result: CompareResult) -> str:
         if studied:
             parts.append("<p>changed under study: " + "; ".join(f"{esc(s.name)} {esc(s.base)} → {esc(s.new)}"
                                                                for s in studied) + "</p>")
-    parts.append("</section><section id='verdicts'><h2>Verdicts</h2>")
-    for pair in result.pairs:
-        parts.append(f"<h3>{esc(result.base.label)} → {esc(pair.new.label)}</h3>" + _verdict_table(pair, result))
-    parts.append(figure_div(fig_changes(result), "fig-changes") + "<p class='sub'>red: significant regression, "
-                 "green: significant improvement, purple: changed (no better direction), grey: not significant, "
-                 "yellow: undecided; dotted lines: the minimum effect.</p></section>")
-    parts.append("<section id='figures'><h2>Figures, overlaid</h2>")
+    parts.append("</section>")
+    parts.append(_figures_section(labels, tables, problems))
+    parts.append("<section id='table3'><h2>System calls and IO requests (Table 3)</h2>"
+                 + _table3(groups, tables) + "</section>")
+    nav = [("verdict", "Verdict"), ("guards", "Guards"), ("context", "Context"), ("runs", "Runs"),
+           ("figures", "Figures"), ("table3", "Table 3")]
+    return page(f"mobiperf compare: {result.base.label}", nav, "".join(parts), status)
+
+
+def _figures_section(labels: list[str], tables: list[dict[str, pl.DataFrame]], problems: list[str]) -> str:
+    parts = ["<section id='figures'><h2>Figures, overlaid</h2>"]
     with_io = {label: t["io_class"] for label, t in zip(labels, tables) if "io_class" in t}
     with_block = {label: t["block_io"] for label, t in zip(labels, tables) if "block_io" in t}
     figs = []
     if with_io:
-        figs.append(figure_div(figures.fig_size_overlay(with_io), "fig-size-overlay"))
+        figs.append(figure_div(compare_figures.fig_size_overlay(with_io), "fig-size-overlay"))
     if with_block:
-        figs.append(figure_div(figures.fig_cdf_overlay(with_block, "d2c"), "fig-cdf-d2c"))
-        figs.append(figure_div(figures.fig_cdf_overlay(with_block, "q2c"), "fig-cdf-q2c"))
-        figs.append(figure_div(figures.fig_breakdown_overlay(with_block), "fig-breakdown-overlay"))
+        figs.append(figure_div(compare_figures.fig_cdf_overlay(with_block, "d2c"), "fig-cdf-d2c"))
+        figs.append(figure_div(compare_figures.fig_cdf_overlay(with_block, "q2c"), "fig-cdf-q2c"))
+        figs.append(figure_div(compare_figures.fig_breakdown_overlay(with_block), "fig-breakdown-overlay"))
     with_waterfall = {label: t["waterfall"] for label, t in zip(labels, tables) if "waterfall" in t}
     if len(with_waterfall) == len(labels):
-        figs.append(figure_div(figures.fig_layers_overlay(with_waterfall), "fig-layers-overlay"))
-    parts_lba = ""
-    if with_block:
-        parts_lba = figure_div(figures.fig_lba_small_multiples(with_block), "fig-lba-runs")
+        figs.append(figure_div(compare_figures.fig_layers_overlay(with_waterfall), "fig-layers-overlay"))
+    lba = figure_div(compare_figures.fig_lba_small_multiples(with_block), "fig-lba-runs") if with_block else ""
     for problem in problems:
         parts.append(missing("A table", problem))
     lacking = [label for label, t in zip(labels, tables) if "block_io" not in t or "io_class" not in t]
@@ -159,11 +227,8 @@ def render_compare(result: CompareResult) -> str:
         parts.append(missing(f"The figures of {', '.join(lacking)}",
                              "their run directories have no io_class/block_io result tables (run `mobiperf analyze`"
                              " on them)"))
-    parts.append("<div class='grid'>" + "".join(figs) + "</div>" + parts_lba + "</section>")
-    parts.append("<section id='table3'><h2>System calls and IO requests (Table 3)</h2>"
-                 + _table3(groups, tables) + "</section>")
-    nav = [("runs", "Runs"), ("verdicts", "Verdicts"), ("figures", "Figures"), ("table3", "Table 3")]
-    return page(f"mobiperf compare: {result.base.label}", nav, "".join(parts), status)
+    parts.append("<div class='grid'>" + "".join(figs) + "</div>" + lba + "</section>")
+    return "".join(parts)
 
 
 def write_compare_page(result: CompareResult, path: Path) -> Path:

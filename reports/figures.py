@@ -167,9 +167,12 @@ def fig_layer_breakdown(block_io: pl.DataFrame, waterfall: pl.DataFrame | None =
         agg = per.group_by("group").agg(pl.len().alias("n"), *[pl.col(name).mean() for name, _ in WATERFALL_LAYERS])
         groups = [c for c in SIZE_CLASSES if c in set(agg["group"])] + sorted(set(agg["group"]) - set(SIZE_CLASSES))
         rows = {r["group"]: r for r in agg.iter_rows(named=True)}
+        labels = [_n_label(g, rows[g]["n"]) for g in groups]
         for name, color in WATERFALL_LAYERS:
-            fig.add_bar(name=name, x=[f"{g} (n={rows[g]['n']:,})" for g in groups],
-                        y=[rows[g][name] / 1e3 for g in groups], marker_color=color)
+            fig.add_bar(name=name, x=labels, y=[rows[g][name] / 1e3 for g in groups], marker_color=color,
+                        marker_opacity=[_mean_opacity(rows[g]["n"]) for g in groups])
+        totals = [sum(rows[g][name] for name, _ in WATERFALL_LAYERS) / 1e3 for g in groups]
+        _keep_few_from_dominating(fig, labels, totals, [rows[g]["n"] for g in groups], "µs")
         return _layout(fig, "Call time by layer and IO size (mean, exclusive time of each layer)", barmode="stack",
                        yaxis_title="mean time per call (µs)")
     # Writes are the papers' subject (and reads, often a few cache misses, would dwarf them): writes when any.
@@ -177,13 +180,47 @@ def fig_layer_breakdown(block_io: pl.DataFrame, waterfall: pl.DataFrame | None =
     means = block_phase_means(block_io, op)
     present = [c for c in SIZE_CLASSES if c in set(means["size_class"])]
     counts = dict(means.filter(pl.col("phase") == "d2c").select("size_class", "count").iter_rows())
+    labels = [_n_label(c, counts.get(c, 0)) for c in present]
+    totals = [0.0] * len(present)
     for phase in ("q2g", "g2i", "i2d", "d2c"):
         vals = dict(means.filter(pl.col("phase") == phase).select("size_class", "mean_ns").iter_rows())
-        fig.add_bar(name=PHASE_NAMES[phase], x=[f"{c} (n={counts.get(c, 0):,})" for c in present],
-                    y=[vals.get(c, 0) / 1e3 for c in present], marker_color=PHASE_COLORS[phase],
+        ys = [vals.get(c, 0) / 1e3 for c in present]
+        totals = [t + y for t, y in zip(totals, ys)]
+        fig.add_bar(name=PHASE_NAMES[phase], x=labels, y=ys, marker_color=PHASE_COLORS[phase],
+                    marker_opacity=[_mean_opacity(counts.get(c, 0)) for c in present],
                     hovertemplate=f"{phase.upper()} %{{y:.1f}} µs<extra></extra>")
+    _keep_few_from_dominating(fig, labels, totals, [counts.get(c, 0) for c in present], "µs")
     return _layout(fig, f"Block latency of {op}s by phase and size (mean)", barmode="stack",
                    yaxis_title="mean latency (µs)")
+
+
+MIN_MEAN_N = 5   # fewer requests than this make a mean that is an anecdote: drawn faded, never setting the scale
+
+
+def _n_label(group: str, n: int) -> str:
+    return f"{group} (n={n:,})" if n >= MIN_MEAN_N else f"{group} (n={n:,}: too few)"
+
+
+def _mean_opacity(n: int) -> float:
+    return 1.0 if n >= MIN_MEAN_N else 0.35
+
+
+def _keep_few_from_dominating(fig: go.Figure, labels: list[str], totals: list[float], counts: list[int],
+                              unit: str) -> None:
+    """A mean of one or two requests must not set the scale of a bar chart of means: when such a bar is more
+    than 1.5x the tallest well-populated one, the axis stops above the latter and the clipped bar says its
+    value."""
+    solid = [t for t, n in zip(totals, counts) if n >= MIN_MEAN_N]
+    if not solid or max(solid) <= 0:
+        return
+    top = 1.25 * max(solid)
+    clipped = [(x, t, n) for x, t, n in zip(labels, totals, counts) if n < MIN_MEAN_N and t > 1.5 * max(solid)]
+    if not clipped:
+        return
+    fig.update_yaxes(range=[0, top])
+    for x, t, n in clipped:
+        fig.add_annotation(x=x, y=top, text=f"↑ {t:,.0f} {unit} (n={n}), off scale", showarrow=False,
+                           yanchor="top", font=dict(size=11, color="#555"), bgcolor="rgba(255,255,255,0.8)")
 
 
 def fig_layer_shares(layer_breakdown: pl.DataFrame) -> go.Figure:
@@ -377,8 +414,11 @@ def fig_lba_scatter(block_io: pl.DataFrame, color_by: str | None = None) -> go.F
         color_by = "op"
     if color_by == "region" and "region" not in rows.columns:
         rows = rows.with_columns(region=region_column(rows))
+    which = ""
     if "rep" in rows.columns and rows["rep"].n_unique() > 1:
+        reps = rows["rep"].n_unique()
         rows = rows.filter(pl.col("rep") == rows["rep"].min())  # repetitions overlap in time: show the first
+        which = f"repetition {rows['rep'][0]} of {reps}, "
     total = len(rows)
     t0 = int(rows["ts"].min()) if total else 0
     rows = thin_scatter(rows, "ts", "sector", color_by)
@@ -393,7 +433,7 @@ def fig_lba_scatter(block_io: pl.DataFrame, color_by: str | None = None) -> go.F
             customdata=np.stack([sub["size_bytes"].to_numpy(), sub["op"].to_numpy()], axis=1),
             hovertemplate="t=%{x:.6f} s<br>offset=%{y:.3f} MiB<br>%{customdata[1]} %{customdata[0]} B<extra></extra>"))
     shown = f"{len(rows):,} of {total:,} requests shown" if len(rows) < total else f"{total:,} requests"
-    return _layout(fig, f"Block access pattern by {color_by.replace('_', ' ')} ({shown})", height=420,
+    return _layout(fig, f"Block access pattern by {color_by.replace('_', ' ')} ({which}{shown})", height=420,
                    xaxis_title="time (s)", yaxis_title="device offset (MiB)")
 
 
@@ -419,8 +459,9 @@ def fig_throughput(block_io: pl.DataFrame, bins: int = 80) -> go.Figure:
             fig.add_scatter(x=full["bin"].to_numpy() * width / 1e9, y=mibps, mode="lines",
                             name=f"{op}" + (f" rep {rep}" if len(reps) > 1 else ""),
                             line=dict(color=OP_COLORS[op], dash=RUN_DASHES[ri % len(RUN_DASHES)], shape="hv"))
-    return _layout(fig, "Block throughput over time", xaxis_title="time since first request (s)",
-                   yaxis_title="MiB/s")
+    title = "Block throughput over time" + (f" (repetitions {reps[0]}-{reps[4]} of {len(reps)})" if len(reps) > 5
+                                            else "")
+    return _layout(fig, title, xaxis_title="time since first request (s)", yaxis_title="MiB/s")
 
 
 # --- FUSE ---
@@ -458,75 +499,6 @@ def _size_label(n: int) -> str:
     return str(n)
 
 
-# --- before/after overlays (the compare page) ---
-
-def fig_size_overlay(io_classes: dict[str, pl.DataFrame]) -> go.Figure:
-    """Request size distribution of each run side by side: % of writes and reads per size class."""
-    fig = go.Figure()
-    for i, (label, io_class) in enumerate(io_classes.items()):
-        rows = io_class.filter(pl.col("op").is_in(["read", "write"]))
-        if "layer" in rows.columns:
-            rows = rows.filter(pl.col("layer") == "block")
-        shares = _shares(rows, "size_class")
-        for op in ("write", "read"):
-            if not shares[op]:
-                continue
-            fig.add_bar(name=f"{label} {op}", x=list(SIZE_CLASSES),
-                        y=[shares[op].get(c, (0, 0))[0] for c in SIZE_CLASSES],
-                        text=[f"{shares[op].get(c, (0, 0))[1]:,}" for c in SIZE_CLASSES],
-                        marker=dict(color=PALETTE[i % len(PALETTE)], pattern_shape="" if op == "write" else "/"))
-    return _layout(fig, "Request size distribution by run", barmode="group", yaxis_title="% of requests",
-                   xaxis_title="size class")
-
-
-def fig_cdf_overlay(block_ios: dict[str, pl.DataFrame], phase: str = "d2c", op: str = "write") -> go.Figure:
-    """The latency CDF of each run on one axis, one colour per run."""
-    fig = go.Figure()
-    col = f"{phase}_ns"
-    for i, (label, block_io) in enumerate(block_ios.items()):
-        values = block_io.filter((pl.col("op") == op) & pl.col(col).is_not_null() & (pl.col(col) > 0))[col]
-        if not len(values):
-            continue
-        xs, ys = _cdf_points(values.to_numpy())
-        fig.add_scatter(name=f"{label} (n={len(values):,})", x=xs / 1e3, y=ys, mode="lines",
-                        line=dict(color=PALETTE[i % len(PALETTE)], dash=RUN_DASHES[i % len(RUN_DASHES)]))
-    return _layout(fig, f"{phase.upper()} latency CDF of {op}s by run", xaxis_type="log",
-                   xaxis_title="latency (µs, log)", yaxis_title="fraction of requests", yaxis_range=[0, 1.01])
-
-
-def fig_breakdown_overlay(block_ios: dict[str, pl.DataFrame], op: str = "write") -> go.Figure:
-    """Seed 000 Fig. 3 / seed 004 Fig. 3 across runs: mean block phase times per request, stacked, per run."""
-    fig = go.Figure()
-    labels = list(block_ios)
-    means = {label: block_phase_means(df, op).group_by("phase").agg(
-        (pl.col("mean_ns") * pl.col("count")).sum() / pl.col("count").sum()) for label, df in block_ios.items()}
-    for phase in ("q2g", "g2i", "i2d", "d2c"):
-        ys = []
-        for label in labels:
-            d = dict(means[label].iter_rows())
-            ys.append((d.get(phase) or 0) / 1e3)
-        fig.add_bar(name=PHASE_NAMES[phase], x=labels, y=ys, marker_color=PHASE_COLORS[phase],
-                    text=[f"{y:.0f}" for y in ys], textposition="inside")
-    return _layout(fig, f"Block latency breakdown of {op}s by run (mean per request)", barmode="stack",
-                   yaxis_title="µs")
-
-
-def fig_layers_overlay(waterfalls: dict[str, pl.DataFrame]) -> go.Figure:
-    """Seed 000 Fig. 3 across runs: the mean exclusive time of a synchronous call (fsync, fdatasync, msync,
-    O_SYNC/O_DSYNC/O_DIRECT writes) in each layer, stacked, one bar per run."""
-    fig = go.Figure()
-    labels = list(waterfalls)
-    sync = pl.col("sync_mode").is_in(["fsync", "fdatasync", "msync", "sync_file_range", "o_sync", "o_dsync",
-                                      "o_direct"])
-    means = {label: waterfall_layers(df.filter(sync)).select([pl.col(n).mean() for n, _ in WATERFALL_LAYERS])
-             .row(0, named=True) for label, df in waterfalls.items()}
-    for name, color in WATERFALL_LAYERS:
-        ys = [(means[label][name] or 0) / 1e3 for label in labels]
-        fig.add_bar(name=name, x=labels, y=ys, marker_color=color, text=[f"{y:.0f}" for y in ys],
-                    textposition="inside")
-    return _layout(fig, "Time of a synchronous call by layer, by run (mean)", barmode="stack", yaxis_title="µs")
-
-
 def layer_throughput(syscall_class: pl.DataFrame, block_io: pl.DataFrame, op: str = "write") -> list[tuple[str, float]]:
     """Seed 004 Fig. 4: throughput "measured on each layer", MiB/s, as (label, value):
     application = app bytes / the summed duration of the IO calls; block (app IO) = app bytes / the summed D2C
@@ -557,32 +529,3 @@ def fig_layer_throughput(syscall_class: pl.DataFrame, block_io: pl.DataFrame) ->
                         text=[f"{r[1]:.1f}" for r in rows], textposition="outside")
     return _layout(fig, "Throughput measured at each layer (seed 004 Fig. 4)", barmode="group",
                    yaxis_title="MiB/s")
-
-
-def fig_lba_small_multiples(block_ios: dict[str, pl.DataFrame], limit_per_run: int = 50_000) -> go.Figure:
-    """Seed 000 Fig. 15: the block access pattern of each run side by side (first repetition, data requests,
-    coloured by region), each thinned like fig_lba_scatter."""
-    labels = list(block_ios)
-    cols = min(3, len(labels))
-    nrows = math.ceil(len(labels) / cols)
-    fig = make_subplots(rows=nrows, cols=cols, subplot_titles=labels, horizontal_spacing=0.06,
-                        vertical_spacing=0.12)
-    shown: set[str] = set()
-    for i, label in enumerate(labels):
-        rows = block_ios[label].filter((pl.col("size_bytes") > 0) & (pl.col("sector") >= 0))
-        if not len(rows):
-            continue
-        rows = rows.filter(pl.col("rep") == rows["rep"].min())
-        rows = rows.with_columns(region=region_column(rows) if "region" not in rows.columns else pl.col("region"))
-        t0 = int(rows["ts"].min())
-        rows = thin_scatter(rows, "ts", "sector", "region", limit=limit_per_run)
-        for region in sorted(rows["region"].unique().to_list()):
-            sub = rows.filter(pl.col("region") == region)
-            fig.add_trace(go.Scattergl(x=(sub["ts"] - t0).to_numpy() / 1e9, y=sub["sector"].to_numpy() * 512 / 2**20,
-                                       mode="markers", name=region, legendgroup=region, showlegend=region not in shown,
-                                       marker=dict(size=3, color=_color(REGION_COLORS, region), opacity=0.7)),
-                          row=i // cols + 1, col=i % cols + 1)
-            shown.add(region)
-    fig.update_xaxes(title_text="time (s)")
-    fig.update_yaxes(title_text="offset (MiB)", col=1)
-    return _layout(fig, "Block access pattern by run (first repetition)", height=330 * nrows + 60)

@@ -44,10 +44,66 @@ th { background: #eceff1; } td.num { text-align: right; font-variant-numeric: ta
 @media (max-width: 1150px) { .grid { grid-template-columns: minmax(0, 1fr); } }
 .fig { background: #fff; border: 1px solid #e6e6e6; border-radius: 6px; padding: 0.2em; min-width: 0; }
 .missing { color: #8a6d3b; background: #fcf8e3; border-left: 4px solid #e0c068; padding: 0.4em 0.8em; }
-.scroll { max-height: 28em; overflow: auto; }
+.scroll { max-height: 28em; overflow: auto; } .scroll.tall { max-height: 80vh; }
+span[title] { text-decoration: underline dotted; cursor: help; }
+table.sortable thead th { position: sticky; top: 0; z-index: 1; } table.sortable td.num { white-space: nowrap; }
 .regression { color: #b71c1c; font-weight: 700; } .improvement { color: #1b5e20; font-weight: 700; }
 .changed { color: #6a1b9a; } .undecided { color: #8a6d3b; }
 footer { color: #888; font-size: 0.8em; text-align: center; padding: 1em; }
+table.sortable th { cursor: pointer; user-select: none; white-space: nowrap; }
+table.sortable th[data-sort=asc]::after { content: " ▲"; } table.sortable th[data-sort=desc]::after { content: " ▼"; }
+.table-filter { display: flex; gap: 1em; align-items: center; margin: 0.4em 0; font-size: 0.9em; }
+.table-filter input[type=search] { padding: 0.2em 0.5em; min-width: 18em; }
+.verdict { font-size: 1.15em; font-weight: 600; padding: 0.6em 1em; border-radius: 6px; margin: 0.5em 0;
+           border-left: 8px solid #9e9e9e; background: #f5f5f5; }
+.verdict.improvement { border-color: #2e7d32; background: #e8f5e9; }
+.verdict.regression { border-color: #c62828; background: #ffebee; }
+.failed-guard { color: #b71c1c; font-weight: 700; } .ok-guard { color: #1b5e20; }
+"""
+
+# Sortable tables (click a header; numbers sort by their data-v value) and filters (text, layer, findings only),
+# all in the page: no server, works from file://.
+TABLE_JS = """
+(function () {
+  function cellValue(r, i) {
+    var c = r.cells[i]; var v = c.getAttribute('data-v'); return v === null ? c.textContent.trim() : v;
+  }
+  document.querySelectorAll('table.sortable').forEach(function (t) {
+    var ths = t.tHead.rows[0].cells;
+    Array.prototype.forEach.call(ths, function (th, i) {
+      th.title = 'click to sort';
+      th.addEventListener('click', function () {
+        var asc = th.getAttribute('data-sort') !== 'asc';
+        Array.prototype.forEach.call(ths, function (h) { h.removeAttribute('data-sort'); });
+        th.setAttribute('data-sort', asc ? 'asc' : 'desc');
+        var body = t.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+        rows.sort(function (a, b) {
+          var x = cellValue(a, i), y = cellValue(b, i), nx = Number(x), ny = Number(y);
+          var numbers = x !== '' && y !== '' && isFinite(nx) && isFinite(ny);
+          var c = numbers ? nx - ny : x.localeCompare(y);
+          return asc ? c : -c;
+        });
+        rows.forEach(function (r) { body.appendChild(r); });
+      });
+    });
+  });
+  document.querySelectorAll('.table-filter').forEach(function (box) {
+    var t = document.getElementById(box.getAttribute('data-table'));
+    function apply() {
+      var q = box.querySelector('input[type=search]').value.toLowerCase();
+      var sel = box.querySelector('select'), layer = sel ? sel.value : '';
+      var only = box.querySelector('input[type=checkbox]'), findings = only && only.checked, shown = 0;
+      Array.prototype.forEach.call(t.tBodies[0].rows, function (r) {
+        var ok = (!q || r.textContent.toLowerCase().indexOf(q) >= 0) &&
+                 (!layer || r.getAttribute('data-layer') === layer) &&
+                 (!findings || r.getAttribute('data-finding') === '1');
+        r.style.display = ok ? '' : 'none'; if (ok) shown++;
+      });
+      box.querySelector('.count').textContent = shown + ' of ' + t.tBodies[0].rows.length + ' rows';
+    }
+    box.addEventListener('input', apply); box.addEventListener('change', apply); apply();
+  });
+})();
 """
 
 
@@ -123,7 +179,7 @@ def page(title: str, nav: list[tuple[str, str]], body: str, status: str | None) 
             f"<script>{plotly_js()}</script></head><body>"
             f"<nav><span class='brand'>mobiperf</span>{badge}{links}</nav><main>{body}</main>"
             f"<footer>generated {generated} by mobiperf; self-contained, works offline</footer>"
-            f"<script>{_DRAW_JS}</script></body></html>")
+            f"<script>{_DRAW_JS}</script><script>{TABLE_JS}</script></body></html>")
 
 
 def format_cell(column: str, value: Any) -> tuple[str, bool]:
@@ -162,6 +218,31 @@ def table_html(df: pl.DataFrame, max_rows: int = 200, caption: str = "") -> str:
     more = f"<p class='sub'>first {max_rows:,} of {len(df):,} rows</p>" if len(df) > max_rows else ""
     cap = f"<caption>{esc(caption)}</caption>" if caption else ""
     return f"<div class='scroll'><table>{cap}<tr>{head}</tr>{''.join(rows)}</table></div>{more}"
+
+
+def sortable_table(table_id: str, headers: list[str], rows: list[list[tuple[str, Any]]],
+                   row_attrs: list[dict[str, str]] | None = None) -> str:
+    """A table sortable by any column: each cell is (html, sort value or None); numbers sort numerically."""
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = []
+    for i, row in enumerate(rows):
+        attrs = "".join(f' data-{k}="{esc(v)}"' for k, v in (row_attrs[i] if row_attrs else {}).items())
+        cells = "".join(f"<td{'' if v is None else f' data-v={chr(34)}{esc(v)}{chr(34)}'}"
+                        f"{' class=num' if isinstance(v, (int, float)) else ''}>{html_}</td>" for html_, v in row)
+        body.append(f"<tr{attrs}>{cells}</tr>")
+    return (f"<table class='sortable' id='{esc(table_id)}'><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(body)}</tbody></table>")
+
+
+def table_filter(table_id: str, layers: list[str] = (), findings: bool = False) -> str:
+    """The filter bar of a sortable table: free text, optionally a layer and "findings only"."""
+    select = ""
+    if layers:
+        select = ("<label>layer <select><option value=''>all</option>"
+                  + "".join(f"<option>{esc(x)}</option>" for x in layers) + "</select></label>")
+    only = "<label><input type='checkbox'> significant only</label>" if findings else ""
+    return (f"<div class='table-filter' data-table='{esc(table_id)}'><input type='search' placeholder='filter rows'>"
+            f"{select}{only}<span class='count sub'></span></div>")
 
 
 def missing(title: str, reason: str) -> str:

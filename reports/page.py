@@ -1,6 +1,10 @@
 """The report page of one run: one self-contained HTML file (plotly.js inlined once, no network), built from
 run.json and the result tables.
 
+Every figure and table says what it aggregates over the repetitions: the tiles are medians of per-repetition
+values (with their range, the spread that matters when judging a change), most figures pool every request of
+every repetition, and the access pattern shows one repetition, named.
+
 Every section declares the result tables it needs; a section whose table is absent is replaced by a line naming
 the table and why it is absent (the analyzer's own reason from run.json when it was skipped). An incomplete or
 failed run says so in the title, in a banner and in the sticky navigation bar.
@@ -8,12 +12,14 @@ failed run says so in the title, in a banner and in the sticky navigation bar.
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import polars as pl
 
-from mobiperf.metrics import format_value, metric_key
+from mobiperf.exit_status import describe_exit_statuses
+from mobiperf.metrics import format_quantity, format_value, metric_key
 from mobiperf.reports import figures
 from mobiperf.reports.html import esc, figure_div, missing, page, status_label, table_html
 from mobiperf.units import format_duration_ns, format_size
@@ -100,30 +106,69 @@ def _summary(meta: dict[str, Any], tables: dict[str, pl.DataFrame]) -> str:
              ("scheduler", meta.get("scheduler") or "default"),
              ("target", " ".join(str(x) for x in (target.get("target"), target.get("model"),
                                                    f"kernel {target.get('kernel')}") if x)),
-             ("repetitions", f"{len(reps)} (exit status {', '.join(str(r.get('exit_code')) for r in reps)})"
+             ("repetitions", f"{len(reps)} ({describe_exit_statuses(r.get('exit_code') for r in reps)})"
               if reps else "none recorded"),
              ("status", meta.get("status"))]
     out = ["<table>" + "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in facts) + "</table>"]
     by_key = {metric_key(m): m for m in meta.get("metrics", [])}
+    per_rep = per_repetition_values(meta)
     cards = []
     for name, labels in KEY_METRICS:
         m = by_key.get(metric_key({"name": name, "labels": labels}))
         if m is not None:
             label = name + ("" if not labels else " " + ",".join(labels.values()))
-            n = f" (median of {m['n']})" if m.get("n", 1) > 1 else ""
-            cards.append(f"<div class='card'><div class='v'>{esc(format_value(m))}</div>"
-                         f"<div class='k'>{esc(label)}{esc(n)}</div></div>")
-    times = [r["workload_ns"] for r in reps if r.get("workload_ns")]
+            cards.append(_card(format_value(m), label, per_rep.get(metric_key(m), []), m.get("unit", "")))
+    times = [float(r["workload_ns"]) for r in reps if r.get("workload_ns") and r.get("exit_code", 0) == 0]
     if times:
-        med = sorted(times)[len(times) // 2]
-        cards.insert(0, f"<div class='card'><div class='v'>{format_duration_ns(med)}</div>"
-                        f"<div class='k'>workload wall time (median)</div></div>")
+        cards.insert(0, _card(format_duration_ns(statistics.median(times)), "workload wall time", times, "ns"))
     if cards:
         out.append("<div class='cards'>" + "".join(cards) + "</div>")
+        if len(reps) > 1:
+            out.append(f"<p class='sub'>tiles: the median of the {len(reps)} repetitions' values, their range "
+                       "below it; the figures and tables below pool the requests of every repetition unless "
+                       "they say otherwise.</p>")
+    auto = meta.get("auto_repeat")
+    if auto:
+        out.append(f"<p class='sub'>-n auto: {esc(auto.get('reason', ''))}</p>")
     warnings = meta.get("warnings", [])
     if warnings:
         out.append("<h3>Warnings</h3><ul>" + "".join(f"<li>{esc(w)}</li>" for w in warnings) + "</ul>")
     return "".join(out)
+
+
+def per_repetition_values(meta: dict[str, Any]) -> dict[str, list[float]]:
+    """metric key -> its value in each repetition that has per-repetition metrics."""
+    out: dict[str, list[float]] = {}
+    for rec in meta.get("repetitions", []):
+        for m in rec.get("metrics") or []:
+            out.setdefault(metric_key(m), []).append(float(m["value"]))
+    return out
+
+
+def _card(value: str, label: str, values: list[float], unit: str) -> str:
+    """A tile: the median, what it is, and over how many repetitions with their range."""
+    spread = ""
+    if len(values) > 1:
+        lo, hi = min(values), max(values)
+        spread = (f"<div class='k'>median of {len(values)}; range {esc(format_quantity(lo, unit))} – "
+                  f"{esc(format_quantity(hi, unit))}</div>")
+    return f"<div class='card'><div class='v'>{esc(value)}</div><div class='k'>{esc(label)}</div>{spread}</div>"
+
+
+def _repetitions(meta: dict[str, Any]) -> int:
+    return len(meta.get("repetitions", [])) or 1
+
+
+def scoped(fig, scope: str):
+    """The figure with what it aggregates under its title."""
+    if scope:
+        fig.update_layout(title_text=f"{fig.layout.title.text}<br><sup>{scope}</sup>")
+    return fig
+
+
+def pooled(meta: dict[str, Any]) -> str:
+    n = _repetitions(meta)
+    return f"every request of all {n} repetitions, pooled" if n > 1 else ""
 
 
 def _characterisation(meta, tables) -> str:
@@ -135,10 +180,19 @@ def _characterisation(meta, tables) -> str:
     layers = io_class["layer"].unique().sort().to_list() if "layer" in io_class.columns else ["block"]
     for layer in sorted(layers, key=lambda x: (x != "syscall", x)):
         fig = figures.fig_io_characterisation(io_class, tables.get("block_io") if layer == "block" else None, layer)
-        out.append(figure_div(fig, f"fig-characterisation-{layer}"))
-    totals = (io_class.group_by(*(["layer"] if "layer" in io_class.columns else []), "op")
-              .agg(pl.col("count").sum().alias("requests"), pl.col("bytes").sum()).sort(pl.all()))
-    out.append("<p class='sub'>percentages are of the requests of each direction; counts are inside the bars. "
+        out.append(figure_div(scoped(fig, pooled(meta)), f"fig-characterisation-{layer}"))
+    keys = (["layer"] if "layer" in io_class.columns else []) + ["op"]
+    per_rep = (io_class.group_by(*keys, "rep").agg(pl.col("count").sum().alias("n"), pl.col("bytes").sum().alias("b"))
+               if "rep" in io_class.columns else None)
+    totals = (io_class.group_by(*keys).agg(pl.col("count").sum().alias("requests_all_reps"),
+                                           pl.col("bytes").sum().alias("bytes_all_reps")).sort(pl.all()))
+    if per_rep is not None and _repetitions(meta) > 1:
+        medians = per_rep.group_by(*keys).agg(pl.col("n").median().alias("requests_per_rep_median"),
+                                              pl.col("n").min().alias("min"), pl.col("n").max().alias("max"),
+                                              pl.col("b").median().alias("bytes_per_rep_median"))
+        totals = totals.join(medians, on=keys, how="left").sort(keys)
+    out.append("<p class='sub'>percentages are of the requests of each direction; counts (of all repetitions) are "
+               "inside the bars. "
                "Locality is strict (starts where the previous request ended): at the block layer per device and "
                "direction in issue order, at the syscall layer per process and file; a stream's first request "
                "is left out.</p>" + table_html(totals))
@@ -151,14 +205,16 @@ def _latency(meta, tables) -> str:
         return missing("The per-layer latency breakdown", why)
     block_io = tables["block_io"]
     waterfall = tables.get("waterfall")
-    figs = [figure_div(figures.fig_layer_breakdown(block_io, waterfall), "fig-layer-breakdown")]
+    scope = pooled(meta)
+    figs = [figure_div(scoped(figures.fig_layer_breakdown(block_io, waterfall), scope), "fig-layer-breakdown")]
     if waterfall is not None:  # the block phases stay visible next to the cross-layer view
-        figs.append(figure_div(figures.fig_layer_breakdown(block_io), "fig-block-phases"))
+        figs.append(figure_div(scoped(figures.fig_layer_breakdown(block_io), scope), "fig-block-phases"))
     if "layer_breakdown" in tables and len(tables["layer_breakdown"]):
-        figs.append(figure_div(figures.fig_layer_shares(tables["layer_breakdown"]), "fig-layer-shares"))
-    figs.append(figure_div(figures.fig_latency_cdf(block_io), "fig-latency-cdf"))
+        figs.append(figure_div(scoped(figures.fig_layer_shares(tables["layer_breakdown"]), scope),
+                               "fig-layer-shares"))
+    figs.append(figure_div(scoped(figures.fig_latency_cdf(block_io), scope), "fig-latency-cdf"))
     if "syscall_class" in tables and len(tables["syscall_class"]):
-        figs.append(figure_div(figures.fig_syscall_cdf(tables["syscall_class"]), "fig-syscall-cdf"))
+        figs.append(figure_div(scoped(figures.fig_syscall_cdf(tables["syscall_class"]), scope), "fig-syscall-cdf"))
     figs.append(figure_div(figures.fig_io_waterfall(block_io, waterfall, tables.get("io_span")), "fig-waterfall"))
     out = ["<div class='grid'>" + "".join(figs) + "</div>"]
     if waterfall is None:
@@ -180,11 +236,14 @@ def _latency(meta, tables) -> str:
     lat = [tables[n] for n in LATENCY_TABLES if n in tables]
     if lat:
         agg = (pl.concat(lat, how="vertical_relaxed")
-               .group_by("layer", "phase", "op").agg(pl.col("count").sum(), pl.col("p50_ns").median(),
+               .group_by("layer", "phase", "op").agg(pl.col("count").sum().alias("count_all_reps"),
+                                                     pl.col("p50_ns").median(),
                                                      pl.col("p90_ns").median(), pl.col("p99_ns").median(),
                                                      pl.col("max_ns").max())
                .sort("layer", "phase", "op"))
-        out.append("<h3>Latency percentiles per layer (median over repetitions)</h3>" + table_html(agg))
+        out.append("<h3>Latency percentiles per layer</h3><p class='sub'>each percentile is the median of the "
+                   "repetitions' percentiles; max is the largest of any repetition; count_all_reps adds them all</p>"
+                   + table_html(agg))
     return "".join(out)
 
 
@@ -211,7 +270,7 @@ def _throughput(meta, tables) -> str:
     why = _need(meta, tables, "block_io")
     if why:
         return missing("Throughput over time", why)
-    out = figure_div(figures.fig_throughput(tables["block_io"]), "fig-throughput")
+    out = figure_div(figures.fig_throughput(tables["block_io"]), "fig-throughput")  # one line per repetition
     amp = tables.get("amplification")
     if amp is None:
         return out + missing("Amplification (application vs FUSE vs block bytes)",
@@ -247,7 +306,7 @@ def _sqlite(meta, tables) -> str:
 def _fuse(meta, tables) -> str:
     name, fuse = first_table(tables, FUSE_REQUESTS)
     if fuse is not None:
-        return figure_div(figures.fig_fuse_requests(fuse), "fig-fuse")
+        return figure_div(scoped(figures.fig_fuse_requests(fuse), pooled(meta)), "fig-fuse")
     if "fuse_latency" in tables and len(tables["fuse_latency"]):
         sizes = ""
         amp = tables.get("amplification")
@@ -255,7 +314,7 @@ def _fuse(meta, tables) -> str:
             fuse = amp.filter((pl.col("layer") == "fuse") & (pl.col("count") > 0))
             sizes = " ".join(f"Mean FUSE {r['op'].upper()} request: {format_size(r['bytes'] / r['count'])} "
                              f"({r['count']:,} requests, rep {r['rep']})." for r in fuse.iter_rows(named=True))
-        return (figure_div(figures.fig_fuse_counts(tables["fuse_latency"]), "fig-fuse")
+        return (figure_div(scoped(figures.fig_fuse_counts(tables["fuse_latency"]), pooled(meta)), "fig-fuse")
                 + f"<p class='sub'>{esc(sizes)} The size histogram needs the per-request fuse_req table, which "
                   "this report was not given.</p>")
     return missing("FUSE request sizes and counts", absence_reason(meta, "fuse_latency")
@@ -354,8 +413,8 @@ def status_banner(meta: dict[str, Any]) -> str:
         return ""
     if status == "failed":
         codes = [r.get("exit_code") for r in meta.get("repetitions", [])]
-        return (f'<p class="banner failed"><b>This run FAILED:</b> the workload exited with status {esc(codes)}; '
-                f'its figures describe a failed run.</p>')
+        return (f'<p class="banner failed"><b>This run FAILED:</b> the workload: '
+                f'{esc(describe_exit_statuses(codes))}; its figures describe a failed run.</p>')
     return ('<p class="banner"><b>This run is INCOMPLETE:</b> it was interrupted before all stages finished; '
             'figures cover only what was collected and analysed.</p>')
 

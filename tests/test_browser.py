@@ -76,16 +76,51 @@ def test_report_of_a_block_only_run_says_why_sections_are_missing(runs, screensh
     assert "The cross-layer breakdown and waterfall (syscall, file system, FUSE, block) is not shown" in check.text
 
 
-def test_compare_page_loads_and_overlays_both_runs(runs, screenshots, tmp_path):
+# Sort the context table by its change column, then filter it to one layer and to significant rows: all in the
+# page, from file://, as a reader would click.
+SORT_AND_FILTER_JS = """
+(() => {
+  const t = document.getElementById('context-table');
+  const col = Array.from(t.tHead.rows[0].cells).findIndex(th => th.textContent === 'change');
+  const values = () => Array.from(t.tBodies[0].rows).filter(r => r.style.display !== 'none')
+    .map(r => Number(r.cells[col].getAttribute('data-v')));
+  t.tHead.rows[0].cells[col].click();
+  const ascending = values();
+  t.tHead.rows[0].cells[col].click();
+  const descending = values();
+  const box = document.querySelector('.table-filter[data-table=context-table]');
+  box.querySelector('select').value = 'block';
+  box.querySelector('select').dispatchEvent(new Event('change', {bubbles: true}));
+  const layers = Array.from(t.tBodies[0].rows).filter(r => r.style.display !== 'none').map(r => r.dataset.layer);
+  box.querySelector('input[type=checkbox]').click();
+  const findings = Array.from(t.tBodies[0].rows).filter(r => r.style.display !== 'none').map(r => r.dataset.finding);
+  return {ascending, descending, layers, findings, count: box.querySelector('.count').textContent};
+})()
+"""
+
+
+def test_compare_page_leads_with_the_verdict_and_sorts_and_filters_offline(runs, screenshots, tmp_path):
     before, after, _ = runs
+    # The synthetic runs have no workload output: decide on the device latency (latency_scale 0.7 in NEW).
     result = compare.compare_groups(compare.load_group(before.path, "fuse"), [compare.load_group(after.path,
-                                                                                                 "bfuse")])
+                                    "bfuse")], compare.CompareOptions(primary="latency.d2c.p50{op=write}"))
     page = write_compare_page(result, tmp_path / "compare.html")
-    check = check_page(page, screenshots / "compare.png")
-    _assert_clean(check, ["fig-changes", "fig-size-overlay", "fig-cdf-d2c", "fig-cdf-q2c", "fig-breakdown-overlay",
-                          "fig-layers-overlay", "fig-lba-runs"])
+    check = check_page(page, screenshots / "compare.png", script=SORT_AND_FILTER_JS)
+    _assert_clean(check, ["fig-primary", "fig-changes", "fig-size-overlay", "fig-cdf-d2c", "fig-cdf-q2c",
+                          "fig-breakdown-overlay", "fig-layers-overlay", "fig-lba-runs"])
+    text_lines = [line.strip() for line in check.text.splitlines() if line.strip()]
+    verdict = result.pairs[0].verdict
+    # The first thing after the title and the test's description is the verdict sentence.
+    heading = text_lines.index("Verdict", text_lines.index("Table 3") + 1)  # the section, not the nav link
+    assert text_lines[heading + 1] == verdict.sentence()
+    assert verdict.sentence().startswith("IMPROVEMENT: latency.d2c.p50{op=write} is 0.6")  # ~0.7x
+    primary = next(f for f in check.figures if f["id"] == "fig-primary")
+    assert primary["on_first_screen"] and primary["points"] == 10  # 5 + 5 repetitions, every one drawn
     assert "# of pwrite64()" in check.text  # Table 3, one column per run
-    assert "improvement" in check.text  # latency_scale 0.7: D2C is significantly faster
+    r = check.script_result
+    assert r["ascending"] == sorted(r["ascending"]) and r["descending"] == sorted(r["descending"], reverse=True)
+    assert set(r["layers"]) == {"block"} and r["findings"] and set(r["findings"]) == {"1"}
+    assert r["count"].endswith(f"of {len(result.pairs[0].context)} rows")
 
 
 def test_incomplete_run_is_labelled_on_screen(runs, screenshots, tmp_path):

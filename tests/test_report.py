@@ -80,7 +80,7 @@ def test_failed_run_is_labelled(synthetic_run, tmp_path):
     meta["repetitions"][1]["exit_code"] = 1
     run.write_meta(meta)
     html = pipeline.report(run).read_text()
-    assert "<title>[FAILED]" in html and "This run FAILED" in html and "exited with status [0, 1, 0]" in html
+    assert "<title>[FAILED]" in html and "This run FAILED" in html and "exit status 0 (reps 0, 2); exit status 1 (rep 1)" in html
 
 
 def test_report_of_a_run_without_any_result_table_still_renders():
@@ -229,3 +229,38 @@ def test_layer_throughput_follows_seed_004_definitions():
     assert got["application (syscall)"] == pytest.approx(1000.0)   # 2 MiB in 2 ms
     assert got["block, app IO"] == pytest.approx(2 / 1.5e-3)        # the app's 2 MiB over 1.5 ms of D2C
     assert got["block, pure"] == pytest.approx(3 / 1.5e-3)          # 3 MiB the device wrote: 1 MiB is the OS's
+
+
+def test_report_says_what_it_aggregates(synthetic_run):
+    html = pipeline.report(synthetic_run).read_text()
+    meta = synthetic_run.read_meta()
+    # Tiles: the median of the 3 repetitions, with their range; figures: pooled, said under their titles.
+    times = sorted(r["workload_ns"] for r in meta["repetitions"])
+    from mobiperf.units import format_duration_ns
+
+    assert (f"median of 3; range {format_duration_ns(times[0])} – {format_duration_ns(times[-1])}"
+            in html)
+    assert "every request of all 3 repetitions, pooled" in html
+    assert "requests_per_rep_median" in html and "requests_all_reps" in html
+    # The access pattern shows one repetition and says which.
+    assert "Block access pattern by region (repetition 0 of 3, " in html
+
+
+def test_a_mean_of_one_request_does_not_set_the_scale(synthetic_run):
+    bio = synthetic_run.read_table("block_io")
+    writes = bio.filter(pl.col("op") == "write")
+    typical = writes.filter(pl.col("size_class") == "<=4k")
+    assert len(typical) >= figures.MIN_MEAN_N
+    # One extra request of a size class of its own, 100 times slower than anything else.
+    lone = typical.head(1).with_columns(size_class=pl.lit("64k-256k"), size_bytes=pl.lit(128 << 10),
+                                        d2c_ns=pl.col("d2c_ns") * 0 + 10 * int(bio["q2c_ns"].max()),
+                                        q2c_ns=pl.col("q2c_ns") * 0 + 10 * int(bio["q2c_ns"].max()))
+    fig = figures.fig_layer_breakdown(pl.concat([bio, lone], how="vertical_relaxed"))
+    labels = list(fig.data[0].x)
+    lone_label = next(x for x in labels if x.startswith("64k-256k"))
+    assert lone_label == "64k-256k (n=1: too few)"
+    solid_max = max(sum(t.y[i] for t in fig.data) for i, x in enumerate(labels) if x != lone_label)
+    assert fig.layout.yaxis.range[1] == pytest.approx(1.25 * solid_max)
+    (note,) = fig.layout.annotations
+    assert note.x == lone_label and "(n=1), off scale" in note.text
+    assert all(t.marker.opacity[labels.index(lone_label)] == 0.35 for t in fig.data)

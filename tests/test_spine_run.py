@@ -105,11 +105,22 @@ def test_failed_command_is_recorded(tmp_path, clean_machine):
     out = tmp_path / "fails"
     done = mobiperf("run", "--stack", "ext4", "-o", str(out), "--", "sh", "-c", "echo oops >&2; exit 3")
     assert done.returncode != 0
-    assert "workload failed (exit status [3])" in done.stderr
+    assert "the workload failed (exit status 3 (rep 0))" in done.stderr
+    assert "the workload's last stderr lines (rep 0):\n  | oops\n" in done.stderr
     meta = json.loads((out / "run.json").read_text())
     assert meta["status"] == "failed" and meta["repetitions"][0]["exit_code"] == 3
     assert (out / "raw" / "rep0" / "stderr.txt").read_text() == "oops\n"
     assert "This run FAILED" in (out / "report.html").read_text()
+
+
+def test_a_workload_killed_by_a_signal_is_said_in_words(tmp_path, clean_machine):
+    out = tmp_path / "abort"
+    done = mobiperf("run", "--stack", "ext4", "-o", str(out), "--", "sh", "-c",
+                    "echo 'free(): invalid pointer' >&2; kill -ABRT $$")
+    assert done.returncode == 1
+    assert "the workload failed (killed by SIGABRT (rep 0))" in done.stderr and "[-6]" not in done.stderr
+    assert "  | free(): invalid pointer" in done.stderr
+    assert "killed by SIGABRT" in (out / "report.html").read_text()
 
 
 def test_unknown_event_refused_before_anything_is_created(tmp_path, clean_machine):

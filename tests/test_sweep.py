@@ -132,8 +132,8 @@ def test_unit_metrics_reads_workload_counters_and_syscalls(tmp_path):
     _fake_run(tmp_path / "r", stderr=STRACE_C, counters=counters)
     plan = sweep.CellPlan(bytes_moved=64 << 20)
     metrics, notes = sweep.unit_metrics(tmp_path / "r", plan)
-    assert metrics["run.elapsed"] == 2.0
-    assert metrics["e2e.throughput"] == (64 << 20) / 2.0
+    assert metrics["run.workload_time"] == 2e9
+    assert metrics["run.throughput"] == (64 << 20) / 2.0
     assert metrics["bfuse.daemon_pwrite_calls"] == 32
     assert metrics["bfuse.ops.write.requests"] == 128
     assert metrics["syscall.fdatasync"] == 200
@@ -143,8 +143,11 @@ def test_unit_metrics_reads_workload_counters_and_syscalls(tmp_path):
 
 def test_a_failed_workload_is_a_failed_unit_with_its_error(tmp_path):
     _fake_run(tmp_path / "r", exit_code=1, stderr="mobibench: write: No space left on device")
-    with pytest.raises(sweep.UnitFailed, match="status 1: mobibench: write: No space left on device"):
+    with pytest.raises(sweep.UnitFailed, match=r"\(exit status 1\): mobibench: write: No space left on device"):
         sweep.unit_metrics(tmp_path / "r", sweep.CellPlan())
+    _fake_run(tmp_path / "k", exit_code=-6, stderr="free(): invalid pointer")
+    with pytest.raises(sweep.UnitFailed, match=r"the workload failed \(killed by SIGABRT\): free\(\): invalid"):
+        sweep.unit_metrics(tmp_path / "k", sweep.CellPlan())
 
 
 def test_summaries_and_matrix_text_show_median_ci_and_failures(tmp_path):
@@ -152,16 +155,16 @@ def test_summaries_and_matrix_text_show_median_ci_and_failures(tmp_path):
         [{"record": "4k"}, {"record": "512k"}, {"record": "1m", "file_size": "512k"}], repeat=3, seed=1))
     for u in data["units"]:
         if u["cell"] == "c000":
-            u.update(status="done", metrics={"e2e.throughput": [10e6, 11e6, 12e6][u["rep"]]})
+            u.update(status="done", metrics={"run.throughput": [10e6, 11e6, 12e6][u["rep"]]})
         else:
             u.update(status="failed", error="mobibench: boom")
     summaries = {s.cell: s for s in sweep.summarize(data)}
-    st = summaries["c000"].stat("e2e.throughput")
+    st = summaries["c000"].stat("run.throughput")
     assert st["n"] == 3 and st["median"] == 11e6
     assert 10e6 <= st["ci_low"] <= st["median"] <= st["ci_high"] <= 12e6
     assert summaries["c001"].status == "failed" and summaries["c001"].reason == "mobibench: boom"
     assert summaries["c002"].status == "skipped"
-    assert math.isnan(summaries["c001"].stat("e2e.throughput")["median"])
+    assert math.isnan(summaries["c001"].stat("run.throughput")["median"])
     text = sweep.format_matrix_text(data)
     assert "10.5 MiB/s" in text and "failed: mobibench: boom" in text and "skipped" in text
 
@@ -173,6 +176,7 @@ def test_summaries_and_matrix_text_show_median_ci_and_failures(tmp_path):
 
 
 def test_cli_bad_input_lists_the_valid_choices(tmp_path):
+    import shlex
     import subprocess
     import sys
 
@@ -193,6 +197,16 @@ def test_cli_bad_input_lists_the_valid_choices(tmp_path):
     assert "--stack ext4+bfuse:io_unit=4k" in dry.stdout and "--stack ext4+bfuse:io_unit=512k" in dry.stdout
     if "f2fs" not in sweep.kernel_filesystems():
         assert dry.stdout.count("skipped: this kernel has no f2fs") == 2
+    # Every command line pastes into a shell: split as a shell would, it is the argv the sweep runs (with -n).
+    commands = [line for line in dry.stdout.splitlines() if not line.startswith("#")]
+    assert commands
+    for i, line in enumerate(commands):
+        argv = shlex.split(line)
+        plan = sweep.plan_cell({"fs": "ext4", "layer": "bfuse", "io_unit": ["4k", "512k"][i]})
+        expected = sweep.unit_argv(plan, tmp_path / "s" / "runs" / f"c00{i}", 1800, python="x")[3:]
+        assert argv == ["mobiperf", "run", "-n", "3", *expected[1:]]
+        assert argv[argv.index("--") + 1:] == plan.command  # the sh -c script stays one argument
+        assert subprocess.run(["sh", "-n", "-c", line], timeout=10).returncode == 0
     assert not (tmp_path / "s").exists()
 
 
@@ -238,7 +252,7 @@ def test_a_study_that_gained_cells_keeps_what_was_measured_and_adds_the_new_unit
     first = sweep.SweepDefinition([{"record": "4k"}, {"record": "8k"}], repeat=2, seed=3)
     sdir = sweep.SweepDir(tmp_path)
     data = sdir.create_or_resume(first)
-    data["units"][0].update(status="done", metrics={"e2e.throughput": 1.0})
+    data["units"][0].update(status="done", metrics={"run.throughput": 1.0})
     sdir.write(data)
     grown = sweep.SweepDefinition([{"record": "16k"}, {"record": "4k"}, {"record": "8k"}], repeat=2, seed=3)
     with pytest.raises(UsageError, match="holds a different sweep"):
@@ -250,3 +264,13 @@ def test_a_study_that_gained_cells_keeps_what_was_measured_and_adds_the_new_unit
     assert sdir.create_or_resume(grown, grow=True)["units"] == data["units"]   # growing is idempotent
     with pytest.raises(UsageError, match="holds a different sweep"):
         sdir.create_or_resume(sweep.SweepDefinition([{"record": "16k"}], repeat=2, seed=3), grow=True)
+
+
+def test_sweeps_written_with_the_old_metric_names_read_in_todays_vocabulary(tmp_path):
+    data = sweep.SweepDir(tmp_path / "s").create_or_resume(sweep.SweepDefinition([{"record": "4k"}], repeat=2))
+    for u in data["units"]:  # as a sweep before the rename stored them: e2e.* and run.elapsed in seconds
+        u.update(status="done", metrics={"e2e.throughput": 5e6 + u["rep"], "run.elapsed": 0.5})
+    (only,) = sweep.summarize(data)
+    assert only.values == {"run.throughput": [5e6, 5e6 + 1], "run.workload_time": [5e8, 5e8]}
+    assert only.stat("e2e.throughput")["median"] == only.stat("run.throughput")["median"] == 5e6 + 0.5
+    assert sweep.canonical_metric("e2e.tps") == "run.tps" and sweep.metric_unit("run.workload_time") == "ns"

@@ -1,4 +1,5 @@
-"""`mobiperf compare BASE NEW [NEW...]`: did a change help? Per metric medians, ratios and significance."""
+"""`mobiperf compare BASE NEW [NEW...]`: did a change help? One primary metric decides, guards can veto, every
+other metric is context."""
 
 from __future__ import annotations
 
@@ -8,30 +9,31 @@ from pathlib import Path
 import click
 
 from mobiperf.errors import UsageError
+from mobiperf.options import fraction
 
 EPILOG = """
 
 \b
 A side is a run directory (its repetitions are the sample) or a directory of run directories (pooled).
-Exit status: 0, or 3 with --fail-on-regression when a regression is significant; 1/2 on errors.
+The primary metric is the workload's own throughput when it reports one (workload.throughput, .tps, .iops),
+else its elapsed time (workload.elapsed, else run.workload_time): lower is better.
+
+\b
+Exit status:
+  0  no regression of the primary or a guard (or --fail-on-regression not given)
+  3  with --fail-on-regression: the primary or a guard regressed significantly, beyond the minimum effect
+  2  usage error (bad option, no such run, unknown metric); 1 other errors
 
 \b
 Examples:
   mobiperf compare runs/fuse runs/bfuse
   mobiperf compare runs/fuse runs/bfuse -o compare.html
-  mobiperf compare runs/base runs/new --metric 'latency.*' --min-effect 10% --fail-on-regression
-  mobiperf compare runs/noop runs/blk runs/ext4 runs/fuse --format csv > overhead.csv
+  mobiperf compare runs/base runs/new --guard 'latency.d2c.p99{op=write}:10%' --fail-on-regression
+  mobiperf compare runs/base runs/new --primary run.workload_time --min-effect 10%
+  mobiperf compare runs/base runs/new --format json | jq .verdict
+  mobiperf compare runs/fuse runs/bfuse --until 20      # add repetitions to both until the ratio is precise
+  mobiperf compare runs/noop runs/blk runs/ext4 runs/fuse --metric 'latency.*' --format csv > overhead.csv
 """
-
-
-def _fraction(text: str, what: str) -> float:
-    try:
-        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
-    except ValueError:
-        raise UsageError(f"{what}: not a number or percentage: {text!r} (examples: 5%, 0.05)") from None
-    if not 0 <= value < 1:
-        raise UsageError(f"{what}: {text} is outside [0, 1)")
-    return value
 
 
 @click.command("compare", epilog=EPILOG)
@@ -40,8 +42,15 @@ def _fraction(text: str, what: str) -> float:
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "csv"]), default="text", show_default=True,
               help="Output format.")
 @click.option("-o", "--output", type=click.Path(path_type=Path),
-              help="Also write the HTML page overlaying both runs' figures, with the deltas.")
-@click.option("--metric", "metrics", multiple=True, help="Only metrics matching this pattern (repeatable).")
+              help="Also write the compare page (HTML: the verdict, every repetition, the context by layer, the "
+                   "runs' figures overlaid).")
+@click.option("--primary", metavar="METRIC", help="The metric that decides (default: the workload's throughput, "
+              "else its elapsed time).")
+@click.option("--guard", "guards", multiple=True, metavar="METRIC[:MAX]",
+              help="Also fail the gate when METRIC regresses by more than MAX (default: the minimum effect); "
+                   "repeatable.")
+@click.option("--metric", "metrics", multiple=True, metavar="PATTERN",
+              help="Show only the context metrics matching PATTERN (fnmatch; repeatable).")
 @click.option("--alpha", default="0.05", show_default=True, help="Significance level.")
 @click.option("--min-effect", default="5%", show_default=True,
               help="Smallest change worth calling significant.")
@@ -49,37 +58,63 @@ def _fraction(text: str, what: str) -> float:
               help="Mann-Whitney U p-value, or bootstrap confidence interval of the ratio of medians.")
 @click.option("--max-dispersion", default="25%", show_default=True,
               help="Warn when a side's robust coefficient of variation exceeds this.")
-@click.option("--fail-on-regression", is_flag=True, help="Exit with status 3 when any regression is significant.")
-def cmd_compare(base, new, fmt, output, metrics, alpha, min_effect, method, max_dispersion,
-                fail_on_regression) -> None:
-    """Compare BASE with NEW (and more NEW runs), metric by metric, with statistics."""
-    from mobiperf import compare
+@click.option("--until", "until", type=click.IntRange(2, 100), metavar="LIMIT",
+              help="Add repetitions to BASE and NEW (run again, alternately) until the primary metric's ratio is "
+                   "known within the minimum effect, up to LIMIT per side.")
+@click.option("-t", "--target", default="local", show_default=True,
+              help="With --until: where to run the added repetitions: local, or adb[:SERIAL].")
+@click.option("--fail-on-regression", is_flag=True,
+              help="Exit with status 3 when the primary metric or a guard regresses significantly.")
+def cmd_compare(base, new, fmt, output, primary, guards, metrics, alpha, min_effect, method, max_dispersion,
+                until, target, fail_on_regression) -> None:
+    """Did the change help? Compare BASE with NEW (and more NEW runs): a verdict on one primary metric, guards,
+    and every other metric as context."""
+    from mobiperf import compare, compare_format
+    from mobiperf.verdict import parse_guard
 
-    options = compare.CompareOptions(alpha=_fraction(alpha, "--alpha"), min_effect=_fraction(min_effect,
+    options = compare.CompareOptions(alpha=fraction(alpha, "--alpha"), min_effect=fraction(min_effect,
                                      "--min-effect"), method=method,
-                                     max_dispersion=_fraction(max_dispersion, "--max-dispersion"),
-                                     metric_patterns=tuple(metrics))
+                                     max_dispersion=fraction(max_dispersion, "--max-dispersion"),
+                                     metric_patterns=tuple(metrics), primary=primary,
+                                     guards=tuple(parse_guard(g) for g in guards))
     if options.alpha <= 0:
         raise UsageError("--alpha must be above 0")
+    if until:
+        _extend(base, new, until, options, target)
     groups = [compare.load_group(p) for p in (base, *new)]
     result = compare.compare_groups(groups[0], groups[1:], options)
-    if fmt == "json":
-        click.echo(compare.dump_json(result), nl=False)
-    elif fmt == "csv":
-        click.echo(compare.to_csv(result), nl=False)
-    else:
-        click.echo(compare.format_text(result), nl=False)
-    for w in result.warnings:
-        if fmt != "text":
+    if fmt != "text":  # the text form has them at its top; machines' stdout stays parseable
+        for w in result.warnings:
             click.echo(f"WARNING: {w}", err=True)
+    if fmt == "json":
+        click.echo(compare_format.dump_json(result), nl=False)
+    elif fmt == "csv":
+        click.echo(compare_format.to_csv(result), nl=False)
+    else:
+        click.echo(compare_format.format_text(result), nl=False)
     if output:
         from mobiperf.reports.compare_page import write_compare_page
 
         click.echo(f"compare page: {write_compare_page(result, output)}", err=True)
     if fail_on_regression and result.has_regression:
         names = sorted({r.key for p in result.pairs for r in p.regressions})
-        click.echo(f"significant regression in {len(names)} metric(s): {', '.join(names)}", err=True)
+        click.echo(f"gate failed: significant regression of {', '.join(names)}", err=True)
         sys.exit(compare.REGRESSION_EXIT_CODE)
+
+
+def _extend(base, new, limit: int, options, target: str) -> None:
+    """--until: repetitions added to both runs before they are compared."""
+    from mobiperf.cli import _transport
+    from mobiperf.target.probe import probe
+    from mobiperf.until import extend_until
+
+    if len(new) != 1:
+        raise UsageError("--until compares one NEW run with BASE; give one NEW")
+    transport = _transport(target)
+    plan = extend_until(base, new[0], limit=limit, min_effect=options.min_effect, alpha=options.alpha,
+                        primary=options.primary, transport=transport, caps=probe(transport),
+                        say=lambda text: click.echo(text, err=True))
+    click.echo(f"--until: {plan.reason}", err=True)
 
 
 def register(group: click.Group) -> None:

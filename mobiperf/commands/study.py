@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from mobiperf.errors import UsageError
+from mobiperf.options import repeat_option
 
 EPILOG = """
 
@@ -41,7 +42,7 @@ Examples:
               help="CPU share of one core for the workload and FUSE daemon (e.g. 20%), a phone CPU model.")
 @click.option("--phone", help="Phone profile around the stack: device + dirty limit + CPU share + FUSE wake-up "
                               "(galaxy-s3-2012, or none; default: the study's own).")
-@click.option("-n", "--repeat", type=click.IntRange(1, 100), help="Repetitions per cell (default: the study's).")
+@repeat_option(None, what="Repetitions per cell", note=" Default: the study's own.")
 @click.option("--report-only", is_flag=True, help="Only redraw study.json/study.html from the measured cells.")
 @click.option("--list", "list_only", is_flag=True, help="List the studies.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from mobiperf.errors import UsageError
+from mobiperf.options import repeat_option
 
 EPILOG = """
 
@@ -27,7 +28,8 @@ Examples:
   mobiperf sweep -o sweeps/unit -p layer=bfuse -p io_unit=4k,64k,512k -p device=emmc-2012 -p file_size=128M
   mobiperf sweep -o sweeps/sync -p sync=fsync,fdatasync -p access=rand-write -p record=4k -p file_size=4M
   mobiperf sweep -o sweeps/fs                       # resume, then draw the matrix
-  mobiperf sweep -o sweeps/fs --status --metric workload.ctx_switches
+  mobiperf sweep -o sweeps/fs --status --primary workload.ctx_switches
+  mobiperf sweep -o sweeps/fs -p fs=ext4,xfs --dry-run > cells.sh   # one pasteable `mobiperf run` per cell
 """
 
 
@@ -36,43 +38,39 @@ Examples:
               help="Sweep directory (created, or resumed when it holds a sweep).")
 @click.option("-p", "--param", "params", multiple=True, metavar="NAME=V1,V2",
               help="A swept parameter and its values (repeatable).")
-@click.option("-n", "--repeat", default=3, show_default=True, type=click.IntRange(1, 100),
-              help="Repetitions of every cell, each on a fresh stack.")
+@repeat_option(3, what="Repetitions of every cell")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the randomised run order.")
-@click.option("--metric", help="Metric of the matrix (default: e2e.throughput, or e2e.tps for SQLite).")
+@click.option("--primary", metavar="METRIC",
+              help="Metric of the matrix (default: run.throughput, or run.tps for SQLite: what the cell moved over "
+                   "the workload's wall time).")
 @click.option("--timeout", default="30m", show_default=True, help="Kill a cell's workload after this long.")
 @click.option("--retry-failed", is_flag=True, help="Run failed units again.")
 @click.option("--status", "status_only", is_flag=True, help="Only print the matrix and status; run nothing.")
 @click.option("--dry-run", is_flag=True, help="Print the cells and their `mobiperf run` commands; run nothing.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "csv"]), default="text", show_default=True,
               help="Output format of the matrix.")
-def cmd_sweep(output, params, repeat, seed, metric, timeout, retry_failed, status_only, dry_run, fmt) -> None:
+def cmd_sweep(output, params, repeat, seed, primary, timeout, retry_failed, status_only, dry_run, fmt) -> None:
     """Run WORKLOAD cells over a grid of stack and workload parameters, in a seeded random order, resumable;
     write SWEEP/matrix.html (heatmap + table with confidence intervals)."""
     from mobiperf import sweep
     from mobiperf.study_report import write_matrix_page
     from mobiperf.units import parse_duration_ns
 
+    metric = sweep.canonical_metric(primary) if primary else None
     definition = None
     if params:
         grid = sweep.parse_grid(params)
         cells = sweep.grid_cells(grid)
         if metric is None:
-            metric = "e2e.tps" if grid.get("workload", ["file"])[0].startswith("sqlite") else sweep.DEFAULT_METRIC
+            metric = "run.tps" if grid.get("workload", ["file"])[0].startswith("sqlite") else sweep.DEFAULT_METRIC
         definition = sweep.SweepDefinition(cells=cells, repeat=repeat, seed=seed, metric=metric,
                                            name=output.name, timeout_s=parse_duration_ns(timeout) / 1e9)
     sdir = sweep.SweepDir(output)
     if dry_run:
-        for i, cell in enumerate(definition.cells if definition else [c["params"] for c in sdir.read()["cells"]]):
-            plan = sweep.plan_cell(cell)
-            what = f"skipped: {plan.skip}" if plan.skip else (
-                f"--stack {plan.stack}" + (f" --scheduler {plan.scheduler}" if plan.scheduler else "")
-                + (f" --device {plan.device}" if plan.device else "")
-                + (f" --dirty-limit {plan.dirty}" if plan.dirty != "host" else "")
-                + (f" --cpu {plan.cpu}" if plan.cpu != "host" else "")
-                + (f" --fuse-wakeup {plan.fuse_wakeup}" if plan.fuse_wakeup != "0" else "")
-                + f" -- {' '.join(plan.command)}")
-            click.echo(f"c{i:03d}  {cell}  {what}")
+        cells = definition.cells if definition else [c["params"] for c in sdir.read()["cells"]]
+        n = definition.repeat if definition else sdir.read()["repeat"]
+        timeout_s = int(definition.timeout_s if definition else sdir.read().get("timeout_s", 1800))
+        click.echo(sweep.dry_run_script(cells, output, n, timeout_s), nl=False)
         return
     if not status_only:
         if definition is None and not sdir.exists():
@@ -91,7 +89,7 @@ def cmd_sweep(output, params, repeat, seed, metric, timeout, retry_failed, statu
             sys.exit(130)
     else:
         data = sdir.read()
-    metric = metric or data.get("metric")
+    metric = sweep.canonical_metric(metric or data.get("metric") or sweep.DEFAULT_METRIC)
     page = write_matrix_page(data, output / "matrix.html", metric=metric)
     if fmt == "json":
         import json

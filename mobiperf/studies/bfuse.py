@@ -112,7 +112,7 @@ def _aliases(label: str) -> str:
 
 def analyse(res: Results, config: Config) -> tuple[list[Section], list[Check]]:
     file_bytes = parse_size(_file_size(config))
-    tput = "e2e.throughput"
+    tput = "run.throughput"
     r = (lambda label, **kw: res.row(_aliases(label), tput, scale=1 / MB, **kw))
     P = PAPER
     raw_jb = P["fig2_raw_mbps"]["JB"]

@@ -46,12 +46,12 @@ def analyse(res: Results, config: Config) -> tuple[list[Section], list[Check]]:
                          ("quick", "Quick benchmark shape: 9 MB file, 1 MB writes (Fig. 4)")):
         if res.cell(f"{shape}/copy") is None:
             continue  # not in this study's size
-        copy = res.median(f"{shape}/copy", "e2e.throughput")
-        splice = res.median(f"{shape}/splice", "e2e.throughput")
+        copy = res.median(f"{shape}/copy", "run.throughput")
+        splice = res.median(f"{shape}/splice", "run.throughput")
         sections.append(Section(title, "sec. III, Figs. 3-4: zero copy up to +25 %", "MB/s", [
-            res.row(f"{shape}/native", "e2e.throughput", scale=1 / MB, display="ext4 without FUSE"),
-            res.row(f"{shape}/copy", "e2e.throughput", scale=1 / MB, display="FUSE, copying (read + pwrite)"),
-            res.row(f"{shape}/splice", "e2e.throughput", scale=1 / MB, display="FUSE, zero copy (splice)",
+            res.row(f"{shape}/native", "run.throughput", scale=1 / MB, display="ext4 without FUSE"),
+            res.row(f"{shape}/copy", "run.throughput", scale=1 / MB, display="FUSE, copying (read + pwrite)"),
+            res.row(f"{shape}/splice", "run.throughput", scale=1 / MB, display="FUSE, zero copy (splice)",
                     paper="up to +25 % over copying"),
         ]))
         sections.append(Section(f"{title.split(':')[0]}: zero copy / copying", "abstract: up to +25 %", "ratio", [
