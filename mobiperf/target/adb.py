@@ -310,6 +310,30 @@ class AdbTransport(Transport):
                               "and `adb root` did not help (a production build?)")
         return None
 
+    def require_root(self, why: str) -> str:
+        """How this transport gets root for `why` (a step that needs it): its root method, else `adb root` (a
+        userdebug or eng build restarts adbd as root). TargetError naming the step and how to get root when
+        nothing gives it."""
+        method = self.root_method
+        if method is not None:
+            return method
+        said = "not tried (root=never)"
+        if self.root_mode != "never":
+            with self._root_lock:
+                try:
+                    self._adb_root()
+                    said = "adbd restarted, but the shell is still not root"
+                    if self._uid("id -u") == "0":
+                        self._root_method = "adb root"
+                        return self._root_method
+                except DeviceLostError:
+                    raise
+                except TargetError as e:
+                    said = str(e).rsplit("says: ", 1)[-1]
+        raise TargetError(f"{self.name}: {why} needs root, and the device gives none: the shell is not uid 0, no "
+                          f"su answers (`su -c`, `su 0`), and `adb root` says: {said}. Use a userdebug or eng build "
+                          "(adb root), or a rooted phone (Magisk: allow the shell in its prompt)")
+
     def _adb_root(self) -> None:
         done = self._adb("root", timeout=ADB_ROOT_RESTART_TIMEOUT_S)
         said = _decode(done.stdout) + _decode(done.stderr)

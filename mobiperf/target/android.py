@@ -267,10 +267,12 @@ def parse_android_facts(text: str) -> dict:
 
 # -- reference binaries on the device ---------------------------------------------------------------------------------
 
-def reference_binary_path(name: str, abi: str, bin_dir: Path = REFERENCE_BIN) -> Path:
-    """Where the build of the reference-impl Makefile puts name for abi: bin/ for this host's ABI, bin/<arch>/ else."""
+def reference_binary_path(name: str, abi: str, bin_dir: Path = REFERENCE_BIN, *, android: bool = False) -> Path:
+    """Where the build of the reference-impl Makefile puts name for abi: bin/<arch>/ (static, `make ARCH=<arch>`)
+    for an Android target, whose libc is bionic, and for any other ABI than this host's; bin/ otherwise (this
+    host's build: a Linux target of the host's ABI, e.g. the loopback device, which is this host)."""
     native = MACHINE_ABI.get(platform.machine())
-    if abi == native:
+    if abi == native and not android:
         return bin_dir / name
     arch = ABI_ARCH.get(abi)
     if arch is None:
@@ -278,26 +280,30 @@ def reference_binary_path(name: str, abi: str, bin_dir: Path = REFERENCE_BIN) ->
     return bin_dir / arch / name
 
 
+def build_command(path: Path, bin_dir: Path = REFERENCE_BIN) -> str:
+    """The make command that builds a missing reference binary at path."""
+    return "make -C reference-impl" if path.parent == bin_dir else f"make -C reference-impl ARCH={path.parent.name}"
+
+
 @contextlib.contextmanager
 def push_reference_binaries(transport: Transport, names: Sequence[str], abi: str, workdir: str, *,
-                            keep: bool = False, bin_dir: Path = REFERENCE_BIN,
+                            keep: bool = False, bin_dir: Path = REFERENCE_BIN, android: bool = False,
                             timeout: float = 120.0) -> Iterator[dict[str, str]]:
     """Push reference-impl binaries for abi into workdir on the target; yields {name: remote path}.
 
-    The binaries are made executable, and removed on exit (success, error or Ctrl-C) unless keep. A workdir this
-    created is removed too if it is empty by then. A missing build is a TargetError naming the make command.
+    The binaries are made executable, and removed on exit (success, error or Ctrl-C) unless keep. The directories
+    this created for workdir are removed too if they are empty by then. A directory created as root is given to
+    the owner of the directory it was made in (on a phone, /data/local/tmp belongs to the shell user, who does
+    `adb push` when root comes from su). A missing build is a TargetError naming the make command.
     """
     local = {}
     for name in names:
-        path = reference_binary_path(name, abi, bin_dir)
+        path = reference_binary_path(name, abi, bin_dir, android=android)
         if not path.is_file():
-            arch = ABI_ARCH.get(abi, abi)
-            how = "make -C reference-impl" if path.parent == bin_dir else f"make -C reference-impl ARCH={arch}"
-            raise TargetError(f"reference binary {name!r} for ABI {abi} is not built ({path} is missing): run `{how}`")
+            raise TargetError(f"reference binary {name!r} for ABI {abi} is not built ({path} is missing): run "
+                              f"`{build_command(path, bin_dir)}`")
         local[name] = path
-    created_workdir = not transport.exists(workdir, timeout=timeout)
-    if created_workdir:
-        transport.run(["mkdir", "-p", workdir], timeout=timeout).check()
+    created = make_dirs(transport, workdir, timeout)
     remote = {name: f"{workdir.rstrip('/')}/{name}" for name in names}
     pushed: list[str] = []
     try:
@@ -309,14 +315,35 @@ def push_reference_binaries(transport: Transport, names: Sequence[str], abi: str
         yield remote
     finally:
         if not keep:
-            _remove_pushed(transport, pushed, workdir if created_workdir else None)
+            _remove_pushed(transport, pushed, created)
 
 
-def _remove_pushed(transport: Transport, paths: Sequence[str], created_dir: str | None) -> None:
+def make_dirs(transport: Transport, workdir: str, timeout: float) -> list[str]:
+    """mkdir -p workdir in one round trip; the directories it created, outermost first (remove them with
+    remove_dirs), each owned like the directory they were made in."""
+    script = (f"w={shlex.quote(workdir.rstrip('/') or '/')}; p=$w; made=\n"
+              'while [ -n "$p" ] && [ "$p" != / ] && [ ! -e "$p" ]; do made="$p\n$made"; p=${p%/*}; done\n'
+              '[ -n "$p" ] || p=/\n'
+              'mkdir -p -- "$w" || exit 1\n'
+              'if [ -n "$made" ] && [ "$(id -u)" = 0 ]; then\n'
+              '  o=$(stat -c %u:%g "$p") && printf "%s" "$made" | while read -r d; do chown "$o" "$d"; done\n'
+              'fi\n'
+              'printf "%s" "$made"')
+    done = transport.run(["sh", "-c", script], timeout=timeout).check()
+    return [line for line in done.text.splitlines() if line]
+
+
+def remove_dirs(transport: Transport, created_dirs: Sequence[str]) -> None:
+    """Remove the directories make_dirs created, innermost first, those that are empty (best effort)."""
+    _remove_pushed(transport, [], created_dirs)
+
+
+def _remove_pushed(transport: Transport, paths: Sequence[str], created_dirs: Sequence[str]) -> None:
     # Best effort with a short timeout: on a device that went away this must not hang or hide the real error.
     script = "rm -f -- " + " ".join(shlex.quote(p) for p in paths) if paths else "true"
-    if created_dir:
-        script += f"; rmdir -- {shlex.quote(created_dir)} 2>/dev/null; true"
+    for directory in reversed(created_dirs):  # innermost first; one still in use by another run stays
+        script += f"; rmdir -- {shlex.quote(directory)} 2>/dev/null"
+    script += "; true"
     try:
         done = transport.run(["sh", "-c", script], timeout=15)
         if done.returncode != 0:
