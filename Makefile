@@ -41,8 +41,10 @@ system-packages: .stamps/system-packages
 	$(BIN)/python -m pip install -q -e '.[test]'
 	@mkdir -p .stamps && touch $@
 
+# The host's build, and the static arm64-v8a build the Android-shaped test device runs (through qemu-user).
 reference: .stamps/system-packages
 	$(MAKE) -s -C reference-impl
+	$(MAKE) -s -C reference-impl ARCH=aarch64
 
 bench: setup
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

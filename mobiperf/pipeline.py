@@ -98,6 +98,13 @@ def _check_can_trace(transport: Transport, caps: Capabilities, request: RunReque
     from mobiperf.collectors import EVENT_SET_NAMES, SOURCES
 
     if not caps.tracefs_path or not caps.tracefs_writable:
+        acquire = getattr(transport, "require_root", None)   # a phone: says how to get root there, or gets it
+        if acquire is not None and not getattr(transport, "is_root", True):
+            acquire("tracing (a tracefs instance of mobiperf's own)")
+            from mobiperf.target.probe import probe
+            caps.__dict__.update(probe(transport).__dict__)   # root came from `adb root`: look again
+            if caps.tracefs_path and caps.tracefs_writable:
+                return _check_can_trace(transport, caps, request)
         raise TargetError("tracing needs a writable tracefs: run as root (tracefs is mounted at "
                           "/sys/kernel/tracing when absent)")
     for kind, asked, valid in (("trace source", request.sources or (), SOURCES),

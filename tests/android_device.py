@@ -321,6 +321,44 @@ def start_android_device(server: AdbServer, workdir: Path, *, su: bool = True, s
     return device
 
 
+# -- helpers of the tests on adb devices (plain loopback and Android-shaped) ------------------------------------------
+
+MOBIPERF = [sys.executable, "-m", "mobiperf"]
+
+
+def mobiperf_via(device, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`mobiperf ARGS` against the device's adb server; .pid is the mobiperf process's (it names what it pushes)."""
+    env = dict(os.environ, ANDROID_ADB_SERVER_PORT=str(device.server_port))
+    with subprocess.Popen([*MOBIPERF, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=env) as proc:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    done.pid = proc.pid
+    return done
+
+
+def pushed_leftovers(device, pid: int) -> list[str]:
+    """What a mobiperf process (pid) left in the device's work directory for pushed binaries."""
+    workdir = "/data/local/tmp/mobiperf" if isinstance(device, AndroidDevice) else "/tmp/mobiperf"
+    listing = device.server.client("-s", device.serial, "shell", f"ls -A {workdir} 2>/dev/null").stdout.split()
+    if isinstance(device, AndroidDevice):
+        return listing    # the device is this test session's: nothing at all may be left
+    return [name for name in listing if name.startswith(f"bin-{pid}-")]
+
+
+def storage_dir(device, tmp_path) -> str:
+    """A directory of the device's data partition for a dir: stack (made here on the plain device, this host)."""
+    if isinstance(device, AndroidDevice):
+        return "/data/local/tmp/mp"
+    base = tmp_path / "device-storage"
+    base.mkdir(exist_ok=True)
+    return str(base)
+
+
 # -- fixtures -------------------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="session")

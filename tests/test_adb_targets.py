@@ -327,7 +327,8 @@ def test_push_reference_binaries_for_an_unbuilt_abi(loopback_device, fake_bin):
         with push_reference_binaries(loopback_device.transport(), ["fakegen"], "arm64-v8a", "/tmp/x",
                                      bin_dir=fake_bin):
             pass
-    with pytest.raises(TargetError, match="no reference builds for ABI 'mips'"):
+    with pytest.raises(TargetError, match=r"no reference builds for ABI 'mips': the Makefile builds "
+                                          r"`make -C reference-impl ARCH=aarch64` \(arm64-v8a\)"):
         reference_binary_path("fakegen", "mips", fake_bin)
     assert reference_binary_path("mobibench", "arm64-v8a") == REFERENCE_BIN / "aarch64" / "mobibench"
 

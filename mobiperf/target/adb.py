@@ -633,22 +633,23 @@ def _only_device(adb: str, server_port: int | None) -> str:
                       + ", ".join(d["serial"] for d in devices))
 
 
-DEVICE_SUMMARY = "getprop ro.build.version.release; uname -r"
+DEVICE_SUMMARY = "getprop ro.build.version.release; uname -r; getprop ro.product.cpu.abi"
 
 
 def list_adb_devices(adb: str = "adb", server_port: int | None = None, *,
                      timeout: float = ROOT_PROBE_TIMEOUT_S) -> list[dict]:
     """Every device the adb server knows, with model, Android version, kernel and root for the usable ones.
 
-    Each dict: serial, state, model, product, device, transport_id, usb, android_version, kernel, root (bool),
-    root_method. Devices not in state "device" (offline, unauthorized, ...) keep None for what needs a shell.
+    Each dict: serial, state, model, product, device, transport_id, usb, android_version, kernel, abi (the
+    ABI property: the binaries a phone runs, whatever `uname -m` says), root (bool), root_method. Devices not in
+    state "device" (offline, unauthorized, ...) keep None for what needs a shell.
     Root is detected without changing the device (`id -u`, then su); `adb root` is never tried here.
     """
     adb = _find_adb(adb)
     ensure_server(adb, server_port)
     listed = _devices(adb, server_port)
     for d in listed:
-        d.update(android_version=None, kernel=None, root=False, root_method=None)
+        d.update(android_version=None, kernel=None, abi=None, root=False, root_method=None)
         if d["state"] != "device":
             continue
         try:
@@ -657,6 +658,7 @@ def list_adb_devices(adb: str = "adb", server_port: int | None = None, *,
             lines = t.run(["sh", "-c", DEVICE_SUMMARY], timeout=timeout).text.splitlines()
             d["android_version"] = (lines[0].strip() or None) if lines else None
             d["kernel"] = lines[1].strip() if len(lines) > 1 else None
+            d["abi"] = (lines[2].strip() or None) if len(lines) > 2 else None
             d["root_method"] = t.root_method
             d["root"] = d["root_method"] is not None
         except TargetError as e:
