@@ -170,12 +170,19 @@ class DeviceFuseStack:
         while True:
             mounted, pid, alive = self._state(mountpoint, pidfile)
             self._pid = pid or self._pid
-            if mounted:
+            if mounted and self._answers(mountpoint):
                 return
-            if (pid is not None and not alive) or time.monotonic() > deadline:
+            if (pid is not None and not alive) or mounted or time.monotonic() > deadline:
                 said = self._read(logfile).strip() or ("timed out" if alive else "it exited")
                 raise StackError(f"{Path(argv[0]).name} did not mount {mountpoint}: {said[-600:]}")
             time.sleep(POLL_S)
+
+    def _answers(self, mountpoint: str) -> bool:
+        """The daemon answers on its mount: a stat waits for its FUSE_INIT reply (after which it may still refuse,
+        e.g. passthrough the kernel lacks: a moment later it must still be there)."""
+        script = (f"stat -c %i {shlex.quote(mountpoint)} >/dev/null && sleep 0.2 && "
+                  f"kill -0 \"$(cat {shlex.quote(self.run_dir)}/daemon.pid)\"")
+        return self.transport.run(["sh", "-c", script], timeout=30).returncode == 0
 
     def _state(self, mountpoint: str, pidfile: str) -> tuple[bool, int | None, bool]:
         """(mounted, daemon pid, daemon alive) in one round trip."""
