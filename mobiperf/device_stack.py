@@ -106,6 +106,8 @@ class DeviceFuseStack:
         self.timeout_s = timeout_s
         self._undo: list[tuple[str, Callable[[], None]]] = []
         self._pid: int | None = None   # the daemon's, from its pid file
+        self._served = False           # the daemon answered on its mount
+        self._left: str | None = None  # why the run is void: the daemon left its mount before the teardown
         self.facts: StackFacts | None = None
 
     def __enter__(self) -> StackFacts:
@@ -171,6 +173,7 @@ class DeviceFuseStack:
             mounted, pid, alive = self._state(mountpoint, pidfile)
             self._pid = pid or self._pid
             if mounted and self._answers(mountpoint):
+                self._served = True
                 return
             if (pid is not None and not alive) or mounted or time.monotonic() > deadline:
                 said = self._read(logfile).strip() or ("timed out" if alive else "it exited")
@@ -180,9 +183,10 @@ class DeviceFuseStack:
     def _answers(self, mountpoint: str) -> bool:
         """The daemon answers on its mount: a stat waits for its FUSE_INIT reply (after which it may still refuse,
         e.g. passthrough the kernel lacks: a moment later it must still be there)."""
-        script = (f"stat -c %i {shlex.quote(mountpoint)} >/dev/null && sleep 0.2 && "
+        script = (f"stat -c %i {shlex.quote(mountpoint)} >/dev/null && sleep 0.3 && "
                   f"kill -0 \"$(cat {shlex.quote(self.run_dir)}/daemon.pid)\"")
-        return self.transport.run(["sh", "-c", script], timeout=30).returncode == 0
+        return self.transport.run(["sh", "-c", script], timeout=30).returncode == 0 and \
+            self._state(mountpoint, f"{self.run_dir}/daemon.pid")[0]
 
     def _state(self, mountpoint: str, pidfile: str) -> tuple[bool, int | None, bool]:
         """(mounted, daemon pid, daemon alive) in one round trip."""
@@ -220,6 +224,8 @@ class DeviceFuseStack:
         finally:
             if old is not None:
                 signal.signal(signal.SIGINT, old)
+        if self._left:
+            raise StackError(self._left + ("; teardown: " + "; ".join(failures) if failures else ""))
         if failures:
             raise StackError("stack teardown left things behind: " + "; ".join(failures))
 
@@ -228,6 +234,11 @@ class DeviceFuseStack:
         t = self.transport
         mounted, pid, alive = self._state(mountpoint, pidfile)
         pid = pid or self._pid
+        if self._served and not mounted:
+            # It unmounted on its own (a refusal after FUSE_INIT, a crash): the workload wrote to the bare
+            # directory underneath, and the run measured no daemon at all.
+            self._left = (f"the {self.layer.name} daemon left its mount during the run, so the workload ran on the "
+                          f"bare directory, not through it: {self._read(f'{self.run_dir}/daemon.log').strip()[-400:]}")
         for attempt in range(UMOUNT_ATTEMPTS):
             if not mounted or t.run(["umount", mountpoint], timeout=30).returncode == 0:
                 break

@@ -188,14 +188,29 @@ def _workload_command(transport: Transport, command: list[str], workdir: str,
         return list(command), {"PATH": f"{REFERENCE_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
     from mobiperf.target.android import android_facts, push_reference_binaries
 
-    wanted = [name for name in {Path(command[0]).name} if (REFERENCE_BIN / name).exists()]
+    wanted = _reference_programs(command)
     if not wanted:
         return list(command), {}
     facts = android_facts(transport)
     bindir = f"{facts['default_workdir']}/bin-{os.getpid()}-{time.monotonic_ns() % 10**8}"
     remote = active.enter_context(push_reference_binaries(transport, wanted, facts["abi"], bindir,
                                                           android=facts["is_android"]))
-    return [remote[wanted[0]], *command[1:]], {"PATH": f"{bindir}:/system/bin:/usr/bin:/bin"}
+    first = remote.get(Path(command[0]).name, command[0])
+    return [first, *command[1:]], {"PATH": f"{bindir}:{facts.get('path') or '/system/bin:/usr/bin:/bin'}"}
+
+
+def _reference_programs(command: list[str]) -> list[str]:
+    """The reference binaries a workload runs: its program, or programs named in its `sh -c` script (a sweep's
+    `sh -c 'mobibench ... && sync FILE'`)."""
+    import shlex
+
+    words = [Path(command[0]).name]
+    if len(command) > 2 and Path(command[0]).name == "sh" and command[1] == "-c":
+        try:
+            words += shlex.split(command[2])
+        except ValueError:
+            pass
+    return sorted({w for w in words if "/" not in w and w and (REFERENCE_BIN / w).is_file()})
 
 
 def _wait(proc, timeout_s: float | None) -> int:

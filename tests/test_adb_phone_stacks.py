@@ -207,3 +207,36 @@ def test_the_host_phone_models_are_refused_on_a_device_stack(loopback_device, tm
     assert done.returncode == 2 and not out.exists()
     assert "--device, --dirty-limit, --cpu, --fuse-wakeup (and --phone, which sets them) model a phone around an " \
            "emulated stack on this host" in done.stderr
+
+
+def test_passthrough_is_refused_where_the_device_cannot_do_it(android_device, tmp_path):
+    # The device's kernel is this host's (>= 6.9), but its arm64 daemon runs through qemu-user, which does not pass
+    # FUSE_DEV_IOC_BACKING_OPEN through: the daemon says so right after FUSE_INIT, and nothing is left.
+    out = tmp_path / "pt"
+    done = run_on(android_device, "dir:/data/local/tmp/mp+bfuse:preset=passthrough", "true", out)
+    assert done.returncode == 1, done.stderr
+    assert "passthrough refused: FUSE_DEV_IOC_BACKING_OPEN is not available" in done.stderr
+    assert "qemu-user" in done.stderr and "Function not implemented" in done.stderr
+    assert device_leftovers(android_device, "/data/local/tmp/mp", done.pid) == {"mounts": [], "files": [],
+                                                                                "pushed": []}
+    # A phone kernel older than 6.9 is refused before anything is pushed.
+    from mobiperf.device_stack import check_passthrough_kernel
+    from mobiperf.errors import StackError
+
+    with pytest.raises(StackError, match=r"Linux 6\.9 or later\); this kernel is 5\.10\.157-android13"):
+        check_passthrough_kernel("5.10.157-android13-4-00001-g5c1d8ecb1b47-ab9762829")
+    check_passthrough_kernel("6.12.0-android16")
+
+
+def test_a_daemon_that_leaves_its_mount_voids_the_run(loopback_device, tmp_path, clean_machine):
+    # Unmounted under the workload (here by the workload itself, as a daemon that refuses or crashes after FUSE_INIT
+    # does): what follows goes to the bare directory, so the run must not pass for a measurement of the daemon.
+    base = storage_dir(loopback_device, tmp_path)
+    out = tmp_path / "left"
+    done = run_on(loopback_device, f"dir:{base}+bfuse", 'cd / && umount "$MOBIPERF_WORKDIR" && sleep 0.5 && '
+                  f'cd "$MOBIPERF_WORKDIR" && {WRITE_4M}',
+                  out)
+    assert done.returncode == 1, done.stderr
+    assert "the bfuse daemon left its mount during the run, so the workload ran on the bare directory" in done.stderr
+    assert json.loads((out / "run.json").read_text())["status"] == "incomplete"
+    assert device_leftovers(loopback_device, base, done.pid) == {"mounts": [], "files": [], "pushed": []}

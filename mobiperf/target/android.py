@@ -46,6 +46,7 @@ RUN_FACTS = ("is_android", "android_version", "sdk", "build_type", "model", "abi
 # One script, sections introduced by @@name lines. Portable across dash, bash and Android's mksh + toybox.
 FACTS_SCRIPT = r"""
 echo @@uid; id -u
+echo @@path; echo "$PATH"
 echo @@uname; uname -r; uname -m
 echo @@android; if [ -e /system/build.prop ] && [ -e /system/bin/sh ]; then echo yes; fi
 echo @@props; for p in {props}; do v=$(getprop "$p" 2>/dev/null); echo "$p=$v"; done
@@ -204,7 +205,8 @@ def _mount_summary(path: str, mounts: Sequence[dict], devs: dict[str, str], bloc
 def parse_android_facts(text: str) -> dict:
     """The output of FACTS_SCRIPT as a dict.
 
-    is_android, android_version, sdk, build_type, model, abi, kernel, machine, uid, root, tracefs_path,
+    is_android, android_version, sdk, build_type, model, abi, kernel, machine, uid, root, path (the shell's PATH),
+    tracefs_path,
     tracefs_instances, tracefs_owner ("uid:gid mode" of its trace file: on Android root:readtracefs),
     tracefs_users [{pid, name}] (TRACERS running), selinux ("enforcing", "permissive", "disabled"), sdcard_path
     (resolved), sdcard_fstype, sdcard_layer ("fuse", "sdcardfs", "esdfs" or None), sdcard_implementation (how
@@ -270,6 +272,7 @@ def parse_android_facts(text: str) -> dict:
         "machine": machine,
         "uid": uid,
         "root": uid == 0,
+        "path": (s.get("path") or [None])[0],
         "tracefs_path": tracefs_path,
         "tracefs_instances": instances,
         "selinux": selinux,
