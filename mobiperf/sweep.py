@@ -164,9 +164,6 @@ def _free_text(text: str) -> str:
 
 
 PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
-    Parameter("target", "where the cell runs: local (the emulated stack on this host) or adb[:SERIAL] (a phone's "
-              "own storage, a directory of its /data with the FUSE layer over it; the host-side models and the "
-              "filesystem parameters do not apply)", _target),
     Parameter("fs", "filesystem of the data partition (raw: none, the file workload writes the bare device with "
               "dd)", _choice(FILESYSTEMS), FILESYSTEMS),
     Parameter("fs_data", "ext4 journal mode (data=)", _choice(EXT4_DATA_MODES), EXT4_DATA_MODES),
@@ -212,6 +209,9 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
               "table, as the papers ran it)", _choice(("1.0.8", "1.0.1")), ("1.0.8", "1.0.1")),
     Parameter("syscalls", "count the workload's system calls with strace -c (slows it down)", _on_off,
               ("on", "off")),
+    Parameter("target", "where the cell runs: local (the emulated stack on this host) or adb[:SERIAL] (a phone's "
+              "own storage, a directory of its /data with the FUSE layer over it; the host-side models and the "
+              "filesystem parameters do not apply)", _target),
 )}
 
 DEFAULTS: dict[str, str] = {
@@ -446,7 +446,7 @@ def unit_metrics(run_path: Path, plan: CellPlan) -> tuple[dict[str, float], list
     meta = json.loads((run_path / "run.json").read_text())
     reps = meta.get("repetitions") or []
     if not reps:
-        raise UnitFailed("the run recorded no repetition (interrupted or failed before the workload)")
+        raise NoRepetition("the run recorded no repetition (interrupted or failed before the workload)")
     rep = reps[0]
     raw = run_path / "raw" / f"rep{rep['index']}"
     if rep.get("exit_code") != 0:
@@ -584,6 +584,10 @@ def _error_of(log: Path) -> str:
 
 class UnitFailed(Exception):
     """A unit that ran but did not produce a measurement."""
+
+
+class NoRepetition(UnitFailed):
+    """A unit whose run stopped before its workload (its stack could not be set up, say): the run's error says why."""
 
 
 # --- the manifest ----------------------------------------------------------------------------------------------
@@ -773,7 +777,8 @@ def _run_unit(sweep: SweepDir, data: dict, cell: dict, unit: dict, python: str) 
         if code != 0:
             unit["notes"].append(f"mobiperf run exited with status {code}: {_tail(log, 300)}")
     except UnitFailed as e:
-        why = f"mobiperf run exited with status {code}: {_error_of(log)}" if code else str(e)
+        why = f"mobiperf run exited with status {code}: {_error_of(log)}" if code and isinstance(e, NoRepetition) \
+            else str(e)
         unit.update(status="failed", error=why, metrics={})
     except (OSError, ValueError, KeyError) as e:
         unit.update(status="failed", error=f"unreadable run {run_path}: {e}", metrics={})
