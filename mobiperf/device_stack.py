@@ -73,9 +73,12 @@ class DirectoryStack:
         self.transport = transport
         self.spec = spec
         self.workdir = f"{spec.filesystem.options['path'].rstrip('/')}/mobiperf-{uuid.uuid4().hex[:8]}"
+        self._made: list[str] = []
 
     def __enter__(self) -> StackFacts:
-        self.transport.run(["mkdir", "-p", self.workdir], timeout=30).check()
+        from mobiperf.target.android import make_dirs
+
+        self._made = make_dirs(self.transport, self.workdir, 30)
         try:
             return directory_facts(self.transport, self.workdir, str(self.spec))
         except BaseException:
@@ -83,7 +86,10 @@ class DirectoryStack:
             raise
 
     def __exit__(self, *exc) -> None:
+        from mobiperf.target.android import remove_dirs
+
         self.transport.run(["rm", "-rf", "--", self.workdir], timeout=120)
+        remove_dirs(self.transport, self._made)   # and the directories made for it (PATH)
 
 
 class DeviceFuseStack:
