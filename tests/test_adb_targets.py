@@ -75,6 +75,8 @@ def test_facts_of_the_loopback_are_this_hosts_facts(loopback_device):
     over_adb = android_facts(loopback_device.transport())
     local = android_facts(LocalTransport())
     # Other users of this machine mount and unmount all the time: compare the mount tables on the root only.
+    # The loopback puts its getprop (and su) first on the shell's PATH.
+    assert over_adb.pop("path").endswith(":" + local.pop("path"))
     root_mount = [m for m in over_adb.pop("mounts") if m["mountpoint"] == "/"]
     assert root_mount == [m for m in local.pop("mounts") if m["mountpoint"] == "/"] and len(root_mount) >= 1
     assert over_adb == local
