@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import platform
+import shlex
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -97,14 +98,13 @@ def _check_can_trace(transport: Transport, caps: Capabilities, request: RunReque
     """Refuse before anything is created: a run that cannot trace would only leave a broken run directory."""
     from mobiperf.collectors import EVENT_SET_NAMES, SOURCES
 
+    acquire = getattr(transport, "require_root", None)   # a phone: gets root (adb root) or says how to get it
+    if (not caps.tracefs_path or not caps.tracefs_writable) and acquire and not getattr(transport, "is_root", True):
+        from mobiperf.target.probe import probe
+
+        acquire("tracing (a tracefs instance of mobiperf's own)")
+        caps.__dict__.update(probe(transport).__dict__)   # root came from `adb root`: look again
     if not caps.tracefs_path or not caps.tracefs_writable:
-        acquire = getattr(transport, "require_root", None)   # a phone: says how to get root there, or gets it
-        if acquire is not None and not getattr(transport, "is_root", True):
-            acquire("tracing (a tracefs instance of mobiperf's own)")
-            from mobiperf.target.probe import probe
-            caps.__dict__.update(probe(transport).__dict__)   # root came from `adb root`: look again
-            if caps.tracefs_path and caps.tracefs_writable:
-                return _check_can_trace(transport, caps, request)
         raise TargetError("tracing needs a writable tracefs: run as root (tracefs is mounted at "
                           "/sys/kernel/tracing when absent)")
     for kind, asked, valid in (("trace source", request.sources or (), SOURCES),
@@ -202,8 +202,6 @@ def _workload_command(transport: Transport, command: list[str], workdir: str,
 def _reference_programs(command: list[str]) -> list[str]:
     """The reference binaries a workload runs: its program, or programs named in its `sh -c` script (a sweep's
     `sh -c 'mobibench ... && sync FILE'`)."""
-    import shlex
-
     words = [Path(command[0]).name]
     if len(command) > 2 and Path(command[0]).name == "sh" and command[1] == "-c":
         try:
