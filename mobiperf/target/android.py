@@ -60,7 +60,7 @@ echo @@fusefeatures; ls /sys/fs/fuse/features 2>/dev/null
 echo @@tracefsowner; for d in {tracefs}; do
   [ -e "$d/trace" ] && {{ stat -c '%u:%g %a' "$d/trace"; break; }}; done
 echo @@tracers; for p in /proc/[0-9]*; do
-  c=; read -r c < "$p/comm" 2>/dev/null
+  c=; read -r c 2>/dev/null < "$p/comm"
   case $c in {tracers}) echo "${{p#/proc/}} $c" ;; esac
 done
 echo @@mounts; cat /proc/mounts
@@ -206,9 +206,8 @@ def parse_android_facts(text: str) -> dict:
     """The output of FACTS_SCRIPT as a dict.
 
     is_android, android_version, sdk, build_type, model, abi, kernel, machine, uid, root, path (the shell's PATH),
-    tracefs_path,
-    tracefs_instances, tracefs_owner ("uid:gid mode" of its trace file: on Android root:readtracefs),
-    tracefs_users [{pid, name}] (TRACERS running), selinux ("enforcing", "permissive", "disabled"), sdcard_path
+    tracefs_path, tracefs_instances, tracefs_owner ("uid:gid mode" of its trace file: on Android
+    root:readtracefs), tracefs_users [{pid, name}] (TRACERS running), selinux ("enforcing", "permissive", "disabled"), sdcard_path
     (resolved), sdcard_fstype, sdcard_layer ("fuse", "sdcardfs", "esdfs" or None), sdcard_implementation (how
     /sdcard is served: "fuse-passthrough", "fuse", "sdcardfs", "esdfs", "direct <fstype>", or None without one),
     fuse_passthrough (the MediaProvider property, bool or None), kernel_fuse_features (/sys/fs/fuse/features:
