@@ -41,10 +41,12 @@ system-packages: .stamps/system-packages
 	$(BIN)/python -m pip install -q -e '.[test]'
 	@mkdir -p .stamps && touch $@
 
-# The host's build, and the static arm64-v8a build the Android-shaped test device runs (through qemu-user).
+# The host's build, and the static phone builds the Android-shaped test devices run: arm64-v8a (through
+# qemu-user) and, on an x86_64 host, x86_64 (natively: the FUSE passthrough test).
 reference: .stamps/system-packages
 	$(MAKE) -s -C reference-impl
 	$(MAKE) -s -C reference-impl ARCH=aarch64
+	[ "$$(uname -m)" != x86_64 ] || $(MAKE) -s -C reference-impl ARCH=x86_64
 
 bench: setup
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -240,3 +240,24 @@ def test_a_daemon_that_leaves_its_mount_voids_the_run(loopback_device, tmp_path,
     assert "the bfuse daemon left its mount during the run, so the workload ran on the bare directory" in done.stderr
     assert json.loads((out / "run.json").read_text())["status"] == "incomplete"
     assert device_leftovers(loopback_device, base, done.pid) == {"mounts": [], "files": [], "pushed": []}
+
+
+def test_passthrough_on_a_phone_whose_kernel_has_it(start_android, tmp_path, clean_machine):
+    # An x86_64 Android-shaped device: its static daemon runs natively (no qemu), on this host's kernel (>= 6.9):
+    # the INIT and open replies are patched on the phone's side of adb, and no data request reaches the daemon.
+    from mobiperf.target.android import REFERENCE_BIN
+
+    if not (REFERENCE_BIN / "x86_64" / "bfuse").exists():
+        pytest.skip("needs the x86_64 phone build: make -C reference-impl ARCH=x86_64")
+    device = start_android(props={"ro.product.cpu.abi": "x86_64", "ro.product.cpu.abilist": "x86_64"})
+    out = tmp_path / "pt"
+    done = run_on(device, "dir:/data/local/tmp/mp+bfuse:preset=passthrough", f"{WRITE_4M} && cat f > /dev/null", out)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rep = json.loads((out / "run.json").read_text())["repetitions"][0]
+    assert rep["stack"]["layers"][0]["binary"].startswith("/data/local/tmp/mobiperf/bin-")
+    reqs = fuse_requests(out)
+    assert reqs.filter(pl.col("opcode").is_in([15, FUSE_WRITE])).is_empty() and len(reqs) > 0
+    counters = rep["counters"]["bfuse-counters"]
+    assert "write" not in counters["ops"] and "read" not in counters["ops"]
+    assert counters["counters"]["passthrough_opens"] >= 2 and counters["config"]["passthrough"] is True
+    assert device_leftovers(device, "/data/local/tmp/mp", done.pid) == {"mounts": [], "files": [], "pushed": []}
