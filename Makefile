@@ -10,7 +10,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 DEBIAN_PACKAGES := e2fsprogs xfsprogs btrfs-progs fuse3 libfuse3-dev pkg-config strace sqlite3 \
 	libsqlite3-dev adb build-essential blktrace fio gcc-aarch64-linux-gnu chromium \
-	trace-cmd
+	trace-cmd gcc-arm-linux-gnueabihf qemu-user-static binfmt-support mksh toybox
 PY_SOURCES := setup.cfg pyproject.toml $(shell find mobiperf collectors analyzers reports -name '*.py')
 
 .PHONY: demo test setup system-packages reference bench clean
@@ -41,8 +41,12 @@ system-packages: .stamps/system-packages
 	$(BIN)/python -m pip install -q -e '.[test]'
 	@mkdir -p .stamps && touch $@
 
+# The host's build, and the static phone builds the Android-shaped test devices run: arm64-v8a (through
+# qemu-user) and, on an x86_64 host, x86_64 (natively: the FUSE passthrough test).
 reference: .stamps/system-packages
 	$(MAKE) -s -C reference-impl
+	$(MAKE) -s -C reference-impl ARCH=aarch64
+	[ "$$(uname -m)" != x86_64 ] || $(MAKE) -s -C reference-impl ARCH=x86_64
 
 bench: setup
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

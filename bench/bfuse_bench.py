@@ -1,21 +1,30 @@
-"""bFUSE benchmark: native vs legacy FUSE vs bFUSE vs libfuse's passthrough_ll, on one loop-device ext4.
+"""bFUSE benchmark and its gates: legacy FUSE vs bFUSE vs libfuse's passthrough_ll (and native, passthrough).
 
-One run creates its own ext4 on its own loop device (image in /var/tmp, cleaned up in all cases), builds libfuse's
-passthrough_ll example from /usr/share/doc/libfuse3-dev/examples into a temp dir (with libfuse's own
-fuse_parse_conn_info_opts/fuse_apply_conn_info_opts added at build time so that -o max_write= works; the source is
-not kept), and measures every configuration on the same filesystem:
+Every configuration is measured side by side in one run on one filesystem, repetitions alternated (round robin,
+so load swings spread over all of them), medians of --repeat (>= 5 for the gates). Two parts:
 
-  seq   sequential 512 KiB writes of a 512 MiB file (default) followed by fsync: MB/s (MiB/s, 2^20)
-  rand  4 KiB random writes into a 64 MiB file, each followed by fsync: IOPS
+  host   this host's loop-device ext4 as it is. Sequential 512 KiB writes of a 512 MiB file (default) + fsync, on
+         a fresh mount each time: MB/s (MiB/s, context only: the shared VM varies 2-5x), and the daemon's CPU
+         seconds per GiB written: user + sys of the daemon's whole life (mount, write, unmount) from wait4(2) when
+         it exits, the same measure for every daemon. bFUSE's pwrite() count (Table 3, from its counters). 4 KiB
+         random writes + fsync (IOPS) on a mount of their own, as context.
+  phone  the same write (64 MiB) under the galaxy-s3-2012 phone model applied alike to every daemon (and to the
+         writer): emmc-2012 device model, 64 MiB dirty limit, one 25 % CPU share, each FUSE request 430 us late
+         (bench/bench_phone_model.py). MB/s.
 
-and, for bfuse configurations, the daemon's pwrite calls for one sequential file (the paper's Table 3: 131,072
-legacy / 1,024 with a 512 KiB IO unit / <= 260 with the 8 MiB buffer). Figures are medians of --repeat runs with
-their range. Needs root (loop device, mounts) and /dev/fuse.
+Gates (exit status 3 if one is missed; the machine is shared: report the load, the lead re-runs on a quiet one):
+  cpu      bFUSE daemon CPU/GiB <= 1.2 x passthrough_ll's best configuration, and <= 1/5 of legacy's
+  pwrite   daemon pwrite() per 512 MiB: legacy 131,072 and nobuf 1,024 exactly, bFUSE <= 260 (paper: 128,000 /
+           1,000 / 249)
+  phone    under the phone model, bFUSE MB/s >= 1.0 x passthrough_ll's best configuration, and >= 5 x legacy
 
-    python bench/bfuse_bench.py                 # full size: 512 MiB, 3 repetitions
-    python bench/bfuse_bench.py --quick         # 64 MiB, 2 repetitions, fewer random writes
-    python bench/bfuse_bench.py --only native,legacy,bfuse --json results.json
-    python bench/bfuse_bench.py --tmpfs --quick   # same, over a tmpfs: the FUSE path without a device
+Needs root (loop devices, mounts, a cgroup), /dev/fuse, reference-impl built (bfuse, devmodel, fuse_wakeup.so) and
+libfuse's examples (/usr/share/doc/libfuse3-dev/examples) to build passthrough_ll.
+
+    python bench/bfuse_bench.py                       # 512 MiB, 5 repetitions, both parts, gates
+    python bench/bfuse_bench.py --quick               # 64 MiB (phone part 16 MiB), 2 repetitions: checks the bench
+    python bench/bfuse_bench.py --only legacy,nobuf,bfuse,ptll_mw512k --no-phone --json out.json
+    python bench/bfuse_bench.py --tmpfs --quick       # host part over a tmpfs: the FUSE path without a device
 """
 
 from __future__ import annotations
@@ -40,6 +49,10 @@ BFUSE = REPO / "reference-impl" / "bin" / "bfuse"
 EXAMPLES = Path("/usr/share/doc/libfuse3-dev/examples")
 MIB = 1 << 20
 KIB = 1 << 10
+GIB = 1 << 30
+GATE_REPEAT = 5
+TABLE3_BYTES = 512 * MIB
+PHONE = "galaxy-s3-2012"
 
 
 @dataclass
@@ -48,23 +61,26 @@ class Config:
     kind: str            # native | bfuse | ptll
     options: str = ""    # -o value for the daemon
     note: str = ""
+    phone: bool = False  # also measured in the phone part
 
 
 CONFIGS = [
-    Config("native", "native", note="ext4 on the loop device"),
-    Config("legacy", "bfuse", "preset=legacy", "4 KiB unit, 1 thread, pwrite per request"),
+    Config("native", "native", note="ext4 on the loop device", phone=True),
+    Config("legacy", "bfuse", "preset=legacy", "4 KiB unit, 1 thread, pwrite per request", phone=True),
     Config("nobuf", "bfuse", "preset=nobuf", "512 KiB unit, no buffer"),
     Config("nobuf+splice", "bfuse", "preset=zerocopy", "512 KiB unit, splice, no buffer (seed 003)"),
-    Config("bfuse", "bfuse", "preset=bfuse", "512 KiB, 8 MiB of 2 MiB entries, 10 ms; spliced, pipe read into entry"),
+    Config("bfuse", "bfuse", "preset=bfuse", "512 KiB, 8 MiB of 2 MiB entries, 10 ms; spliced, pipe read into entry",
+           phone=True),
     Config("bfuse+aligned", "bfuse", "preset=bfuse,entry_phase=0",
            "bfuse with entries at 2 MiB-aligned offsets: 2 MiB page-cache folios natively"),
     Config("bfuse+ownloop", "bfuse", "preset=bfuse,splice=0", "bfuse on fusecore's loop: receive buffers adopted"),
     Config("bfuse+copy", "bfuse", "preset=bfuse,splice=0,own_loop=0", "bfuse on libfuse's loop: data copied"),
     Config("bfuse+wbcache", "bfuse", "preset=bfuse,writeback_cache=1", "bfuse with kernel writeback cache"),
-    Config("ptll", "ptll", "", "passthrough_ll default (1 MiB, splice falls back)"),
-    Config("ptll_mw512k", "ptll", "max_write=524288", "512 KiB, splice"),
-    Config("ptll_mw512k_nosplice", "ptll", "max_write=524288,no_splice_read", "512 KiB, read+pwrite"),
-    Config("ptll_wb_mw512k", "ptll", "max_write=524288,writeback", "512 KiB, writeback cache"),
+    Config("passthrough", "bfuse", "preset=passthrough", "kernel FUSE passthrough (today's /sdcard)", phone=True),
+    Config("ptll", "ptll", "", "passthrough_ll default (1 MiB, splice falls back)", phone=True),
+    Config("ptll_mw512k", "ptll", "max_write=524288", "512 KiB, splice", phone=True),
+    Config("ptll_mw512k_nosplice", "ptll", "max_write=524288,no_splice_read", "512 KiB, read+pwrite", phone=True),
+    Config("ptll_wb_mw512k", "ptll", "max_write=524288,writeback", "512 KiB, writeback cache", phone=True),
 ]
 
 
@@ -75,6 +91,7 @@ class Result:
     seq_write_phase_mbps: list[float] = field(default_factory=list)
     daemon_cpu_s_per_gib: list[float] = field(default_factory=list)
     rand_iops: list[float] = field(default_factory=list)
+    phone_mbps: list[float] = field(default_factory=list)
     pwrite_calls: int | None = None
     fuse_writes: int | None = None
     error: str = ""
@@ -154,34 +171,60 @@ def build_passthrough_ll(workdir: Path) -> Path:
     return binary
 
 
+class DaemonMount:
+    """A daemon serving `mnt`; after the `with` block, cpu_s holds its user + sys seconds (wait4 rusage)."""
+
+    def __init__(self, process: subprocess.Popen):
+        self.process = process
+        self.cpu_s: float | None = None
+
+    def reap(self, timeout: float = 30) -> None:
+        """Wait for the daemon to exit and take its whole-life CPU time from wait4(2); kill it if it hangs."""
+        deadline = time.monotonic() + timeout
+        while True:
+            pid, status, usage = os.wait4(self.process.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                self.process.kill()
+                pid, status, usage = os.wait4(self.process.pid, 0)
+                break
+            time.sleep(0.01)
+        self.process.returncode = os.waitstatus_to_exitcode(status)
+        self.cpu_s = usage.ru_utime + usage.ru_stime
+
+
 @contextmanager
-def fuse_mount(config: Config, source: Path, mnt: Path, ptll: Path | None, counters: Path):
-    """Start the daemon of `config` in the foreground, wait for its mount, always unmount and reap it."""
+def fuse_mount(config: Config, source: Path, mnt: Path, ptll: Path | None, counters: Path,
+               env: dict[str, str] | None = None, join=None):
+    """Start the daemon of `config` in the foreground, wait for its mount, always unmount and reap it.
+    env: extra environment (the phone model's preload); join(pid): put the daemon in the phone model's CPU share
+    before it mounts."""
     if config.kind == "bfuse":
         cmd = [str(BFUSE), "-f", "-o", f"{config.options},counters={counters}", str(source), str(mnt)]
     else:
         opts = f"source={source}" + (f",{config.options}" if config.options else "")
         cmd = [str(ptll), "-f", "-o", opts, str(mnt)]
     stderr = tempfile.TemporaryFile()
-    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr)
+    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr,
+                               env={**os.environ, **env} if env else None)
+    mount = DaemonMount(process)
     try:
+        if join is not None:
+            join(process.pid)
         deadline = time.monotonic() + 10
         while not is_mounted(mnt):
             if process.poll() is not None or time.monotonic() > deadline:
                 stderr.seek(0)
                 raise RuntimeError(f"{config.name} did not mount: {stderr.read().decode(errors='replace')}")
             time.sleep(0.02)
-        yield process
+        yield mount
     finally:
-        if is_mounted(mnt):
-            subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True, timeout=30)
-        if is_mounted(mnt):
-            subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True, timeout=30)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        for flag in ("-u", "-uz"):
+            if is_mounted(mnt):
+                subprocess.run(["fusermount3", flag, str(mnt)], capture_output=True, timeout=30)
+        if process.returncode is None:
+            mount.reap()
         stderr.close()
 
 
@@ -211,12 +254,6 @@ def sequential_write(path: Path, total: int, record: int = 512 * KIB) -> tuple[f
     elapsed = time.perf_counter() - start
     path.unlink()
     return total / MIB / elapsed, total / MIB / (written - start)
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (all its threads) from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def random_fsync_writes(path: Path, count: int, file_size: int = 64 * MIB, seed: int = 1) -> float:
@@ -262,13 +299,12 @@ def warm_free_memory(size: int) -> None:
         region.close()
 
 
-def measure_once(config: Config, fs: Path, ptll: Path | None, args, rep: int, result: Result) -> None:
-    """One repetition of both workloads on `config`, with a fresh mount (and counters on the first one).
+def measure_host(config: Config, fs: Path, ptll: Path | None, args, rep: int, result: Result) -> None:
+    """One repetition of the host part: the sequential write on a mount of its own (daemon CPU over its whole
+    life, pwrite counters on the first repetition), then the random writes on another.
 
     Every configuration writes into the same source directory (emptied after each run), so all of them write into
-    the same ext4 block group: ext4 spreads top-level directories over block groups (Orlov). (This did not remove
-    the effect it was tried against: in most full runs one or two configurations are 2-5x slower, daemon CPU
-    included, in every repetition of that run, and which ones changes with the set of configurations run.)"""
+    the same ext4 block group: ext4 spreads top-level directories over block groups (Orlov)."""
     source = fs / "src"
     source.mkdir(exist_ok=True)
     mnt = fs.parent / f"mnt-{config.name}"
@@ -285,154 +321,223 @@ def measure_once(config: Config, fs: Path, ptll: Path | None, args, rep: int, re
             result.seq_write_phase_mbps.append(phase)
             result.rand_iops.append(random_fsync_writes(source / "rand", args.rand_count, seed=rep))
             return
-        with fuse_mount(config, source, mnt, ptll, counters) as process:
-            before = bfuse_counters(process, counters) if config.kind == "bfuse" and rep == 0 else None
-            cpu_before = cpu_seconds(process.pid)
+        with fuse_mount(config, source, mnt, ptll, counters) as mount:
+            before = bfuse_counters(mount.process, counters) if config.kind == "bfuse" and rep == 0 else None
             total, phase = sequential_write(mnt / "seq", args.seq_bytes)
-            result.daemon_cpu_s_per_gib.append((cpu_seconds(process.pid) - cpu_before) * (1 << 30) / args.seq_bytes)
-            result.seq_mbps.append(total)
-            result.seq_write_phase_mbps.append(phase)
             if before is not None:
-                after = bfuse_counters(process, counters)
+                after = bfuse_counters(mount.process, counters)
                 result.pwrite_calls = (after["counters"]["daemon_pwrite_calls"] +
                                        after["counters"]["daemon_splice_write_calls"] -
                                        before["counters"]["daemon_pwrite_calls"] -
                                        before["counters"]["daemon_splice_write_calls"])
-                result.fuse_writes = (after["ops"]["write"]["requests"] -
+                result.fuse_writes = (after["ops"].get("write", {"requests": 0})["requests"] -
                                       before["ops"].get("write", {"requests": 0})["requests"])
+        result.daemon_cpu_s_per_gib.append(mount.cpu_s * GIB / args.seq_bytes)
+        result.seq_mbps.append(total)
+        result.seq_write_phase_mbps.append(phase)
+        with fuse_mount(config, source, mnt, ptll, counters):
             result.rand_iops.append(random_fsync_writes(mnt / "rand", args.rand_count, seed=rep))
     except Exception as err:   # one broken configuration must not lose the others' figures
         result.error = str(err)[:300]
     finally:
-        for leftover in source.iterdir():
-            if leftover.is_dir() and not leftover.is_symlink():
-                shutil.rmtree(leftover, ignore_errors=True)
-            else:
-                leftover.unlink(missing_ok=True)
+        empty(source)
 
 
-def median_range(values: list[float]) -> tuple[float, float, float]:
-    return statistics.median(values), min(values), max(values)
+def measure_phone(config: Config, model, ptll: Path | None, args, result: Result) -> None:
+    """One repetition of the phone part: the sequential write under the phone model, the daemon in its CPU share
+    with the wake-up latency preloaded."""
+    source = model.fs / "src"
+    source.mkdir(exist_ok=True)
+    mnt = model.fs.parent / f"phone-mnt-{config.name}"
+    mnt.mkdir(exist_ok=True)
+    try:
+        subprocess.run(["sync"], timeout=300)
+        if config.kind == "native":
+            result.phone_mbps.append(model.write(source / "seq", args.phone_bytes))
+            return
+        with fuse_mount(config, source, mnt, ptll, model.fs.parent / f"phone-counters-{config.name}.json",
+                        env=model.daemon_env, join=model.join):
+            result.phone_mbps.append(model.write(mnt / "seq", args.phone_bytes))
+    except Exception as err:
+        result.error = f"phone: {str(err)[:300]}"
+    finally:
+        empty(source)
+
+
+def empty(directory: Path) -> None:
+    for leftover in directory.iterdir():
+        if leftover.is_dir() and not leftover.is_symlink():
+            shutil.rmtree(leftover, ignore_errors=True)
+        else:
+            leftover.unlink(missing_ok=True)
+
+
+def median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+@dataclass
+class Gate:
+    name: str
+    passed: bool | None     # None: not measured
+    detail: str
+
+
+def evaluate_gates(results: list[Result], args) -> list[Gate]:
+    """The issue's targets, from the medians of this run's side-by-side repetitions."""
+    by = {r.config.name: r for r in results if not r.error}
+    gates: list[Gate] = []
+    bfuse, legacy = by.get("bfuse"), by.get("legacy")
+    ptlls = [r for r in by.values() if r.config.kind == "ptll"]
+    cpu = {name: median(r.daemon_cpu_s_per_gib) for name, r in by.items() if r.daemon_cpu_s_per_gib}
+    best_cpu = min(((cpu[r.config.name], r.config.name) for r in ptlls if r.config.name in cpu), default=None)
+    if bfuse and legacy and best_cpu and "bfuse" in cpu and "legacy" in cpu:
+        b, limit = cpu["bfuse"], 1.2 * best_cpu[0]
+        gates.append(Gate("cpu vs passthrough_ll", b <= limit,
+                          f"bFUSE {b:.3f} s/GiB vs 1.2 x {best_cpu[1]} {best_cpu[0]:.3f} = {limit:.3f}"))
+        gates.append(Gate("cpu vs legacy", b <= cpu["legacy"] / 5,
+                          f"bFUSE {b:.3f} s/GiB vs legacy {cpu['legacy']:.3f} / 5 = {cpu['legacy'] / 5:.3f}"))
+    else:
+        gates.append(Gate("cpu", None, "bfuse, legacy and a passthrough_ll configuration are all needed"))
+    scale = TABLE3_BYTES / args.seq_bytes
+    expect = {"legacy": (TABLE3_BYTES // 4096, "=="), "nobuf": (TABLE3_BYTES // (512 * KIB), "=="),
+              "bfuse": (260, "<=")}
+    for name, (target, op) in expect.items():
+        r = by.get(name)
+        if r is None or r.pwrite_calls is None:
+            gates.append(Gate(f"pwrite {name}", None, "not measured"))
+            continue
+        per = r.pwrite_calls * scale
+        ok = round(per) == target if op == "==" else per <= target
+        gates.append(Gate(f"pwrite {name}", ok, f"{per:,.0f} per 512 MiB ({op} {target:,})"))
+    phone = {name: median(r.phone_mbps) for name, r in by.items() if r.phone_mbps}
+    best = max(((phone[r.config.name], r.config.name) for r in ptlls if r.config.name in phone), default=None)
+    if "bfuse" in phone and "legacy" in phone and best:
+        b = phone["bfuse"]
+        gates.append(Gate("phone vs passthrough_ll", b >= best[0],
+                          f"bFUSE {b:.1f} MB/s vs {best[1]} {best[0]:.1f} ({b / best[0]:.2f}x)"))
+        gates.append(Gate("phone vs legacy", b >= 5 * phone["legacy"],
+                          f"bFUSE {b:.1f} MB/s vs legacy {phone['legacy']:.1f} ({b / phone['legacy']:.1f}x)"))
+    elif not args.no_phone:
+        gates.append(Gate("phone", None, "bfuse, legacy and a passthrough_ll configuration are all needed"))
+    if args.repeat < GATE_REPEAT:
+        for gate in gates:
+            gate.detail += f" [indicative: {args.repeat} repetitions, the gates want >= {GATE_REPEAT}]"
+    return gates
 
 
 def print_table(results: list[Result], args) -> None:
     by_name = {r.config.name: r for r in results if not r.error and r.seq_mbps}
-    native = by_name.get("native")
-    legacy = by_name.get("legacy")
-    ptlls = [r for r in by_name.values() if r.config.kind == "ptll"]
-    best_seq = max(ptlls, key=lambda r: statistics.median(r.seq_mbps), default=None)
-    best_rand = max(ptlls, key=lambda r: statistics.median(r.rand_iops), default=None)
+    native, legacy = by_name.get("native"), by_name.get("legacy")
 
-    def ratio(value: float, peer: Result | None, attr: str) -> str:
-        if not peer:
-            return "-"
-        return f"{value / statistics.median(getattr(peer, attr)):.2f}x"
+    def ratio(value: float | None, peer: Result | None, attr: str) -> str:
+        base = median(getattr(peer, attr)) if peer else None
+        return "-" if value is None or not base else f"{value / base:.2f}x"
 
-    size = f"{args.seq_bytes // MIB} MiB"
-    print(f"\nsequential 512 KiB writes of {size} + fsync; 4 KiB random writes + fsync x {args.rand_count}; "
-          f"median of {args.repeat} (range); machine shared with other jobs: figures are noisy")
-    head = (f"{'config':22} {'seq MB/s':>8} {'range':>9} {'/native':>7} {'/legacy':>7} {'/best ll':>8} "
-            f"{'wr-phase':>8} {'cpu s/GiB':>9} {'rand IOPS':>9} {'range':>9} {'/native':>7} {'/best ll':>8} "
-            f"{'FUSE wr':>7} {'pwrites':>7}")
+    print(f"\nhost: sequential 512 KiB writes of {args.seq_bytes // MIB} MiB + fsync; 4 KiB random writes + fsync x "
+          f"{args.rand_count}; phone ({PHONE} model): {args.phone_bytes // MIB} MiB; medians of {args.repeat}, "
+          f"alternated; load average now {os.getloadavg()[0]:.1f} (machine shared: MB/s is context, CPU/GiB gates)")
+    head = (f"{'config':22} {'MB/s':>6} {'range':>9} {'/native':>7} {'/legacy':>7} {'cpu s/GiB':>9} {'range':>11} "
+            f"{'IOPS':>6} {'FUSE wr':>7} {'pwrites':>7} {'phone MB/s':>10} {'range':>11}")
     print(head)
     print("-" * len(head))
     for r in results:
         if r.error:
             print(f"{r.config.name:22} ERROR: {r.error}")
             continue
-        seq, seq_lo, seq_hi = median_range(r.seq_mbps)
-        iops, iops_lo, iops_hi = median_range(r.rand_iops)
-        phase = statistics.median(r.seq_write_phase_mbps)
-        cpu = f"{statistics.median(r.daemon_cpu_s_per_gib):.2f}" if r.daemon_cpu_s_per_gib else "-"
-        print(f"{r.config.name:22} {seq:8.0f} {f'{seq_lo:.0f}-{seq_hi:.0f}':>9} {ratio(seq, native, 'seq_mbps'):>7} "
-              f"{ratio(seq, legacy, 'seq_mbps'):>7} {ratio(seq, best_seq, 'seq_mbps'):>8} {phase:8.0f} {cpu:>9} "
-              f"{iops:9.0f} {f'{iops_lo:.0f}-{iops_hi:.0f}':>9} {ratio(iops, native, 'rand_iops'):>7} "
-              f"{ratio(iops, best_rand, 'rand_iops'):>8} "
-              f"{r.fuse_writes if r.fuse_writes is not None else '-':>7} "
-              f"{r.pwrite_calls if r.pwrite_calls is not None else '-':>7}")
-    print("seq MB/s includes the final fsync; wr-phase = MB/s of the write() calls alone (before fsync); "
-          "cpu s/GiB = daemon user+sys CPU per GiB written (less sensitive to machine load than MB/s)")
-    if best_seq:
-        print(f"\nbest passthrough_ll: seq {best_seq.config.name}, rand {best_rand.config.name}")
-    bfuse = by_name.get("bfuse")
-    if bfuse and best_seq and legacy:
-        seq = statistics.median(bfuse.seq_mbps)
-        print(f"targets: bfuse >= best passthrough_ll: {seq / statistics.median(best_seq.seq_mbps):.2f}x "
-              f"({'met' if seq >= statistics.median(best_seq.seq_mbps) else 'NOT met'}); "
-              f"bfuse >= 7x legacy: {seq / statistics.median(legacy.seq_mbps):.1f}x "
-              f"({'met' if seq >= 7 * statistics.median(legacy.seq_mbps) else 'NOT met'})")
-    if bfuse and ptlls:
-        # the best of several noisy medians is biased upwards (winner's curse): show every peer, and the
-        # daemon CPU per GiB, which the load disturbs less than MB/s
-        peers = ", ".join(f"{r.config.name} {statistics.median(bfuse.seq_mbps) / statistics.median(r.seq_mbps):.2f}x"
-                          for r in ptlls)
-        print(f"bfuse seq vs each passthrough_ll: {peers}")
-        if bfuse.daemon_cpu_s_per_gib:
-            cpus = ", ".join(f"{r.config.name} {statistics.median(r.daemon_cpu_s_per_gib):.2f}" for r in ptlls
-                             if r.daemon_cpu_s_per_gib)
-            print(f"daemon CPU s/GiB: bfuse {statistics.median(bfuse.daemon_cpu_s_per_gib):.2f}; {cpus}")
-    scale = 512 * MIB / args.seq_bytes
-    counts = ", ".join(f"{name} {by_name[name].pwrite_calls * scale:,.0f}" for name in ("legacy", "nobuf", "bfuse")
-                       if name in by_name and by_name[name].pwrite_calls is not None)
-    if counts:
-        print(f"daemon pwrite calls per 512 MiB (targets 131,072 / 1,024 / <= 260): {counts}")
+        seq, cpu, phone = median(r.seq_mbps), median(r.daemon_cpu_s_per_gib), median(r.phone_mbps)
+        span = (lambda v, f: f"{min(v):{f}}-{max(v):{f}}" if v else "-")
+        print(f"{r.config.name:22} {seq or 0:6.0f} {span(r.seq_mbps, '.0f'):>9} "
+              f"{ratio(seq, native, 'seq_mbps'):>7} {ratio(seq, legacy, 'seq_mbps'):>7} "
+              f"{f'{cpu:.3f}' if cpu is not None else '-':>9} {span(r.daemon_cpu_s_per_gib, '.2f'):>11} "
+              f"{median(r.rand_iops) or 0:6.0f} {r.fuse_writes if r.fuse_writes is not None else '-':>7} "
+              f"{r.pwrite_calls if r.pwrite_calls is not None else '-':>7} "
+              f"{f'{phone:.1f}' if phone is not None else '-':>10} {span(r.phone_mbps, '.1f'):>11}")
+    print("cpu s/GiB = the daemon's user+sys seconds over its whole life (wait4) per GiB written")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     epilog="examples: python bench/bfuse_bench.py --quick; "
-                                            "python bench/bfuse_bench.py --json bfuse.json")
-    parser.add_argument("--quick", action="store_true", help="64 MiB, 2 repetitions, 300 random writes")
-    parser.add_argument("--list", action="store_true", help="list the configurations and exit")
-    parser.add_argument("--tmpfs", action="store_true",
-                        help="a tmpfs instead of the loop-device ext4 (FUSE path cost without a device)")
-    parser.add_argument("--repeat", type=int, default=None)
-    parser.add_argument("--size-mib", type=int, default=None, help="sequential file size (default 512)")
-    parser.add_argument("--rand-count", type=int, default=None, help="random 4 KiB writes per run (default 2000)")
-    parser.add_argument("--only", default="", help="comma-separated config names")
-    parser.add_argument("--json", type=Path, help="write all repetitions here")
-    args = parser.parse_args(argv)
-    args.repeat = args.repeat or (2 if args.quick else 3)
-    args.seq_bytes = (args.size_mib or (64 if args.quick else 512)) * MIB
-    args.rand_count = args.rand_count or (300 if args.quick else 2000)
-    if args.list:
-        for config in CONFIGS:
-            print(f"{config.name:22} {config.kind:7} {config.options:40} {config.note}")
-        return 0
-    if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
-        print("bfuse_bench: needs root (loop device, mounts) and /dev/fuse", file=sys.stderr)
-        return 2
-    if not BFUSE.exists():
-        run(["make", "-s", "-C", str(REPO / "reference-impl" / "bfuse")], timeout=300)
-    configs = [c for c in CONFIGS if not args.only or c.name in args.only.split(",")]
-
+def run_parts(configs: list[Config], args) -> list[Result]:
+    results = [Result(config) for config in configs]
     with tempfile.TemporaryDirectory(prefix="bfuse-bench-", dir="/var/tmp") as tmp:
         workdir = Path(tmp)
         ptll = build_passthrough_ll(workdir) if any(c.kind == "ptll" for c in configs) else None
         image_mib = max(2048, 3 * args.seq_bytes // MIB + 512)
         filesystem = own_tmpfs(workdir, image_mib) if args.tmpfs else loop_ext4(workdir, image_mib)
         with filesystem as (device, fs):
-            print(f"{'tmpfs' if args.tmpfs else 'ext4 on ' + device} ({image_mib} MiB), "
-                  f"kernel {os.uname().release}, load average {os.getloadavg()[0]:.1f}")
-            # round robin: every repetition visits every configuration, so load swings spread evenly
-            results = [Result(config) for config in configs]
+            print(f"host: {'tmpfs' if args.tmpfs else 'ext4 on ' + device} ({image_mib} MiB), kernel "
+                  f"{os.uname().release}, load average {os.getloadavg()[0]:.1f}", flush=True)
+            for rep in range(args.repeat):   # round robin: each repetition visits every configuration
+                for result in results:
+                    if not result.error:
+                        measure_host(result.config, fs, ptll, args, rep, result)
+                        print(f"  host rep {rep + 1} {result.config.name}: " + (result.error or (
+                            f"{result.seq_mbps[-1]:.0f} MB/s, {result.daemon_cpu_s_per_gib[-1]:.3f} s/GiB"
+                            if result.daemon_cpu_s_per_gib else f"{result.seq_mbps[-1]:.0f} MB/s")), flush=True)
+        if args.no_phone:
+            return results
+        from bench_phone_model import phone_model
+
+        with phone_model(workdir, max(1024, 3 * args.phone_bytes // MIB + 256), PHONE) as model:
+            print(f"phone: {PHONE} model on {model.fs}, load average {os.getloadavg()[0]:.1f}", flush=True)
             for rep in range(args.repeat):
                 for result in results:
-                    if result.error:
-                        continue
-                    measure_once(result.config, fs, ptll, args, rep, result)
-                    status = result.error or (f"seq {result.seq_mbps[-1]:.0f} MB/s, "
-                                              f"rand {result.rand_iops[-1]:.0f} IOPS")
-                    print(f"  rep {rep + 1} {result.config.name}: {status}", flush=True)
+                    if result.config.phone and not result.error:
+                        measure_phone(result.config, model, ptll, args, result)
+                        print(f"  phone rep {rep + 1} {result.config.name}: "
+                              + (result.error or f"{result.phone_mbps[-1]:.1f} MB/s"), flush=True)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     epilog="examples: python bench/bfuse_bench.py --quick; "
+                                            "python bench/bfuse_bench.py --json bfuse.json")
+    parser.add_argument("--quick", action="store_true", help="64 MiB (phone part 16 MiB), 2 repetitions, "
+                                                             "300 random writes: checks that the bench runs")
+    parser.add_argument("--list", action="store_true", help="list the configurations and exit")
+    parser.add_argument("--tmpfs", action="store_true",
+                        help="the host part over a tmpfs instead of the loop-device ext4 (FUSE path cost only)")
+    parser.add_argument("--repeat", type=int, default=None, help=f"repetitions (default {GATE_REPEAT})")
+    parser.add_argument("--size-mib", type=int, default=None, help="host part file size (default 512)")
+    parser.add_argument("--phone-size-mib", type=int, default=None, help="phone part file size (default 64)")
+    parser.add_argument("--rand-count", type=int, default=None, help="random 4 KiB writes per run (default 2000)")
+    parser.add_argument("--no-phone", action="store_true", help="skip the phone part (and its gate)")
+    parser.add_argument("--only", default="", help="comma-separated config names")
+    parser.add_argument("--json", type=Path, help="write all repetitions and the gates here")
+    args = parser.parse_args(argv)
+    args.repeat = args.repeat or (2 if args.quick else GATE_REPEAT)
+    args.seq_bytes = (args.size_mib or (64 if args.quick else 512)) * MIB
+    args.phone_bytes = (args.phone_size_mib or (16 if args.quick else 64)) * MIB
+    args.rand_count = args.rand_count or (300 if args.quick else 2000)
+    if args.list:
+        for config in CONFIGS:
+            print(f"{config.name:22} {config.kind:7} {config.options:40} {'phone ' if config.phone else '':6}"
+                  f"{config.note}")
+        return 0
+    if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
+        print("bfuse_bench: needs root (loop devices, mounts, a cgroup) and /dev/fuse", file=sys.stderr)
+        return 2
+    if not BFUSE.exists():
+        run(["make", "-s", "-C", str(REPO / "reference-impl")], timeout=600)
+    configs = [c for c in CONFIGS if not args.only or c.name in args.only.split(",")]
+    results = run_parts(configs, args)
     print_table(results, args)
+    gates = evaluate_gates(results, args)
+    print("\ngates:")
+    for g in gates:
+        print(f"  [{ {True: 'MET', False: 'NOT MET', None: 'NOT MEASURED'}[g.passed] }] {g.name}: {g.detail}")
     if args.json:
-        args.json.write_text(json.dumps([
-            {"config": r.config.name, "options": r.config.options, "note": r.config.note,
-             "seq_mbps": r.seq_mbps, "seq_write_phase_mbps": r.seq_write_phase_mbps,
-             "daemon_cpu_s_per_gib": r.daemon_cpu_s_per_gib, "rand_iops": r.rand_iops, "pwrite_calls": r.pwrite_calls,
-             "fuse_writes": r.fuse_writes, "seq_bytes": args.seq_bytes, "error": r.error}
-            for r in results], indent=2))
-    return 1 if any(r.error for r in results) else 0
+        args.json.write_text(json.dumps({
+            "load_average": os.getloadavg(), "repeat": args.repeat, "seq_bytes": args.seq_bytes,
+            "phone_bytes": args.phone_bytes, "gates": [g.__dict__ for g in gates],
+            "results": [{"config": r.config.name, "options": r.config.options, "note": r.config.note,
+                         "seq_mbps": r.seq_mbps, "seq_write_phase_mbps": r.seq_write_phase_mbps,
+                         "daemon_cpu_s_per_gib": r.daemon_cpu_s_per_gib, "rand_iops": r.rand_iops,
+                         "phone_mbps": r.phone_mbps, "pwrite_calls": r.pwrite_calls, "fuse_writes": r.fuse_writes,
+                         "error": r.error} for r in results]}, indent=2))
+    if any(r.error for r in results):
+        return 1
+    return 3 if any(g.passed is False for g in gates) else 0
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """Target facts of a repetition: what the numbers depend on besides the workload.
 
 Kernel, the mount options of the stack's filesystem, the device's IO scheduler and queue settings (read-ahead,
-nr_requests, rotational), the CPU frequency governors, memory and the VM writeback knobs. Read before the workload
+nr_requests, rotational), the CPU frequency governors, memory and the VM writeback knobs, and what the target is
+(mobiperf.target.android.RUN_FACTS: Android version and ABI, SELinux mode, who else uses tracefs (traced_probes,
+atrace), how /sdcard is served: FUSE, FUSE passthrough, sdcardfs). Read before the workload
 starts (the state it ran in) and returned from stop(), so they land in run.json under the repetition. Every fact
 is read with a plain `cat` through the transport; a fact the target does not have is recorded as null.
 """
@@ -64,7 +66,16 @@ class FactsCollector(Collector):
                 mem[f"{key}_bytes"] = int(m.group(1)) * 1024
         facts["memory"] = mem or None
         facts["vm"] = {k: self._cat(f"/proc/sys/vm/{k}") for k in VM_KNOBS}
+        facts["target"] = self._target_facts()
         return facts
+
+    def _target_facts(self) -> dict | None:
+        from mobiperf.target.android import android_facts, run_facts
+
+        try:
+            return run_facts(android_facts(self.transport))
+        except TargetError:
+            return None
 
     def _cat(self, path: str) -> str | None:
         try:

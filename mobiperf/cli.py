@@ -63,7 +63,8 @@ def cmd_targets(fmt: str) -> None:
     try:
         for dev in list_adb_devices():
             facts = [f"{dev.get('model') or '?'}", f"Android {dev.get('android_version') or '?'}",
-                     f"kernel {dev.get('kernel') or '?'}", "root" if dev.get("root") else "no root"]
+                     f"{dev.get('abi') or '?'}", f"kernel {dev.get('kernel') or '?'}",
+                     "root" if dev.get("root") else "no root"]
             rows.append({"target": f"adb:{dev['serial']}", "kind": "adb", "description": ", ".join(facts), **dev})
     except MobiperfError as e:
         click.echo(f"note: adb devices not listed: {e}", err=True)
@@ -112,7 +113,9 @@ def cmd_probe(target: str, fmt: str) -> None:
     if android:
         click.echo(f"android     {android.get('android_version') or 'no'}  model: {android.get('model')}  "
                    f"abi: {android.get('abi')}  SELinux: {android.get('selinux')}")
-        click.echo(f"storage     /sdcard: {android.get('sdcard_layer') or android.get('sdcard_fstype') or '-'}  "
+        users = ", ".join(f"{u['name']} ({u['pid']})" for u in android.get("tracefs_users") or []) or "none"
+        click.echo(f"tracefs     owner {android.get('tracefs_owner') or '-'}  other users: {users}")
+        click.echo(f"storage     /sdcard: {android.get('sdcard_implementation') or '-'}  "
                    f"/data: {android.get('data_fstype') or '-'} on {' > '.join(android.get('data_block_devices') or [])}")
         click.echo(f"workdir     {android.get('default_workdir')}")
 

@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import platform
+import shlex
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -66,6 +67,7 @@ def default_run_path(request: RunRequest) -> Path:
 def run(transport: Transport, caps: Capabilities, request: RunRequest, out: Path) -> RunDir:
     """Collect every repetition, then parse, analyze and report. The run is kept whatever happens."""
     _check_can_trace(transport, caps, request)
+    _check_target_stack(transport, request)
     rundir = RunDir.create(out, {
         "id": out.name, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "mobiperf": __version__, "host": platform.node(), "target": caps.as_dict(), "stack": str(request.stack),
@@ -107,6 +109,12 @@ def _check_can_trace(transport: Transport, caps: Capabilities, request: RunReque
     """Refuse before anything is created: a run that cannot trace would only leave a broken run directory."""
     from mobiperf.collectors import EVENT_SET_NAMES, SOURCES
 
+    acquire = getattr(transport, "require_root", None)   # a phone: gets root (adb root) or says how to get it
+    if (not caps.tracefs_path or not caps.tracefs_writable) and acquire and not getattr(transport, "is_root", True):
+        from mobiperf.target.probe import probe
+
+        acquire("tracing (a tracefs instance of mobiperf's own)")
+        caps.__dict__.update(probe(transport).__dict__)   # root came from `adb root`: look again
     if not caps.tracefs_path or not caps.tracefs_writable:
         raise TargetError("tracing needs a writable tracefs: run as root (tracefs is mounted at "
                           "/sys/kernel/tracing when absent)")
@@ -121,6 +129,19 @@ def _check_can_trace(transport: Transport, caps: Capabilities, request: RunReque
             hint = (f"this kernel's {ev.system} events are {', '.join(known)}" if known
                     else f"this kernel has no {ev.system} events")
             raise UsageError(f"unknown trace event {ev.system}:{ev.name}; {hint}")
+
+
+def _check_target_stack(transport: Transport, request: RunRequest) -> None:
+    """A dir: stack (the target's own storage) is checked before the run directory exists: the host's phone
+    models do not apply to it, and a FUSE daemon over it needs its path, its build and root on the target."""
+    if request.stack.filesystem.name != "dir":
+        return
+    from mobiperf.device_stack import plan_device_stack, refuse_host_models
+
+    refuse_host_models(scheduler=request.scheduler, device=request.device, dirty_limit=request.dirty_limit,
+                       cpu_share=request.cpu_share, fuse_wakeup_ns=request.fuse_wakeup_ns)
+    if request.stack.layers:
+        plan_device_stack(transport, request.stack)
 
 
 def collect_repetition(transport: Transport, caps: Capabilities, request: RunRequest, rundir: RunDir,
@@ -194,17 +215,33 @@ def _read_json(path: Path):
 def _workload_command(transport: Transport, command: list[str], workdir: str,
                       active: contextlib.ExitStack) -> tuple[list[str], dict[str, str]]:
     """The workload's argv and environment: the reference binaries on its PATH, pushed to the device when the
-    target is remote (and removed afterwards)."""
+    target is remote (and removed afterwards). They go to the device's own work directory (/data/local/tmp/mobiperf
+    on a phone), not to the stack's: a phone's shared storage is mounted noexec."""
     if transport.name == "local":
         return list(command), {"PATH": f"{REFERENCE_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
     from mobiperf.target.android import android_facts, push_reference_binaries
 
-    wanted = [name for name in {Path(command[0]).name} if (REFERENCE_BIN / name).exists()]
+    wanted = _reference_programs(command)
     if not wanted:
         return list(command), {}
-    bindir = f"{workdir}/.mobiperf-bin"
-    remote = active.enter_context(push_reference_binaries(transport, wanted, android_facts(transport)["abi"], bindir))
-    return [remote[wanted[0]], *command[1:]], {"PATH": f"{bindir}:/system/bin:/usr/bin:/bin"}
+    facts = android_facts(transport)
+    bindir = f"{facts['default_workdir']}/bin-{os.getpid()}-{time.monotonic_ns() % 10**8}"
+    remote = active.enter_context(push_reference_binaries(transport, wanted, facts["abi"], bindir,
+                                                          android=facts["is_android"]))
+    first = remote.get(Path(command[0]).name, command[0])
+    return [first, *command[1:]], {"PATH": f"{bindir}:{facts.get('path') or '/system/bin:/usr/bin:/bin'}"}
+
+
+def _reference_programs(command: list[str]) -> list[str]:
+    """The reference binaries a workload runs: its program, or programs named in its `sh -c` script (a sweep's
+    `sh -c 'mobibench ... && sync FILE'`)."""
+    words = [Path(command[0]).name]
+    if len(command) > 2 and Path(command[0]).name == "sh" and command[1] == "-c":
+        try:
+            words += shlex.split(command[2])
+        except ValueError:
+            pass
+    return sorted({w for w in words if "/" not in w and w and (REFERENCE_BIN / w).is_file()})
 
 
 def _wait(proc, timeout_s: float | None) -> int:

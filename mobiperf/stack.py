@@ -8,6 +8,7 @@ A stack is described by a string, bottom layer first:
     ext4:data=journal                 ext4 with another journal mode (ordered, the default; journal; writeback)
     ext4+fuse                         /sdcard over /data/media the legacy Android way (4 KiB FUSE IO unit)
     dir:/data/local/tmp               a directory of the target's own storage, used as it is (phones)
+    dir:/data/local/tmp/mp+bfuse      the bundled bFUSE daemon mounted over that directory (mobiperf.device_stack)
     ext4+bfuse:io_unit=512k           the Buffered FUSE daemon with options
     xfs+fjord:preset=fjord-ram,whitelist=cache
 
@@ -87,16 +88,21 @@ class StackSpec:
     layers: tuple[Layer, ...] = ()
 
     def __str__(self) -> str:
-        return "+".join(layer.spec() for layer in (self.filesystem, *self.layers))
+        bottom = (f"dir:{self.filesystem.options['path']}" if self.filesystem.name == "dir"
+                  else self.filesystem.spec())
+        return "+".join([bottom, *(layer.spec() for layer in self.layers)])
 
 
 def parse_stack_spec(text: str) -> StackSpec:
-    """StackSpec of `fs[:k=v,...][+layer[:k=v,...]]...` or `dir:PATH`; UsageError naming the valid choices."""
+    """StackSpec of `fs[:k=v,...][+layer[:k=v,...]]...` or `dir:PATH[+layer[:k=v,...]]`; UsageError naming the
+    valid choices."""
     if text.startswith("dir:"):
-        path = text[4:]
+        path, plus, upper = text[4:].partition("+")
         if not path.startswith("/"):
             raise UsageError(f"stack {text!r}: dir: takes an absolute path on the target (e.g. dir:/data/local/tmp)")
-        return StackSpec(Layer("dir", {"path": path}))
+        layers = [_parse_layer(p.strip(), text) for p in upper.split("+")] if plus else []
+        _check_fuse_layers(layers, text)
+        return StackSpec(Layer("dir", {"path": path}), tuple(layers))
     parts = [p.strip() for p in text.split("+")]
     if not parts or not parts[0]:
         raise UsageError(f"empty stack spec {text!r} (examples: ext4, ext4+fuse, ext4+bfuse:io_unit=512k)")
@@ -111,12 +117,16 @@ def parse_stack_spec(text: str) -> StackSpec:
                          f"{', '.join(FILESYSTEMS)} (or raw, the bare device)")
     if "data" in fs.options and (fs.name != "ext4" or fs.options["data"] not in EXT4_DATA_MODES):
         raise UsageError(f"stack {text!r}: data= is ext4's journal mode: {', '.join(EXT4_DATA_MODES)}")
-    for layer in upper:
-        if layer.name not in FUSE_LAYERS:
-            raise UsageError(f"stack {text!r}: unknown layer {layer.name!r}; layers are {', '.join(FUSE_LAYERS)}")
-    if len(upper) > 1:
-        raise UsageError(f"stack {text!r}: at most one FUSE layer over the filesystem")
+    _check_fuse_layers(upper, text)
     return StackSpec(fs, tuple(upper))
+
+
+def _check_fuse_layers(layers: list[Layer], whole: str) -> None:
+    for layer in layers:
+        if layer.name not in FUSE_LAYERS:
+            raise UsageError(f"stack {whole!r}: unknown layer {layer.name!r}; layers are {', '.join(FUSE_LAYERS)}")
+    if len(layers) > 1:
+        raise UsageError(f"stack {whole!r}: at most one FUSE layer over the filesystem")
 
 
 def _parse_layer(part: str, whole: str) -> Layer:
@@ -469,69 +479,6 @@ class LocalStack:
         return done.check() if check else done
 
 
-class DirectoryStack:
-    """A directory of the target's own storage, used as it is: how a phone is measured.
-
-    Nothing is formatted or mounted. The run gets a fresh subdirectory (removed afterwards), and the traced block
-    devices are those under the directory's mount: its device, the partition's disk and any device-mapper slaves.
-    A directory on FUSE or sdcardfs (a phone's /sdcard) has no block device of its own: the data partition under
-    /data is traced instead.
-    """
-
-    def __init__(self, transport: Transport, spec: StackSpec, *, scheduler: str | None = None,
-                 dirty_limit: int | None = None, cpu_share: str = "host", fuse_wakeup_ns: int = 0, **_ignored):
-        if scheduler is not None:
-            raise UsageError("--scheduler changes an emulated stack's device; a dir: stack is measured as it is")
-        if dirty_limit is not None or cpu_share != "host" or fuse_wakeup_ns:
-            raise UsageError("--dirty-limit, --cpu and --fuse-wakeup model a phone around an emulated stack; a dir: "
-                             "stack is the device's own storage, measured as it is")
-        self.transport = transport
-        self.spec = spec
-        self.workdir = f"{spec.filesystem.options['path'].rstrip('/')}/mobiperf-{uuid.uuid4().hex[:8]}"
-
-    def __enter__(self) -> StackFacts:
-        self.transport.run(["mkdir", "-p", self.workdir], timeout=30).check()
-        try:
-            return self._facts()
-        except BaseException:
-            self.__exit__()
-            raise
-
-    def __exit__(self, *exc) -> None:
-        self.transport.run(["rm", "-rf", "--", self.workdir], timeout=120)
-
-    def _facts(self) -> StackFacts:
-        mounts = [line.split() for line in self.transport.read_file("/proc/self/mountinfo").decode().splitlines()]
-        mount = _mount_of(self.workdir, mounts)
-        if mount[2].startswith("0:"):  # fuse, sdcardfs, tmpfs: no block device of its own
-            data = _mount_of("/data/", mounts)
-            if data[2].startswith("0:"):
-                raise StackError(f"{self.workdir} is on {_fstype(mount)}, which has no block device to trace")
-            mount = data
-        devices = self._device_chain(mount[2])
-        major, minor = devices[0]
-        disk = self.transport.run(["sh", "-c", f"basename $(readlink -f /sys/dev/block/{major}:{minor})"],
-                                  timeout=30).text.strip()
-        knob = self.transport.run(["cat", f"/sys/block/{disk}/queue/scheduler"], timeout=30).text
-        scheduler = knob[knob.find("[") + 1:knob.find("]")] if "[" in knob else knob.strip()
-        return StackFacts(spec=str(self.spec), workdir=self.workdir, device=f"/dev/{disk}", dev_major=major,
-                          dev_minor=minor, filesystem=_fstype(mount), mount_options=mount[5],
-                          scheduler=scheduler, image_size_bytes=0, extra_devices=devices[1:])
-
-    def _device_chain(self, major_minor: str) -> list[tuple[int, int]]:
-        """The mount's device, then its whole disk (for a partition) and device-mapper slaves."""
-        script = (f"d=$(readlink -f /sys/dev/block/{major_minor}); cat $d/dev; "
-                  "[ -f $d/partition ] && cat $d/../dev; for s in $d/slaves/*; do [ -e $s/dev ] && cat $s/dev; done; true")
-        found = []
-        for line in self.transport.run(["sh", "-c", script], timeout=30).text.split():
-            major, _, minor = line.partition(":")
-            if major.isdigit() and (int(major), int(minor)) not in found:
-                found.append((int(major), int(minor)))
-        if not found:
-            raise StackError(f"no block device found for {self.workdir} ({major_minor})")
-        return found
-
-
 def fuse_device_fds(transport: Transport, pid: int) -> list[int]:
     """The descriptors a FUSE daemon holds on /dev/fuse: its reads and writes there are the FUSE protocol itself,
     not calls into the file system under it."""
@@ -544,26 +491,13 @@ def fuse_device_fds(transport: Transport, pid: int) -> list[int]:
     return fds
 
 
-def _mount_of(path: str, mountinfo: list[list[str]]) -> list[str]:
-    """The mountinfo entry whose mount point is the longest prefix of path."""
-    best = None
-    for fields in mountinfo:
-        point = fields[4].rstrip("/") + "/"
-        if (path.rstrip("/") + "/").startswith(point) and (best is None or len(point) > len(best[4].rstrip("/") + "/")):
-            best = fields
-    if best is None:
-        raise StackError(f"{path} is on no mount")
-    return best
-
-
-def _fstype(mountinfo_fields: list[str]) -> str:
-    return mountinfo_fields[mountinfo_fields.index("-") + 1]
-
-
 def make_stack(transport: Transport, spec: StackSpec, **options):
-    """The stack a spec describes: an existing directory, or an emulated stack built on loop devices."""
+    """The stack a spec describes: an existing directory (with a bundled FUSE daemon over it), or an emulated stack
+    built on loop devices."""
     if spec.filesystem.name == "dir":
-        return DirectoryStack(transport, spec, **options)
+        from mobiperf.device_stack import DeviceFuseStack, DirectoryStack
+
+        return (DeviceFuseStack if spec.layers else DirectoryStack)(transport, spec, **options)
     return LocalStack(transport, spec, **options)
 
 

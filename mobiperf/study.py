@@ -36,6 +36,7 @@ class Config:
     repeat: int | None = None
     cpu: str = "host"
     phone: str | None = None     # mobiperf.phone profile (None: the study's default; "none": no phone model)
+    target: str = "local"        # where the cells run: local (emulated stack), or adb[:SERIAL] (the phone itself)
 
 
 @dataclass
@@ -144,15 +145,19 @@ def get_study(name: str) -> Study:
 
 def plan_study(study: Study, config: Config) -> tuple[SweepDefinition, dict[str, dict[str, str]]]:
     """The sweep of a study, and its cell labels -> parameters."""
+    if config.target != "local":   # the phone's own storage: none of this host's models apply
+        config.phone, config.device = "none", None
     if config.phone is None:
         config.phone = study.default_phone(config) or "none"
-    if config.device is None:
+    if config.device is None and config.target == "local":
         config.device = study.default_device(config)
     labelled = study.cells(config)
     labels: dict[str, dict[str, str]] = {}
     cells = []
     for label, params in labelled:
         params = dict(params)
+        if config.target != "local":
+            params["target"] = config.target
         if config.device:
             params.setdefault("device", config.device)
         if config.cpu != "host":
@@ -187,10 +192,11 @@ def run_study(name: str, out: Path, config: Config, *, progress: Progress | None
     if stored is not None and not report_only:
         if (stored["quick"], stored["device"], stored["cpu"]) != (config.quick, config.device or stored["device"],
                                                                    config.cpu) \
-                or config.phone not in (None, stored.get("phone")):
+                or config.phone not in (None, stored.get("phone")) \
+                or config.target != stored.get("target", "local"):
             raise UsageError(f"{out} holds this study with --quick={stored['quick']}, device "
-                             f"{stored['device']}, cpu {stored['cpu']}, phone {stored.get('phone')}; resume it "
-                             "with the same options or choose another -o")
+                             f"{stored['device']}, cpu {stored['cpu']}, phone {stored.get('phone')}, target "
+                             f"{stored.get('target', 'local')}; resume it with the same options or choose another -o")
         config.device = stored["device"]
         config.phone = stored.get("phone", "none")
         config.repeat = config.repeat or stored.get("repeat")
@@ -259,6 +265,9 @@ def format_study_text(result: dict) -> str:
     from mobiperf.metrics import format_value
 
     out = [f"== study {result['name']}: {result['title']}", f"   paper: {result['paper']}"]
+    if (result.get("config") or {}).get("target", "local") != "local":
+        out.append(f"   measured on {result['config']['target']}: the phone's own storage (a directory of /data, "
+                   "the FUSE daemons built for its ABI)")
     if phone_note(result.get("config") or {}):
         out.append(f"   {phone_note(result['config'])}")
     for s in result["sections"]:

@@ -74,7 +74,7 @@ LAYERS = ("native", "fuse", "bfuse", "fjord")
 FILESYSTEMS = ("ext4", "xfs", "btrfs", "f2fs", "raw")   # raw: no filesystem, the bare loop device
 EXT4_DATA_MODES = ("ordered", "journal", "writeback")
 SCHEDULERS = ("none", "mq-deadline", "bfq", "kyber")
-BFUSE_PRESETS = ("legacy", "bfuse", "nobuf", "zerocopy")
+BFUSE_PRESETS = ("legacy", "bfuse", "nobuf", "zerocopy", "passthrough")
 FJORD_PRESETS = ("native", "logging", "rambuf", "both", "fjord-ram", "fjord-both")
 
 
@@ -162,6 +162,12 @@ def _phone(text: str) -> str:
     return resolve_phone(text.lower()).name
 
 
+def _target(text: str) -> str:
+    if text in ("local", "adb") or re.fullmatch(r"adb:[A-Za-z0-9._:-]+", text):
+        return text
+    raise UsageError("local, adb or adb:SERIAL")
+
+
 def _free_text(text: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9._:/-]+", text):
         raise UsageError("letters, digits and . _ : / - only")
@@ -187,8 +193,8 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
               _wakeup, ("0", "430us")),
     Parameter("image_size", "size of the emulated data partition", _size),
     Parameter("layer", "FUSE layer over the filesystem (native = none)", _choice(LAYERS), LAYERS),
-    Parameter("preset", "preset of the FUSE layer (bfuse: legacy/bfuse/nobuf/zerocopy; fjord: native/logging/"
-              "rambuf/both/fjord-ram/fjord-both)", _choice(BFUSE_PRESETS + FJORD_PRESETS),
+    Parameter("preset", "preset of the FUSE layer (bfuse: legacy/bfuse/nobuf/zerocopy/passthrough; fjord: native/"
+              "logging/rambuf/both/fjord-ram/fjord-both)", _choice(BFUSE_PRESETS + FJORD_PRESETS),
               BFUSE_PRESETS + FJORD_PRESETS),
     Parameter("io_unit", "FUSE IO unit (max_write)", _size),
     Parameter("buffer", "bFUSE write buffer (0 = off)", _size),
@@ -214,15 +220,22 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
               "table, as the papers ran it)", _choice(("1.0.8", "1.0.1")), ("1.0.8", "1.0.1")),
     Parameter("syscalls", "count the workload's system calls with strace -c (slows it down)", _on_off,
               ("on", "off")),
+    Parameter("target", "where the cell runs: local (the emulated stack on this host) or adb[:SERIAL] (a phone's "
+              "own storage, a directory of its /data with the FUSE layer over it; the host-side models and the "
+              "filesystem parameters do not apply)", _target),
 )}
 
 DEFAULTS: dict[str, str] = {
-    "fs": "ext4", "fs_journal": "internal", "phone": "none", "device": "none", "cpu": "host", "dirty": "host",
+    "target": "local", "fs": "ext4", "fs_journal": "internal", "phone": "none", "device": "none", "cpu": "host",
+    "dirty": "host",
     "fuse_wakeup": "0", "image_size": "1g", "layer": "native",
     "workload": "file", "access": "append", "sync": "buffered", "record": "512k", "file_size": "64m",
     "threads": "1", "final_fsync": "on", "journal": "truncate", "sqlite_sync": "full", "transactions": "100",
     "syscalls": "off", "compat": "1.0.8",
 }
+# On a target (a phone), cells run on a directory of its data partition; these parameters do not apply there.
+TARGET_DIR = "/data/local/tmp/mobiperf-sweep"
+TARGET_HOST_ONLY = ("fs", "fs_data", "fs_journal", "scheduler", "device", "phone", "cpu", "dirty", "fuse_wakeup")
 FUSE_OPTIONS = ("preset", "io_unit", "buffer", "entry", "flush_ms", "fuse_threads", "splice", "whitelist")
 _DAEMON_OPTION_NAMES = {"fuse_threads": "threads"}
 
@@ -277,6 +290,7 @@ class CellPlan:
     """What one cell runs: the `mobiperf run` arguments, or why it cannot run here."""
 
     stack: str = ""
+    target: str = "local"
     scheduler: str | None = None
     device: str | None = None
     cpu: str = "host"
@@ -308,12 +322,19 @@ def _phone_params(name: str) -> dict[str, str]:
 def plan_cell(params: dict[str, str], *, available_fs: set[str] | None = None) -> CellPlan:
     """The run of one cell. Parameters that do not apply give a skipped cell with the reason."""
     p = {**DEFAULTS, **_phone_params(params.get("phone", "none")), **params}
-    plan = CellPlan(cpu=p["cpu"], dirty=p["dirty"], fuse_wakeup=p["fuse_wakeup"], image_size=p["image_size"])
+    plan = CellPlan(cpu=p["cpu"], dirty=p["dirty"], fuse_wakeup=p["fuse_wakeup"], image_size=p["image_size"],
+                    target=p["target"])
     fs = p["fs"]
     fs_known = kernel_filesystems() if available_fs is None else available_fs
-    if fs == "raw":
+    if plan.target != "local":
+        given = [n for n in TARGET_HOST_ONLY if n in params and params[n] != DEFAULTS.get(n)]
+        if given:
+            plan.skip = (f"{', '.join(given)} model or build the emulated stack on this host; on {plan.target} the "
+                         "phone's own storage is measured as it is")
+            return plan
+    elif fs == "raw":
         return _plan_raw(p, params, plan)
-    if fs not in fs_known:
+    elif fs not in fs_known:
         plan.skip = (f"this kernel has no {fs} (not in /proc/filesystems; modprobe {fs} or use a kernel with "
                      f"CONFIG_{fs.upper()}_FS)")
         return plan
@@ -362,6 +383,8 @@ def plan_cell(params: dict[str, str], *, available_fs: set[str] | None = None) -
             daemon_opts.append(f"{_DAEMON_OPTION_NAMES.get(name, name)}={value}")
         stack = (fs + (":" + ",".join(fs_opts) if fs_opts else "") + f"+{layer}"
                  + (":" + ",".join(daemon_opts) if daemon_opts else ""))
+    if plan.target != "local":   # the same layer over a directory of the phone's /data
+        stack = f"dir:{TARGET_DIR}" + stack[len(fs):]
     plan.stack = stack
     plan.scheduler = None if "scheduler" not in params else p["scheduler"]
     plan.device = None if p["device"] == "none" else p["device"]
@@ -435,7 +458,7 @@ def unit_metrics(run_path: Path, plan: CellPlan) -> tuple[dict[str, float], list
     meta = json.loads((run_path / "run.json").read_text())
     reps = meta.get("repetitions") or []
     if not reps:
-        raise UnitFailed("the run recorded no repetition (interrupted or failed before the workload)")
+        raise NoRepetition("the run recorded no repetition (interrupted or failed before the workload)")
     rep = reps[0]
     raw = run_path / "raw" / f"rep{rep['index']}"
     if rep.get("exit_code") != 0:
@@ -561,8 +584,22 @@ def _tail(path: Path, n: int = 400) -> str:
         return ""
 
 
+def _error_of(log: Path) -> str:
+    """What a child `mobiperf run` said its error was (its last `mobiperf: error:` line), else its log's tail."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    said = [line for line in lines if line.startswith("mobiperf: error: ")]
+    return said[-1][len("mobiperf: error: "):][:400] if said else _tail(log, 300)
+
+
 class UnitFailed(Exception):
     """A unit that ran but did not produce a measurement."""
+
+
+class NoRepetition(UnitFailed):
+    """A unit whose run stopped before its workload (its stack could not be set up, say): the run's error says why."""
 
 
 # --- the manifest ----------------------------------------------------------------------------------------------
@@ -753,7 +790,9 @@ def _run_unit(sweep: SweepDir, data: dict, cell: dict, unit: dict, python: str) 
         if code != 0:
             unit["notes"].append(f"mobiperf run ended ({describe_exit_status(code)}): {_tail(log, 300)}")
     except UnitFailed as e:
-        unit.update(status="failed", error=str(e), metrics={})
+        why = f"mobiperf run exited with status {code}: {_error_of(log)}" if code and isinstance(e, NoRepetition) \
+            else str(e)
+        unit.update(status="failed", error=why, metrics={})
     except (OSError, ValueError, KeyError) as e:
         unit.update(status="failed", error=f"unreadable run {run_path}: {e}", metrics={})
     sweep.write(data)
@@ -763,6 +802,8 @@ def unit_argv(plan: CellPlan, run_path: Path, timeout_s: int, python: str = sys.
     """The child `mobiperf run` of one unit: the stack, the phone model options, the workload."""
     argv = [python, "-m", "mobiperf", "run", "--stack", plan.stack, "--image-size", plan.image_size,
             "-o", str(run_path), "--timeout", f"{timeout_s}s", "--no-report"]
+    if plan.target != "local":
+        argv[4:4] = ["-t", plan.target]
     if plan.scheduler:
         argv += ["--scheduler", plan.scheduler]
     if plan.device:

@@ -25,6 +25,12 @@ Knobs the tests need that a phone has and this host does not:
                  SIGKILLs this daemon ("the device vanished") can still end what it had started.
   --home DIR     where getprop, su and su's socket live (kept short: a unix socket path has 107 bytes at most);
                  the caller removes it. Without it, a temporary directory removed on SIGTERM/SIGINT.
+  --chroot DIR   serve a device whose / is DIR (tests/android_device.py builds one: mksh, toybox, getprop, su,
+                 /data ...): once listening, the daemon chroots into DIR, so shell commands and sync paths see only
+                 the device's files, with Android's PATH and environment. The device brings its own getprop and su
+                 (--prop and --su do not apply). Start it in a mount namespace of its own (unshare -m) holding the
+                 device's mounts; every module is imported before the chroot, since the host's Python library is
+                 not inside.
 
 Writes the chosen port to --port-file once it listens. SIGTERM/SIGINT end it cleanly.
 """
@@ -73,6 +79,15 @@ RECV_V2_SETUP = struct.Struct("<4sI")
 SEND_V2_DRY_RUN = 0x80000000
 
 HANGUP_GRACE_S = 2.0
+
+# What adbd gives a shell on Android 14 (--chroot): its PATH, and the variables of init's environment.
+ANDROID_ENV = {
+    "PATH": "/product/bin:/apex/com.android.runtime/bin:/apex/com.android.art/bin:/system_ext/bin:/system/bin:"
+            "/system/xbin:/odm/bin:/vendor/bin:/vendor/xbin",
+    "HOME": "/", "SHELL": "/system/bin/sh", "TERM": "dumb", "TMPDIR": "/data/local/tmp", "USER": "shell",
+    "LOGNAME": "shell", "HOSTNAME": "localhost", "ANDROID_DATA": "/data", "ANDROID_ROOT": "/system",
+    "ANDROID_STORAGE": "/storage", "EXTERNAL_STORAGE": "/sdcard", "ASEC_MOUNTPOINT": "/mnt/asec",
+}
 
 
 class StreamClosed(Exception):
@@ -284,6 +299,12 @@ class Device:
         for kv in args.prop or ():
             key, _, value = kv.partition("=")
             self.props[key] = value
+        # The pid dir stays reachable by descriptor after a chroot.
+        self.pid_dir_fd = os.open(args.pid_dir, os.O_RDONLY | os.O_DIRECTORY) if args.pid_dir else None
+        self.su_socket = None
+        if args.chroot:  # the device's root holds its own getprop and su
+            self.own_home, self.home, self.bin_dir = False, None, None
+            return
         self.own_home = not args.home  # a --home given by the caller is the caller's to remove
         self.home = args.home or tempfile.mkdtemp(prefix="adbd-loopback-")
         os.makedirs(self.home, exist_ok=True)
@@ -326,6 +347,8 @@ class Device:
         os.chmod(path, 0o755)
 
     def environment(self) -> dict[str, str]:
+        if self.args.chroot:
+            return dict(ANDROID_ENV, ANDROID_SERIAL=self.props["ro.serialno"])
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ADB", "ANDROID"))}
         env["PATH"] = self.bin_dir + os.pathsep + env.get("PATH", "/usr/bin:/bin")
         env["TERM"] = "dumb"
@@ -345,14 +368,13 @@ class Device:
         return proc
 
     def _record(self, pgid: int, alive: bool) -> None:
-        if not self.args.pid_dir:
+        if self.pid_dir_fd is None:
             return
-        path = os.path.join(self.args.pid_dir, str(pgid))
         if alive:
-            open(path, "w").close()
+            os.close(os.open(str(pgid), os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=self.pid_dir_fd))
         else:
             try:
-                os.unlink(path)
+                os.unlink(str(pgid), dir_fd=self.pid_dir_fd)
             except FileNotFoundError:
                 pass
 
@@ -768,17 +790,30 @@ async def serve(args: argparse.Namespace) -> None:
         device.links.add(link)
         await link.serve()
 
-    server = await asyncio.start_server(on_connect, "127.0.0.1", args.port, limit=2 * OWN_MAX_PAYLOAD)
+    # A socket of our own: bound before a chroot, and no name lookup (a thread and NSS files) in asyncio.
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", args.port))
+    listener.listen(64)
+    server = await asyncio.start_server(on_connect, sock=listener, limit=2 * OWN_MAX_PAYLOAD)
     su_server = asyncio.ensure_future(device.serve_su()) if device.su_socket else None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    port = server.sockets[0].getsockname()[1]
-    if args.port_file:  # last: whoever waits for it may stop us right away
-        with open(args.port_file + ".tmp", "w") as f:
-            f.write(f"{port}\n")
-        os.replace(args.port_file + ".tmp", args.port_file)
+    port = listener.getsockname()[1]
+    port_dir = os.open(os.path.dirname(os.path.abspath(args.port_file)), os.O_RDONLY | os.O_DIRECTORY) \
+        if args.port_file else None
+    if args.chroot:
+        os.chroot(args.chroot)
+        os.chdir("/")
+    if port_dir is not None:  # last: whoever waits for it may stop us right away
+        name = os.path.basename(args.port_file)
+        fd = os.open(name + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, dir_fd=port_dir)
+        os.write(fd, f"{port}\n".encode())
+        os.close(fd)
+        os.replace(name + ".tmp", name, src_dir_fd=port_dir, dst_dir_fd=port_dir)
+        os.close(port_dir)
     try:
         await stop.wait()
     finally:
@@ -810,7 +845,10 @@ def main() -> None:
     ap.add_argument("--device", default="loopback")
     ap.add_argument("--serial", default="LOOPBACK0001")
     ap.add_argument("--prop", action="append", help="KEY=VALUE for getprop (repeatable)")
+    ap.add_argument("--chroot", help="serve the device whose root directory is DIR (chroot once listening)")
     args = ap.parse_args()
+    if args.chroot and (args.su or args.prop or args.home):
+        ap.error("--chroot: the device's root brings its own getprop and su (no --su, --prop, --home)")
     asyncio.run(serve(args))
 
 

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+# Fixture modules that test modules also import (as pytest_plugins and for their helpers): rewrite their asserts.
+pytest.register_assert_rewrite("adb_fixtures", "android_device")
+
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE_IMPL = REPO / "reference-impl"
 

@@ -18,7 +18,7 @@ pytest_plugins = ["adb_fixtures"]  # adb_server, loopback_device, start_loopback
 from mobiperf.errors import TargetError
 from mobiperf.target.adb import from_target_spec, list_adb_devices, parse_devices_l
 from mobiperf.target.android import (REFERENCE_BIN, android_facts, parse_android_facts, push_reference_binaries,
-                                     reference_binary_path)
+                                     reference_binary_path, run_facts)
 from mobiperf.target.transport import LocalTransport
 
 SHELL_UID = 2000  # the "shell" user of a phone
@@ -75,6 +75,8 @@ def test_facts_of_the_loopback_are_this_hosts_facts(loopback_device):
     over_adb = android_facts(loopback_device.transport())
     local = android_facts(LocalTransport())
     # Other users of this machine mount and unmount all the time: compare the mount tables on the root only.
+    # The loopback puts its getprop (and su) first on the shell's PATH.
+    assert over_adb.pop("path").endswith(":" + local.pop("path"))
     root_mount = [m for m in over_adb.pop("mounts") if m["mountpoint"] == "/"]
     assert root_mount == [m for m in local.pop("mounts") if m["mountpoint"] == "/"] and len(root_mount) >= 1
     assert over_adb == local
@@ -203,6 +205,21 @@ def test_facts_of_a_fuse_era_phone():
     }
     assert f["default_workdir"] == "/data/local/tmp/mobiperf" and f["root"] is True
     assert {m["fstype"] for m in f["mounts"]} == {"erofs", "f2fs", "fuse"}
+    assert f["sdcard_implementation"] == "fuse-passthrough"
+
+
+def test_run_facts_say_who_else_traces_and_how_sdcard_is_served():
+    # A Pixel with Perfetto's daemons up: tracefs belongs to root:readtracefs (3012), traced_probes holds it.
+    text = PIXEL_14.replace("@@mounts", "@@fusefeatures\nfuse_bpf\nfuse_passthrough\n@@tracefsowner\n0:3012 664\n"
+                            "@@tracers\n1289 traced_probes\n1290 traced\n@@mounts")
+    f = run_facts(parse_android_facts(text))
+    assert f["tracefs_owner"] == "0:3012 664"
+    assert f["tracefs_users"] == [{"pid": 1289, "name": "traced_probes"}, {"pid": 1290, "name": "traced"}]
+    assert (f["sdcard_implementation"], f["kernel_fuse_features"]) == ("fuse-passthrough",
+                                                                       ["fuse_bpf", "fuse_passthrough"])
+    assert (f["selinux"], f["abi"], f["android_version"]) == ("enforcing", "arm64-v8a", "14")
+    older = run_facts(parse_android_facts(ANDROID_9_SDCARDFS))
+    assert (older["sdcard_implementation"], older["tracefs_users"]) == ("sdcardfs", [])
 
 
 def test_facts_of_an_sdcardfs_era_phone():
@@ -327,7 +344,8 @@ def test_push_reference_binaries_for_an_unbuilt_abi(loopback_device, fake_bin):
         with push_reference_binaries(loopback_device.transport(), ["fakegen"], "arm64-v8a", "/tmp/x",
                                      bin_dir=fake_bin):
             pass
-    with pytest.raises(TargetError, match="no reference builds for ABI 'mips'"):
+    with pytest.raises(TargetError, match=r"no reference builds for ABI 'mips': the Makefile builds "
+                                          r"`make -C reference-impl ARCH=aarch64` \(arm64-v8a\)"):
         reference_binary_path("fakegen", "mips", fake_bin)
     assert reference_binary_path("mobibench", "arm64-v8a") == REFERENCE_BIN / "aarch64" / "mobibench"
 

@@ -140,6 +140,11 @@ def test_mount_shows_source_and_type_and_counters_name_the_preset(bfuse_mount):
     assert counters["policy"]["entry_bytes"] == 2 * 1024 * 1024
 
 
+def _passthrough_kernel() -> bool:
+    major, minor = (int(x) for x in os.uname().release.split(".")[:2])
+    return (major, minor) >= (6, 9) and os.geteuid() == 0
+
+
 @needs_fuse
 def test_presets_configure_io_unit_threads_and_buffer(bfuse_mount):
     expected = {
@@ -150,11 +155,15 @@ def test_presets_configure_io_unit_threads_and_buffer(bfuse_mount):
         "bfuse,buffer=16M,entry=4M,io_unit=1M,threads=2": (1024 * 1024, 2, 4, True, False),
         "bfuse,splice=0": (512 * 1024, 4, 4, False, True),      # fusecore's loop: buffers adopted
         "bfuse,splice=0,own_loop=0": (512 * 1024, 4, 4, False, False),
+        "passthrough": (512 * 1024, 4, 0, False, True),          # kernel passthrough on fusecore's loop
     }
+    if not _passthrough_kernel():
+        expected.pop("passthrough")
     for k, (preset, (io_unit, threads, entries, splice, own_loop)) in enumerate(expected.items()):
         counters = bfuse_mount(f"preset={preset}", name=f"p{k}").unmount()
         assert counters["config"] == {"io_unit": io_unit, "threads": threads, "splice": splice,
-                                      "writeback_cache": False, "own_loop": own_loop}, preset
+                                      "writeback_cache": False, "own_loop": own_loop,
+                                      "passthrough": preset == "passthrough"}, preset
         assert counters["policy"]["entries"] == entries, preset
 
 

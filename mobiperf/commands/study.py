@@ -29,6 +29,7 @@ Examples:
   mobiperf study bfuse --quick -o /tmp/bfuse-quick
   mobiperf study journal-modes --quick --device emmc-2012 -o /tmp/jm
   mobiperf study bfuse -o studies/bfuse --report-only   # redraw from what was measured
+  mobiperf study bfuse -t adb:SERIAL -o studies/bfuse-phone   # on a phone: its /data, the daemons for its ABI
 """
 
 
@@ -43,11 +44,13 @@ Examples:
 @click.option("--phone", help="Phone profile around the stack: device + dirty limit + CPU share + FUSE wake-up "
                               "(galaxy-s3-2012, or none; default: the study's own).")
 @repeat_option(None, what="Repetitions per cell", note=" Default: the study's own.")
+@click.option("-t", "--target", default="local", show_default=True,
+              help="Where to run: local (the emulated stack), or adb[:SERIAL] (the phone's own storage).")
 @click.option("--report-only", is_flag=True, help="Only redraw study.json/study.html from the measured cells.")
 @click.option("--list", "list_only", is_flag=True, help="List the studies.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="Output format.")
-def cmd_study(name, output, quick, device_profile, cpu, phone, repeat, report_only, list_only, fmt) -> None:
+def cmd_study(name, output, quick, device_profile, cpu, phone, repeat, target, report_only, list_only, fmt) -> None:
     """Run the study NAME (bfuse, journal-modes, fjord, zero-copy, layers) and print its tables."""
     from mobiperf import study as study_mod
     from mobiperf.sweep import PARAMETERS, Progress
@@ -67,7 +70,11 @@ def cmd_study(name, output, quick, device_profile, cpu, phone, repeat, report_on
     PARAMETERS["cpu"].check(cpu)
     if phone:
         phone = PARAMETERS["phone"].check(phone)
-    config = study_mod.Config(quick=quick, device=device_profile, repeat=repeat, cpu=cpu, phone=phone)
+    target = PARAMETERS["target"].check(target)
+    if target != "local" and (device_profile or phone or cpu != "host"):
+        raise UsageError("--device, --phone and --cpu model a phone around the emulated stack on this host; "
+                         f"-t {target} measures the phone itself")
+    config = study_mod.Config(quick=quick, device=device_profile, repeat=repeat, cpu=cpu, phone=phone, target=target)
     out = output or Path("studies") / (f"{name}-quick" if quick else name)
     progress = Progress(
         unit_started=lambda u, i, n: click.echo(f"[{i}/{n}] {u['cell']} rep {u['rep']} ...", err=True),

@@ -69,6 +69,8 @@ def _file_size(config: Config) -> str:
 def cells(config: Config) -> list[tuple[str, dict[str, str]]]:
     base = {"workload": "file", "access": "append", "sync": "buffered", "record": "512k",
             "file_size": _file_size(config), "image_size": "256m" if config.quick else "1g"}
+    if config.target != "local":
+        return _phone_cells(config, {k: v for k, v in base.items() if k != "image_size"})
     if config.quick:
         # The host's disk, and a phone-class CPU: without it this host's FUSE is as fast as its disk.
         if config.cpu == "host":
@@ -78,6 +80,7 @@ def cells(config: Config) -> list[tuple[str, dict[str, str]]]:
             ("legacy", {**base, "layer": "fuse"}),
             ("nobuf", {**base, "layer": "bfuse", "preset": "nobuf"}),
             ("bfuse", {**base, "layer": "bfuse", "preset": "bfuse"}),
+            ("passthrough", {**base, "layer": "bfuse", "preset": "passthrough"}),
         ]
     cfq, deadline, noop = {"scheduler": "bfq"}, {"scheduler": "mq-deadline"}, {"scheduler": "none"}
     raw = {k: v for k, v in base.items() if k != "image_size"}
@@ -91,6 +94,7 @@ def cells(config: Config) -> list[tuple[str, dict[str, str]]]:
         ("nobuf", {**base, **deadline, "layer": "bfuse", "preset": "nobuf"}),
         ("bfuse", {**base, **deadline, "layer": "bfuse", "preset": "bfuse"}),
         ("bfuse/1thread", {**base, **deadline, "layer": "bfuse", "preset": "bfuse", "fuse_threads": "1"}),
+        ("passthrough", {**base, **deadline, "layer": "bfuse", "preset": "passthrough"}),
     ]
     for unit in ("16k", "64k", "128k", "512k"):
         out.append((f"unit/{unit}", {**base, **cfq, "layer": "fuse", "io_unit": unit}))
@@ -101,6 +105,22 @@ def cells(config: Config) -> list[tuple[str, dict[str, str]]]:
     for fs in ("xfs", "btrfs", "f2fs"):
         out.append((f"{fs}/nobuf", {**base, **deadline, "fs": fs, "layer": "bfuse", "preset": "nobuf"}))
         out.append((f"{fs}/bfuse", {**base, **deadline, "fs": fs, "layer": "bfuse", "preset": "bfuse"}))
+    return out
+
+
+def _phone_cells(config: Config, base: dict[str, str]) -> list[tuple[str, dict[str, str]]]:
+    """On a phone (-t adb:SERIAL): its own /data, scheduler and filesystem as they are, so the configurations that
+    differ only in those (raw device, CFQ vs deadline, XFS/BTRFS/F2FS) are left out; the rest is the same."""
+    out = [("native", {**base, "layer": "native"}), ("legacy", {**base, "layer": "fuse"}),
+           ("nobuf", {**base, "layer": "bfuse", "preset": "nobuf"}),
+           ("bfuse", {**base, "layer": "bfuse", "preset": "bfuse"}),
+           ("passthrough", {**base, "layer": "bfuse", "preset": "passthrough"})]
+    if config.quick:
+        return out
+    out.append(("bfuse/1thread", {**base, "layer": "bfuse", "preset": "bfuse", "fuse_threads": "1"}))
+    out += [(f"unit/{u}", {**base, "layer": "fuse", "io_unit": u}) for u in ("16k", "64k", "128k", "512k")]
+    out += [(f"flush/{f}", {**base, "layer": "bfuse", "preset": "bfuse", "flush_ms": f}) for f in ("1ms", "100ms")]
+    out += [(f"buffer/{b}", {**base, "layer": "bfuse", "preset": "bfuse", "buffer": b}) for b in ("2m", "32m")]
     return out
 
 
@@ -129,6 +149,9 @@ def analyse(res: Results, config: Config) -> tuple[list[Section], list[Check]]:
                       paper=round(raw_jb * (1 - P["fig2_drop_vs_raw"]["EXT4"]["JB"]), 1),
                       note="paper: EXT4 -16 % vs raw (JB)"),
                     r("legacy", display="legacy FUSE over ext4, CFQ", paper=P["fig2_fuse_mbps"]),
+                    r("passthrough", display="FUSE passthrough over ext4 (today's /sdcard)",
+                      note="after the paper: Android 12+ serves /sdcard with kernel passthrough (Linux 6.9 "
+                           "upstream): no data through the daemon, so nothing to buffer either"),
                 ]),
         Section("Throughput vs FUSE IO unit (Fig. 6)", "sec. 3.2 / Fig. 6: 7 MB/s at 4 KB, 30 MB/s at 512 KB",
                 "MB/s", [r(f"unit/{u}", display=f"FUSE IO unit {u}", paper=P["fig6_mbps"].get(u))
@@ -175,6 +198,12 @@ def analyse(res: Results, config: Config) -> tuple[list[Section], list[Check]]:
                       note="paper: ext4 + bFUSE / raw device (JB; ICS 0.95)"),
                   Row("bFUSE / legacy FUSE", ratio(bfuse, legacy), paper=P["fig17_gain_over_base"]["JB"],
                       note="paper: +419 % (JB), +470 % (ICS) over the base configuration")]
+    passthrough = mbps(res.median("passthrough", tput))
+    if passthrough is not None:
+        share_rows += [Row("passthrough / native", ratio(passthrough, native),
+                           note="today's /sdcard (not in the paper)"),
+                       Row("bFUSE / passthrough", ratio(bfuse, passthrough),
+                           note="user-level buffering against the kernel doing the IO itself")]
     device_bw = _device_bandwidth(config)
     if device_bw:
         share_rows.insert(0, Row("native / device profile bandwidth", ratio(native, device_bw),

@@ -310,6 +310,30 @@ class AdbTransport(Transport):
                               "and `adb root` did not help (a production build?)")
         return None
 
+    def require_root(self, why: str) -> str:
+        """How this transport gets root for `why` (a step that needs it): its root method, else `adb root` (a
+        userdebug or eng build restarts adbd as root). TargetError naming the step and how to get root when
+        nothing gives it."""
+        method = self.root_method
+        if method is not None:
+            return method
+        said = "not tried (root=never)"
+        if self.root_mode != "never":
+            with self._root_lock:
+                try:
+                    self._adb_root()
+                    said = "adbd restarted, but the shell is still not root"
+                    if self._uid("id -u") == "0":
+                        self._root_method = "adb root"
+                        return self._root_method
+                except DeviceLostError:
+                    raise
+                except TargetError as e:
+                    said = str(e).rsplit("says: ", 1)[-1]
+        raise TargetError(f"{self.name}: {why} needs root, and the device gives none: the shell is not uid 0, no "
+                          f"su answers (`su -c`, `su 0`), and `adb root` says: {said}. Use a userdebug or eng build "
+                          "(adb root), or a rooted phone (Magisk: allow the shell in its prompt)")
+
     def _adb_root(self) -> None:
         done = self._adb("root", timeout=ADB_ROOT_RESTART_TIMEOUT_S)
         said = _decode(done.stdout) + _decode(done.stderr)
@@ -609,22 +633,23 @@ def _only_device(adb: str, server_port: int | None) -> str:
                       + ", ".join(d["serial"] for d in devices))
 
 
-DEVICE_SUMMARY = "getprop ro.build.version.release; uname -r"
+DEVICE_SUMMARY = "getprop ro.build.version.release; uname -r; getprop ro.product.cpu.abi"
 
 
 def list_adb_devices(adb: str = "adb", server_port: int | None = None, *,
                      timeout: float = ROOT_PROBE_TIMEOUT_S) -> list[dict]:
     """Every device the adb server knows, with model, Android version, kernel and root for the usable ones.
 
-    Each dict: serial, state, model, product, device, transport_id, usb, android_version, kernel, root (bool),
-    root_method. Devices not in state "device" (offline, unauthorized, ...) keep None for what needs a shell.
+    Each dict: serial, state, model, product, device, transport_id, usb, android_version, kernel, abi (the
+    ABI property: the binaries a phone runs, whatever `uname -m` says), root (bool), root_method. Devices not in
+    state "device" (offline, unauthorized, ...) keep None for what needs a shell.
     Root is detected without changing the device (`id -u`, then su); `adb root` is never tried here.
     """
     adb = _find_adb(adb)
     ensure_server(adb, server_port)
     listed = _devices(adb, server_port)
     for d in listed:
-        d.update(android_version=None, kernel=None, root=False, root_method=None)
+        d.update(android_version=None, kernel=None, abi=None, root=False, root_method=None)
         if d["state"] != "device":
             continue
         try:
@@ -633,6 +658,7 @@ def list_adb_devices(adb: str = "adb", server_port: int | None = None, *,
             lines = t.run(["sh", "-c", DEVICE_SUMMARY], timeout=timeout).text.splitlines()
             d["android_version"] = (lines[0].strip() or None) if lines else None
             d["kernel"] = lines[1].strip() if len(lines) > 1 else None
+            d["abi"] = (lines[2].strip() or None) if len(lines) > 2 else None
             d["root_method"] = t.root_method
             d["root"] = d["root_method"] is not None
         except TargetError as e:

@@ -29,15 +29,24 @@ PROPS = ("ro.build.version.release", "ro.build.version.sdk", "ro.product.cpu.abi
 # uname -m -> Android ABI name, for hosts without getprop
 MACHINE_ABI = {"x86_64": "x86_64", "aarch64": "arm64-v8a", "arm64": "arm64-v8a", "armv7l": "armeabi-v7a",
                "armv8l": "armeabi-v7a", "i686": "x86", "i386": "x86"}
-# Android ABI -> the ARCH= directory of a cross build under reference-impl/bin/
-ABI_ARCH = {"arm64-v8a": "aarch64", "x86_64": "x86_64", "armeabi-v7a": "arm", "x86": "i686"}
+# Android ABI -> the ARCH= of its static build (reference-impl/cross.mk), in bin/<ARCH>/
+ABI_ARCH = {"arm64-v8a": "aarch64", "armeabi-v7a": "arm", "x86_64": "x86_64"}
 # Filesystem types that hold data (not proc, sysfs, cgroups, tmpfs ...), for the mount table in the facts.
 DATA_FS_PREFIXES = ("ext", "f2fs", "xfs", "btrfs", "erofs", "vfat", "exfat", "fuse", "sdcardfs", "esdfs", "overlay")
 DEFAULT_WORKDIR = {True: "/data/local/tmp/mobiperf", False: "/tmp/mobiperf"}
+# Programs that use tracefs themselves (Perfetto's probes daemon, atrace): a run beside them shares the trace
+# buffers' settings at the top level, and on Android they own the tracefs files.
+TRACERS = ("traced_probes", "traced", "perfetto", "atrace", "trace-cmd", "simpleperf")
+# What run.json records about the target in each repetition's facts (see parse_android_facts).
+RUN_FACTS = ("is_android", "android_version", "sdk", "build_type", "model", "abi", "machine", "kernel", "selinux",
+             "tracefs_path", "tracefs_owner", "tracefs_users", "sdcard_path", "sdcard_fstype",
+             "sdcard_implementation", "fuse_passthrough", "kernel_fuse_features", "data_fstype",
+             "data_block_devices")
 
 # One script, sections introduced by @@name lines. Portable across dash, bash and Android's mksh + toybox.
 FACTS_SCRIPT = r"""
 echo @@uid; id -u
+echo @@path; echo "$PATH"
 echo @@uname; uname -r; uname -m
 echo @@android; if [ -e /system/build.prop ] && [ -e /system/bin/sh ]; then echo yes; fi
 echo @@props; for p in {props}; do v=$(getprop "$p" 2>/dev/null); echo "$p=$v"; done
@@ -47,6 +56,13 @@ done
 echo @@selinux; getenforce 2>/dev/null ||
   {{ [ -r /sys/fs/selinux/enforce ] && echo "enforce=$(cat /sys/fs/selinux/enforce)"; }}
 echo @@sdcard; [ -e /sdcard ] && readlink -f /sdcard
+echo @@fusefeatures; ls /sys/fs/fuse/features 2>/dev/null
+echo @@tracefsowner; for d in {tracefs}; do
+  [ -e "$d/trace" ] && {{ stat -c '%u:%g %a' "$d/trace"; break; }}; done
+echo @@tracers; for p in /proc/[0-9]*; do
+  c=; read -r c 2>/dev/null < "$p/comm"
+  case $c in {tracers}) echo "${{p#/proc/}} $c" ;; esac
+done
 echo @@mounts; cat /proc/mounts
 echo @@mountinfo; cat /proc/self/mountinfo
 echo @@block; for b in /sys/class/block/*; do
@@ -58,7 +74,7 @@ echo @@block; for b in /sys/class/block/*; do
 done
 echo @@schedulers; for f in /sys/block/*/queue/scheduler; do [ -r "$f" ] && echo "$f $(cat "$f")"; done
 echo @@end
-""".format(props=" ".join(PROPS), tracefs=" ".join(TRACEFS_CANDIDATES))
+""".format(props=" ".join(PROPS), tracefs=" ".join(TRACEFS_CANDIDATES), tracers="|".join(TRACERS))
 
 
 def android_facts(transport: Transport, *, timeout: float = 30.0) -> dict:
@@ -189,9 +205,13 @@ def _mount_summary(path: str, mounts: Sequence[dict], devs: dict[str, str], bloc
 def parse_android_facts(text: str) -> dict:
     """The output of FACTS_SCRIPT as a dict.
 
-    is_android, android_version, sdk, build_type, model, abi, kernel, machine, uid, root, tracefs_path,
-    tracefs_instances, selinux ("enforcing", "permissive", "disabled"), sdcard_path (resolved), sdcard_fstype,
-    sdcard_layer ("fuse", "sdcardfs", "esdfs" or None), fuse_passthrough (bool or None), data_fstype, data_source,
+    is_android, android_version, sdk, build_type, model, abi, kernel, machine, uid, root, path (the shell's PATH),
+    tracefs_path, tracefs_instances, tracefs_owner ("uid:gid mode" of its trace file: on Android
+    root:readtracefs), tracefs_users [{pid, name}] (TRACERS running), selinux ("enforcing", "permissive", "disabled"), sdcard_path
+    (resolved), sdcard_fstype, sdcard_layer ("fuse", "sdcardfs", "esdfs" or None), sdcard_implementation (how
+    /sdcard is served: "fuse-passthrough", "fuse", "sdcardfs", "esdfs", "direct <fstype>", or None without one),
+    fuse_passthrough (the MediaProvider property, bool or None), kernel_fuse_features (/sys/fs/fuse/features:
+    e.g. fuse_passthrough on Android kernels), data_fstype, data_source,
     data_options, data_block_devices (top first, e.g. ["dm-48", "sda34", "sda"]), default_workdir, workdir_mount
     (the mount holding default_workdir: source, mountpoint, fstype, options, block_devices, disks), schedulers
     {device: {current, available}}, mounts [data-bearing mounts].
@@ -235,6 +255,11 @@ def parse_android_facts(text: str) -> dict:
     passthrough = props.get("persist.sys.fuse.passthrough.enable") or None
 
     abi = props.get("ro.product.cpu.abi") if is_android else None
+    users = [{"pid": int(pid), "name": name} for pid, _, name in (line.partition(" ") for line in s.get("tracers", []))
+             if pid.isdigit()]
+    layer = storage_layer(sdcard_mount["fstype"]) if sdcard_mount else None
+    passthrough_on = {"true": True, "1": True, "false": False, "0": False}.get(passthrough or "") if is_android \
+        else None
     return {
         "is_android": is_android,
         "android_version": props.get("ro.build.version.release") or None if is_android else None,
@@ -246,14 +271,18 @@ def parse_android_facts(text: str) -> dict:
         "machine": machine,
         "uid": uid,
         "root": uid == 0,
+        "path": (s.get("path") or [None])[0],
         "tracefs_path": tracefs_path,
         "tracefs_instances": instances,
         "selinux": selinux,
         "sdcard_path": sdcard_path,
         "sdcard_fstype": sdcard_mount["fstype"] if sdcard_mount else None,
-        "sdcard_layer": storage_layer(sdcard_mount["fstype"]) if sdcard_mount else None,
-        "fuse_passthrough": {"true": True, "1": True, "false": False, "0": False}.get(passthrough or "")
-        if is_android else None,
+        "sdcard_layer": layer,
+        "sdcard_implementation": _sdcard_implementation(layer, sdcard_mount, passthrough_on),
+        "fuse_passthrough": passthrough_on,
+        "kernel_fuse_features": s.get("fusefeatures", []),
+        "tracefs_owner": (s.get("tracefsowner") or [None])[0],
+        "tracefs_users": users,
         "data_fstype": data_mount["fstype"] if data_mount else None,
         "data_source": data_mount["source"] if data_mount else None,
         "data_options": data_mount["options"] if data_mount else None,
@@ -265,39 +294,62 @@ def parse_android_facts(text: str) -> dict:
     }
 
 
+def _sdcard_implementation(layer: str | None, mount: dict | None, passthrough: bool | None) -> str | None:
+    if mount is None:
+        return None
+    if layer == "fuse":
+        return "fuse-passthrough" if passthrough else "fuse"
+    return layer or f"direct {mount['fstype']}"
+
+
+def run_facts(facts: dict) -> dict:
+    """The target facts a run records (RUN_FACTS) from android_facts()."""
+    return {key: facts.get(key) for key in RUN_FACTS}
+
+
 # -- reference binaries on the device ---------------------------------------------------------------------------------
 
-def reference_binary_path(name: str, abi: str, bin_dir: Path = REFERENCE_BIN) -> Path:
-    """Where the build of the reference-impl Makefile puts name for abi: bin/ for this host's ABI, bin/<arch>/ else."""
+def reference_binary_path(name: str, abi: str, bin_dir: Path | None = None, *, android: bool = False) -> Path:
+    """Where the build of the reference-impl Makefile puts name for abi: bin/<arch>/ (static, `make ARCH=<arch>`)
+    for an Android target, whose libc is bionic, and for any other ABI than this host's; bin/ otherwise (this
+    host's build: a Linux target of the host's ABI, e.g. the loopback device, which is this host)."""
+    bin_dir = bin_dir or REFERENCE_BIN
     native = MACHINE_ABI.get(platform.machine())
-    if abi == native:
+    if abi == native and not android:
         return bin_dir / name
     arch = ABI_ARCH.get(abi)
     if arch is None:
-        raise TargetError(f"no reference builds for ABI {abi!r} (known: {', '.join(sorted(ABI_ARCH))})")
+        builds = ", ".join(f"`make -C reference-impl ARCH={a}` ({b})" for b, a in ABI_ARCH.items())
+        raise TargetError(f"no reference builds for ABI {abi!r}: the Makefile builds {builds}")
     return bin_dir / arch / name
+
+
+def build_command(path: Path, bin_dir: Path | None = None) -> str:
+    """The make command that builds a missing reference binary at path."""
+    if path.parent == (bin_dir or REFERENCE_BIN):
+        return "make -C reference-impl"
+    return f"make -C reference-impl ARCH={path.parent.name}"
 
 
 @contextlib.contextmanager
 def push_reference_binaries(transport: Transport, names: Sequence[str], abi: str, workdir: str, *,
-                            keep: bool = False, bin_dir: Path = REFERENCE_BIN,
+                            keep: bool = False, bin_dir: Path | None = None, android: bool = False,
                             timeout: float = 120.0) -> Iterator[dict[str, str]]:
     """Push reference-impl binaries for abi into workdir on the target; yields {name: remote path}.
 
-    The binaries are made executable, and removed on exit (success, error or Ctrl-C) unless keep. A workdir this
-    created is removed too if it is empty by then. A missing build is a TargetError naming the make command.
+    The binaries are made executable, and removed on exit (success, error or Ctrl-C) unless keep. The directories
+    this created for workdir are removed too if they are empty by then. A directory created as root is given to
+    the owner of the directory it was made in (on a phone, /data/local/tmp belongs to the shell user, who does
+    `adb push` when root comes from su). A missing build is a TargetError naming the make command.
     """
     local = {}
     for name in names:
-        path = reference_binary_path(name, abi, bin_dir)
+        path = reference_binary_path(name, abi, bin_dir, android=android)
         if not path.is_file():
-            arch = ABI_ARCH.get(abi, abi)
-            how = "make -C reference-impl" if path.parent == bin_dir else f"make -C reference-impl ARCH={arch}"
-            raise TargetError(f"reference binary {name!r} for ABI {abi} is not built ({path} is missing): run `{how}`")
+            raise TargetError(f"reference binary {name!r} for ABI {abi} is not built ({path} is missing): run "
+                              f"`{build_command(path, bin_dir)}`")
         local[name] = path
-    created_workdir = not transport.exists(workdir, timeout=timeout)
-    if created_workdir:
-        transport.run(["mkdir", "-p", workdir], timeout=timeout).check()
+    created = make_dirs(transport, workdir, timeout)
     remote = {name: f"{workdir.rstrip('/')}/{name}" for name in names}
     pushed: list[str] = []
     try:
@@ -309,14 +361,35 @@ def push_reference_binaries(transport: Transport, names: Sequence[str], abi: str
         yield remote
     finally:
         if not keep:
-            _remove_pushed(transport, pushed, workdir if created_workdir else None)
+            _remove_pushed(transport, pushed, created)
 
 
-def _remove_pushed(transport: Transport, paths: Sequence[str], created_dir: str | None) -> None:
+def make_dirs(transport: Transport, workdir: str, timeout: float) -> list[str]:
+    """mkdir -p workdir in one round trip; the directories it created, outermost first (remove them with
+    remove_dirs), each owned like the directory they were made in."""
+    script = (f"w={shlex.quote(workdir.rstrip('/') or '/')}; p=$w; made=\n"
+              'while [ -n "$p" ] && [ "$p" != / ] && [ ! -e "$p" ]; do made="$p\n$made"; p=${p%/*}; done\n'
+              '[ -n "$p" ] || p=/\n'
+              'mkdir -p -- "$w" || exit 1\n'
+              'if [ -n "$made" ] && [ "$(id -u)" = 0 ]; then\n'
+              '  o=$(stat -c %u:%g "$p") && printf "%s" "$made" | while read -r d; do chown "$o" "$d"; done\n'
+              'fi\n'
+              'printf "%s" "$made"')
+    done = transport.run(["sh", "-c", script], timeout=timeout).check()
+    return [line for line in done.text.splitlines() if line]
+
+
+def remove_dirs(transport: Transport, created_dirs: Sequence[str]) -> None:
+    """Remove the directories make_dirs created, innermost first, those that are empty (best effort)."""
+    _remove_pushed(transport, [], created_dirs)
+
+
+def _remove_pushed(transport: Transport, paths: Sequence[str], created_dirs: Sequence[str]) -> None:
     # Best effort with a short timeout: on a device that went away this must not hang or hide the real error.
     script = "rm -f -- " + " ".join(shlex.quote(p) for p in paths) if paths else "true"
-    if created_dir:
-        script += f"; rmdir -- {shlex.quote(created_dir)} 2>/dev/null; true"
+    for directory in reversed(created_dirs):  # innermost first; one still in use by another run stays
+        script += f"; rmdir -- {shlex.quote(directory)} 2>/dev/null"
+    script += "; true"
     try:
         done = transport.run(["sh", "-c", script], timeout=15)
         if done.returncode != 0:

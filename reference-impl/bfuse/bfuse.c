@@ -133,6 +133,7 @@ static int bf_preset(const char *name, struct fc_config *cfg)
 	cfg->splice = false;
 	cfg->writeback_cache = false;
 	cfg->own_loop = false;
+	cfg->passthrough = false;
 	if (!strcmp(name, "legacy")) {
 		/* old Android sdcard: 4 KiB, one thread, pwrite per request */
 		cfg->io_unit = 4096;
@@ -159,6 +160,17 @@ static int bf_preset(const char *name, struct fc_config *cfg)
 	} else if (!strcmp(name, "nobuf")) {
 		cfg->io_unit = 512 << 10;
 		cfg->threads = 4;
+		bf_buffer_size = 0;
+	} else if (!strcmp(name, "passthrough")) {
+		/*
+		 * Today's /sdcard (Android 12+): kernel FUSE passthrough, no
+		 * data through the daemon, so no buffer either: the baseline
+		 * bFUSE's buffering is compared with.  fusecore's own loop.
+		 */
+		cfg->io_unit = 512 << 10;
+		cfg->threads = 4;
+		cfg->passthrough = true;
+		cfg->own_loop = true;
 		bf_buffer_size = 0;
 	} else if (!strcmp(name, "zerocopy")) {
 		/* seed 003: big writes and splice, no buffer */
@@ -1075,7 +1087,8 @@ static void bf_register_counters(void)
 static struct fc_policy bf_policy = {
 	.name = "bfuse",
 	.options_help =
-	"    -o preset=NAME       legacy | bfuse (default) | nobuf | zerocopy\n"
+	"    -o preset=NAME       legacy | bfuse (default) | nobuf | zerocopy |\n"
+	"                         passthrough (kernel FUSE passthrough)\n"
 	"    -o buffer=SIZE       write buffer total, 0 = off (8M)\n"
 	"    -o entry=SIZE        buffer entry size (2M)\n"
 	"    -o flush_ms=DURATION management thread period (10ms)\n"

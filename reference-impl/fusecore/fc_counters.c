@@ -108,6 +108,7 @@ void fc_counters_init(void)
 	fc_c_fsync_calls = fc_counter_new("daemon_fsync_calls", FC_COUNTER_SUM);
 	fc_c_fdatasync_calls = fc_counter_new("daemon_fdatasync_calls",
 					      FC_COUNTER_SUM);
+	fc_pt_counters_init();
 }
 
 static void fc_json_string(FILE *out, const char *s)
@@ -144,11 +145,12 @@ static void fc_counters_write(FILE *out)
 	fc_json_string(out, fc_cfg.mountpoint);
 	fprintf(out, ",\n  \"config\": {\"io_unit\": %u, \"threads\": %u, "
 		"\"splice\": %s, \"writeback_cache\": %s, "
-		"\"own_loop\": %s},\n",
+		"\"own_loop\": %s, \"passthrough\": %s},\n",
 		fc_cfg.io_unit, fc_cfg.threads,
 		fc_cfg.splice ? "true" : "false",
 		fc_cfg.writeback_cache ? "true" : "false",
-		fc_cfg.own_loop && !fc_cfg.splice ? "true" : "false");
+		fc_cfg.own_loop && !fc_cfg.splice ? "true" : "false",
+		fc_cfg.passthrough ? "true" : "false");
 	fprintf(out, "  \"ops\": {");
 	for (i = 0; i < FC_OP_COUNT; i++) {
 		uint64_t n = atomic_load(&fc_op_requests[i]);

@@ -41,4 +41,12 @@ int fc_loop_run(struct fuse_session *se, unsigned int nthreads);
 /* Called once at unmount (after the last request or on FUSE_DESTROY). */
 void fc_stop_policy(void);
 
+/* Kernel FUSE passthrough (fc_passthrough.c). */
+int fc_pt_check_kernel(void);		/* 0, or -1 with a message */
+int fc_pt_attach(struct fuse_session *se);	/* after mount; 0 or -errno */
+void fc_pt_received(const void *req, size_t len);	/* each raw request */
+void fc_pt_counters_init(void);
+void fc_pt_open(struct fc_file *f);	/* right before the open's reply */
+void fc_pt_close(struct fc_file *f);	/* when the file is freed */
+
 #endif /* FC_INTERNAL_H */

@@ -59,6 +59,8 @@ static void fc_usage(const char *prog)
 	       "    -o writeback_cache=BOOL  kernel writeback cache\n"
 	       "    -o own_loop=BOOL     fusecore's receive loop: write data may\n"
 	       "                         stay in its receive buffer (splice off)\n"
+	       "    -o passthrough=BOOL  kernel FUSE passthrough (Linux >= 6.9):\n"
+	       "                         no READ/WRITE reaches the daemon\n"
 	       "    -o timeout=SECONDS   entry/attr cache timeout (1)\n"
 	       "    -o counters=PATH     JSON counters at unmount and on "
 	       "SIGUSR1\n",
@@ -164,6 +166,12 @@ static int fc_core_opt(const char *key, const char *val)
 		fc_cfg.own_loop = b;
 		return 1;
 	}
+	if (!strcmp(key, "passthrough")) {
+		if (fc_parse_bool(val, &b))
+			return fc_bad(key, val, "must be 0/1, yes/no, on/off");
+		fc_cfg.passthrough = b;
+		return 1;
+	}
 	if (!strcmp(key, "writeback_cache")) {
 		if (fc_parse_bool(val, &b))
 			return fc_bad(key, val, "must be 0/1, yes/no, on/off");
@@ -238,6 +246,26 @@ static int fc_apply_options(struct fuse_args *args)
 		free(joined);
 	}
 	return 0;
+}
+
+/*
+ * Passthrough takes fusecore's own loop (it sees the raw INIT request) and
+ * excludes what needs data in the daemon: the kernel refuses it with the
+ * writeback cache, and splice has nothing to move.  Refused, with the
+ * reason, before anything is mounted; so is a kernel older than 6.9.
+ */
+static int fc_check_passthrough(void)
+{
+	if (!fc_cfg.passthrough)
+		return 0;
+	if (fc_cfg.writeback_cache)
+		return fc_bad("passthrough", "1", "the kernel does not combine "
+			      "it with writeback_cache=1");
+	if (fc_cfg.splice)
+		return fc_bad("passthrough", "1", "no data reaches the daemon: "
+			      "splice=1 does not apply");
+	fc_cfg.own_loop = true;
+	return fc_pt_check_kernel();
 }
 
 /* Unescape a /proc/self/mountinfo path field in place (\040 etc). */
@@ -457,7 +485,8 @@ int fc_main(int argc, char *argv[], const struct fc_policy *policy)
 		status = 0;
 		goto out_args;
 	}
-	if (fc_apply_options(&args) < 0 || fc_check_paths() < 0)
+	if (fc_apply_options(&args) < 0 || fc_check_passthrough() < 0 ||
+	    fc_check_paths() < 0)
 		goto out_args;
 	/* after the paths: validate may use cfg->source and cfg->mountpoint */
 	if (fc_pol->validate && fc_pol->validate(&fc_cfg) < 0)
@@ -483,6 +512,11 @@ int fc_main(int argc, char *argv[], const struct fc_policy *policy)
 		fprintf(stderr, "%s: cannot mount on '%s'\n", fc_cfg.progname,
 			fc_cfg.mountpoint);
 		goto out_signals;
+	}
+	if (fc_cfg.passthrough && fc_pt_attach(se)) {
+		fprintf(stderr, "%s: passthrough: libfuse refused the custom "
+			"io\n", fc_cfg.progname);
+		goto out_unmount;
 	}
 	if (fuse_daemonize(fc_cfg.foreground))
 		goto out_unmount;

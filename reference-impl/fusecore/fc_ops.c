@@ -265,6 +265,8 @@ void fc_file_put(struct fc_file *f)
 {
 	if (atomic_fetch_sub(&f->refs, 1) != 1)
 		return;
+	if (f->pt_id)
+		fc_pt_close(f);
 	close(f->fd);
 	fc_inode_put(f->inode);
 	free(f);
@@ -750,9 +752,13 @@ static void fc_ll_open(fuse_req_t req, fuse_ino_t ino,
 		return;
 	}
 	err = fc_open_file(i, fd, fi);
-	if (err)
+	if (err) {
 		fuse_reply_err(req, -err);
-	else if (fuse_reply_open(req, fi) == -ENOENT)
+		return;
+	}
+	if (fc_cfg.passthrough)
+		fc_pt_open(fc_file_of(fi));
+	if (fuse_reply_open(req, fi) == -ENOENT)
 		fc_file_put(fc_file_of(fi));	/* interrupted */
 }
 
@@ -782,6 +788,8 @@ static void fc_ll_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, -err);
 		return;
 	}
+	if (fc_cfg.passthrough)
+		fc_pt_open(fc_file_of(fi));
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		fc_file_put(fc_file_of(fi));
 		fc_inode_forget(fc_inode_of(e.ino), 1);

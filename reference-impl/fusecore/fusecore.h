@@ -23,7 +23,7 @@
  * Options.  fc_main() splits every -o key=value.  "preset=NAME" is applied
  * first, whatever its position (policy->preset), then every other key in
  * order: the core's own keys (io_unit, threads, splice, writeback_cache,
- * counters, timeout), then policy->parse_opt, and what nobody claims goes to
+ * own_loop, passthrough, counters, timeout), then policy->parse_opt, and what nobody claims goes to
  * libfuse (allow_other, default_permissions, ...).  policy->validate runs
  * last, after SOURCE and MOUNTPOINT have been resolved and checked
  * (cfg->source and cfg->mountpoint are set, realpaths) and before anything
@@ -110,6 +110,10 @@
  * returns NULL and the hook copies.  fc_rbuf_alloc() hands out pool buffers
  * for such copies.
  *
+ * Passthrough (-o passthrough=1, fc_passthrough.c).  Regular files are
+ * opened with kernel FUSE passthrough: their READ and WRITE requests never
+ * reach the daemon, so the data hooks see none; metadata hooks still run.
+ *
  * Counters.  The core counts requests and bytes per opcode by itself.
  * Policy counters are registered once (before start) with fc_counter_new()
  * and updated lock-free with fc_counter_add()/fc_counter_max().
@@ -159,6 +163,7 @@ struct fc_config {
 	bool splice;		/* splice in/out (zero copy, seed 003) */
 	bool writeback_cache;	/* kernel writeback cache */
 	bool own_loop;		/* fc_loop.c instead of libfuse's loop */
+	bool passthrough;	/* kernel FUSE passthrough (fc_passthrough.c) */
 	bool foreground;	/* -f */
 	bool debug;		/* -d */
 	double timeout;		/* entry/attr timeout, seconds */
@@ -181,6 +186,8 @@ struct fc_inode {
 	uint64_t nlookup;	/* kernel lookups not yet forgotten (table lock) */
 	uint64_t refs;		/* open files + policy references (table lock) */
 	struct fc_inode *hnext;	/* inode table chain (table lock) */
+	int32_t pt_id;		/* passthrough backing id, while pt_opens */
+	unsigned int pt_opens;	/* open passthrough files (fc_pt_lock) */
 };
 
 /* An open file (FUSE fi->fh). */
@@ -190,6 +197,7 @@ struct fc_file {
 	struct fc_inode *inode;	/* referenced for the file's lifetime */
 	atomic_uint refs;	/* fc_file_get/put */
 	void *pdata;		/* policy's per-open-file state */
+	int32_t pt_id;		/* kernel passthrough backing id, 0 = none */
 };
 
 enum fc_counter_kind {
