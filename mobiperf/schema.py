@@ -121,8 +121,13 @@ BLKTRACE_EVENT = Schema("blktrace_event", dict(BLOCK_EVENT.columns),
                         "blktrace records of a run that also has ftrace block events (which stay in block_event):"
                         " the same columns, kept apart so no request is counted twice.")
 
+GENERIC_EVENT = Schema("generic_event", {
+    **_EV, "event": STR, "body": STR,
+}, "ftrace events of a Perfetto trace that no other table reads and its protos do not type (generic or"
+   " self-described events: vendor and newer kernel events), kept with their fields as name=value text.")
+
 TABLES = {s.name: s for s in (BLOCK_EVENT, BLOCK_RQ, TRACE_MARKER, FSYNC_EVENT, JBD2_RUN_STATS, JBD2_COMMIT,
-                              FUSE_EVENT, FUSE_REQ, SYSCALL_IO, FS_EVENT, FILE_EXTENT, BLKTRACE_EVENT)}
+                              FUSE_EVENT, FUSE_REQ, SYSCALL_IO, FS_EVENT, FILE_EXTENT, BLKTRACE_EVENT, GENERIC_EVENT)}
 
 # --- result tables ---
 
