@@ -31,6 +31,7 @@ fields do not decode are counted and named in warnings.
 from __future__ import annotations
 
 import gzip
+import io
 import zipfile
 import zlib
 from dataclasses import dataclass, field
@@ -120,13 +121,65 @@ def _trace_in_zip(path: Path) -> bytes:
 
 
 def looks_like_perfetto(head: bytes) -> bool:
-    """True if the bytes start like a Trace: a packet field (tag 0x0a) whose length fits, then another packet
-    or the end."""
-    if not head or head[0] != 0x0A:
+    """True if the bytes start like a Trace: a packet field (tag 0x0a) with a sane length whose content parses as
+    protobuf fields (wire types 0, 1, 2, 5; lengths inside it) as far as head goes. Text that starts with a
+    newline fails the second test at once."""
+    if len(head) < 3 or head[0] != 0x0A:
         return False
-    buf = np.frombuffer(head, np.uint8)
-    offs, lens, damage = wire.split_packets(buf, 0, len(buf))
-    return len(offs) > 0 and (damage < 0 or damage > 1)
+    length, at = _varint_py(head, 1)
+    if at < 0 or not 0 < length < 1 << 31:
+        return False
+    return _fields_parse(head, at, min(at + length, len(head)), complete=at + length <= len(head))
+
+
+def _varint_py(data: bytes, at: int) -> tuple[int, int]:
+    value = 0
+    for shift in range(0, 70, 7):
+        if at >= len(data):
+            return 0, -1
+        b = data[at]
+        at += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, at
+    return 0, -1
+
+
+def _fields_parse(data: bytes, at: int, end: int, complete: bool) -> bool:
+    fields = 0
+    while at < end:
+        tag, at = _varint_py(data, at)
+        if at < 0 or tag >> 3 == 0:
+            return not complete and fields > 0
+        wire = tag & 7
+        if wire == 0:
+            _, at = _varint_py(data, at)
+        elif wire in (1, 5):
+            at += 8 if wire == 1 else 4
+        elif wire == 2:
+            n, at = _varint_py(data, at)
+            at = at + n if at >= 0 else -1
+        else:
+            return False
+        if at < 0 or (at > end and complete):
+            return False
+        fields += 1
+    return fields > 0
+
+
+def sniff_perfetto(path: Path) -> bool:
+    """True for a Perfetto trace file: by its start (plain or gzip'ed), or a zip with a trace member."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 16)
+        if head[:2] == b"\x1f\x8b":
+            head = gzip.GzipFile(fileobj=io.BytesIO(head)).read1(1 << 16) if len(head) else b""
+        elif head[:4] == b"PK\x03\x04":
+            with zipfile.ZipFile(path) as zf:
+                return bool(trace_members(zf))
+    except (OSError, EOFError, zlib.error, zipfile.BadZipFile):
+        return False
+    return looks_like_perfetto(head[:1 << 16])
 
 
 def parse_perfetto(path: Path, rep: int = 0, formats: Path | None = None, hz: int | None = None) -> PerfettoTables:
@@ -164,6 +217,25 @@ def parse_perfetto(path: Path, rep: int = 0, formats: Path | None = None, hz: in
     _build_tables(out, buf, groups, names, fmts, hz, rep)
     _summarise(out, bundles, metas)
     return out
+
+
+def add_perfetto_tables(raw: Path, rep: int, add, out) -> None:
+    """parse_raw_dir's step for raw/trace.pftrace: its tables through add(name, frame), its summary and
+    warnings into out (a ParsedRaw); damage is a warning there, every complete packet kept."""
+    from mobiperf.collectors.parse.ftrace_raw import read_kernel_hz
+
+    parsed = parse_perfetto(raw / "trace.pftrace", rep, raw / "formats", read_kernel_hz(raw / "kernel_hz"))
+    add("block_event", parsed.block_event)
+    if len(parsed.trace_marker):
+        add("trace_marker", parsed.trace_marker)
+    for name, df in parsed.events.items():
+        add(name, df)
+    out.summary["perfetto"] = {"events": parsed.events_total, "packets": parsed.packets,
+                               "other_events": parsed.other_events, "undecoded": parsed.undecoded,
+                               "unparsed": parsed.unparsed_by_event, "unrendered": parsed.unrendered,
+                               "damage": str(parsed.damage) if parsed.damage else None, **parsed.summary}
+    # Lost events are said once, by parse_raw_dir's summary of every source.
+    out.warnings += [f"trace.pftrace: {w}" for w in parsed.warnings if "events were lost" not in w]
 
 
 def _meta_payloads(buf: np.ndarray, extras) -> dict[str, list[tuple[int, bytes]]]:
@@ -351,7 +423,7 @@ def _build_tables(out: PerfettoTables, buf, groups: list[EventGroup], names: "Na
             blocks.append(g)
         elif g.name == "print":
             markers.append(g)
-        elif is_known_event(g.name) or g.name.startswith("android_fs_"):
+        elif is_known_event(g.name):
             body, why = render_bodies(g.name, g.system, g.cols, fmts, hz)
             if why:
                 out.unrendered[g.name] = why
