@@ -108,8 +108,7 @@ SYSCALL_IO = Schema("syscall_io", {
 FS_EVENT = Schema("fs_event", {
     **_EV, "event": STR, "dev_major": I32, "dev_minor": I32, "ino": I64, "body": STR,
 }, "Other file system and writeback events (ext4_*, f2fs_*, writeback_*, jbd2_*, android_fs_*) with their device"
-   " and inode where the"
-   " text has them (-1 otherwise) and the raw body.")
+   " and inode where the text has them (-1 otherwise) and the raw body.")
 
 FILE_EXTENT = Schema("file_extent", {
     "rep": I32, "region": STR, "path": STR, "logical_bytes": I64, "physical_bytes": I64, "length_bytes": I64,
