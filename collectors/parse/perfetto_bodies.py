@@ -101,7 +101,7 @@ def _syscall_format(name: str, cols: FieldColumns) -> EventFormat:
 def field_pairs(cols: FieldColumns) -> pl.Series:
     """`dev M,m` then the other fields as name=value (strings as they are, ints in decimal)."""
     parts: list[pl.Expr] = []
-    for name in cols.order:
+    for name in sorted(cols.order, key=lambda n: n != "dev"):  # the device first, as the kernel's fs events
         if name == "dev" and name in cols.ints:
             dev = cols.ints[name]
             parts.append(pl.lit(pl.Series([f"dev {int(d) >> 20},{int(d) & 0xFFFFF}" for d in dev], dtype=pl.Utf8)))
