@@ -35,14 +35,16 @@ class FieldColumns:
     """The decoded fields of n events of one type: ints (int64 numpy, with their signedness) and strings."""
 
     def __init__(self, n: int, ints: dict[str, np.ndarray], signed: dict[str, bool], strings: dict[str, pl.Series],
-                 order: list[str]):
+                 order: list[str], spans: dict[str, tuple[np.ndarray, np.ndarray]] | None = None):
         self.n, self.ints, self.signed, self.strings, self.order = n, ints, signed, strings, order
+        # string fields left as [start, end) byte spans of the trace buffer (built into strings by the caller)
+        self.spans = spans or {}
 
     def int(self, name: str, default: int = -1) -> np.ndarray:
         return self.ints[name] if name in self.ints else np.full(self.n, default, np.int64)
 
     def has(self, name: str) -> bool:
-        return name in self.ints or name in self.strings
+        return name in self.ints or name in self.strings or name in self.spans
 
 
 def render_bodies(name: str, system: str, cols: FieldColumns, formats: dict[str, EventFormat],

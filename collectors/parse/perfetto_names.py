@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from mobiperf.collectors.parse.perfetto_schema import message_class
+from mobiperf.collectors.parse.perfetto_schema import decode_message
 
 TASK_COMM_LEN = 16
 # event -> [(pid field, name field)] of the events that name threads
@@ -39,10 +39,11 @@ class NameTimeline:
     @classmethod
     def from_packets(cls, trees: list[tuple[int, bytes]], packet_ts: np.ndarray) -> "NameTimeline":
         timeline = cls()
-        tree_cls = message_class("ProcessTree")
         pids, times, names = [], [], []
         for packet, raw in trees:
-            tree = tree_cls.FromString(raw)
+            tree = decode_message("ProcessTree", raw)
+            if tree is None:
+                continue
             ts = int(packet_ts[packet]) if packet < len(packet_ts) and packet_ts[packet] >= 0 else 0
             for p in tree.processes:
                 if p.cmdline:

@@ -46,23 +46,39 @@ class MessageLayout:
     group: str = ""  # the tracefs system where known (dynamic events name it)
 
     @property
-    def plan(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
-        """(slot_of by field number, slot kinds, slot repeats, first slot by field name); at most 64 slots."""
+    def plan(self) -> tuple:
+        """(slot_of by field number, slot kinds, slot repeats, slot columns, int columns, string columns, first
+        slot by field name): the arguments of perfetto_wire.decode_fields()."""
         if getattr(self, "_plan", None) is None:
-            wanted = [f for f in self.fields.values() if f.type != TYPE_MESSAGE]
-            kinds, repeats, first = [], [], {}
-            for f in wanted:
+            kinds, repeats, cols, first = [], [], [], {}
+            n_int = n_str = 0
+            for f in self.fields.values():
+                if f.type == TYPE_MESSAGE:
+                    continue
                 reps = REPEAT_SLOTS if f.repeated and not f.is_string else 1
-                if len(kinds) + reps > 64:
-                    break
                 first[f.name] = len(kinds)
                 kinds += [KIND_STR if f.is_string else KIND_INT] * reps
                 repeats += [reps] + [0] * (reps - 1)
+                if f.is_string:
+                    cols.append(n_str)
+                    n_str += 1
+                else:
+                    cols += [n_int + k for k in range(reps)]
+                    n_int += reps
             slot_of = np.full(max([self.fields[n].number for n in first] or [0]) + 1, -1, np.int64)
             for name, slot in first.items():
                 slot_of[self.fields[name].number] = slot
-            self._plan = (slot_of, np.array(kinds, np.int64), np.array(repeats, np.int64), first)
+            self._plan = (slot_of, np.array(kinds, np.int64), np.array(repeats, np.int64), np.array(cols, np.int64),
+                          n_int, n_str, first)
         return self._plan
+
+    def only(self, names) -> "MessageLayout":
+        """The same message with only these fields decoded (the others are skipped on the wire)."""
+        key = tuple(sorted(names))
+        cache = self.__dict__.setdefault("_only", {})
+        if key not in cache:
+            cache[key] = MessageLayout(self.name, {n: f for n, f in self.fields.items() if n in names}, self.group)
+        return cache[key]
 
 
 def _message_layout(descriptor, name: str | None = None) -> MessageLayout:
@@ -106,11 +122,32 @@ def message_class(name: str):
     return getattr(_pb2(), name)
 
 
-def layout_from_descriptor(data: bytes, group: str = "") -> MessageLayout:
-    """The layout of a dynamic event from its serialised google.protobuf.DescriptorProto."""
-    from google.protobuf import descriptor_pb2
+def decode_message(name: str, data: bytes):
+    """One message of the trace protos (ProcessTree, ClockSnapshot ...) from its bytes; None if they do not
+    parse (a corrupt packet is then left out, never an exception)."""
+    from google.protobuf.message import DecodeError
 
-    proto = descriptor_pb2.DescriptorProto.FromString(data)
+    cls = message_class(name) if "." not in name else _nested(name)
+    try:
+        return cls.FromString(data)
+    except (DecodeError, ValueError):
+        return None
+
+
+def _nested(name: str):
+    outer, inner = name.split(".", 1)
+    return getattr(message_class(outer), inner)
+
+
+def layout_from_descriptor(data: bytes, group: str = "") -> MessageLayout | None:
+    """The layout of a dynamic event from its serialised google.protobuf.DescriptorProto (None if corrupt)."""
+    from google.protobuf import descriptor_pb2
+    from google.protobuf.message import DecodeError
+
+    try:
+        proto = descriptor_pb2.DescriptorProto.FromString(data)
+    except DecodeError:
+        return None
     layout = MessageLayout(proto.name, group=group)
     for f in proto.field:
         layout.fields[f.name] = FieldLayout(f.name, f.number, f.type, f.label == f.LABEL_REPEATED)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import mmap
 import zipfile
 import zlib
 from dataclasses import dataclass, field
@@ -77,7 +78,7 @@ class PerfettoTables:
     warnings: list[str] = field(default_factory=list)
 
 
-def read_trace_bytes(path: Path) -> bytes:
+def read_trace_bytes(path: Path) -> bytes | mmap.mmap:
     """The protobuf bytes of a trace file: as is, gunzipped, or the largest Perfetto trace inside a zip (an
     Android bugreport keeps it under FS/data/misc/perfetto-traces/ or as *.pftrace / *.perfetto-trace)."""
     try:
@@ -91,8 +92,11 @@ def read_trace_bytes(path: Path) -> bytes:
                     raise ParseError(path, "offset 0", f"gzip data does not decompress: {e}") from None
             if head == b"PK\x03\x04":
                 return _trace_in_zip(path)
-            f.seek(0)
-            return f.read()
+            if len(head) < 4:
+                return head
+            # Mapped, not read: the pages are the page cache's (one copy, dropped by the kernel when it needs
+            # them); read() of a large file doubled the peak while its buffer grew.
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except OSError as e:
         raise ParseError(path, "offset 0", f"cannot read: {e.strerror}") from None
 
@@ -279,18 +283,28 @@ def _formats(formats: Path | None, hz: int | None) -> tuple[dict[str, EventForma
 
 @dataclass
 class EventGroup:
-    """The events of one type: timestamp, pid (the thread), CPU, rank in the merged trace order, fields."""
+    """The events of one type: timestamp, pid (the thread), CPU, rank in the merged trace order, and their fields,
+    decoded on first use (events no table reads are never decoded) and released once their rows are built."""
     name: str
     system: str
     ts: np.ndarray
     pid: np.ndarray
     cpu: np.ndarray
     order: np.ndarray
-    cols: FieldColumns
+    decoder: object  # () -> FieldColumns, or the FieldColumns themselves
     generic: bool = False
 
     def __len__(self) -> int:
         return len(self.ts)
+
+    @property
+    def cols(self) -> FieldColumns:
+        if not isinstance(self.decoder, FieldColumns):
+            self.decoder = self.decoder()
+        return self.decoder
+
+    def release(self) -> None:
+        self.decoder = None
 
 
 def _event_groups(buf, events, bundles, extras, out: PerfettoTables) -> list[EventGroup]:
@@ -298,7 +312,7 @@ def _event_groups(buf, events, bundles, extras, out: PerfettoTables) -> list[Eve
     cpu = bundles[0][bundle] if len(bundle) else np.empty(0, np.int32)
     # The kernel's merged order: by time, a tie to the lower CPU, then as recorded.
     rank = np.empty(len(ts), np.int64)
-    rank[np.lexsort((np.arange(len(ts)), cpu, ts))] = np.arange(len(ts))
+    rank[np.lexsort((cpu, ts))] = np.arange(len(ts))  # lexsort is stable: ties keep their file order
 
     def group(name, system, idx, cols, generic):
         return EventGroup(name, system, ts[idx], pid[idx], cpu[idx], rank[idx], cols, generic)
@@ -333,48 +347,63 @@ def _event_groups(buf, events, bundles, extras, out: PerfettoTables) -> list[Eve
         if layout is None:
             out.undecoded[f"ftrace event field {key}"] = len(idx)
             continue
-        cols, broken = _decode(buf, off[idx], ln[idx], layout)
-        if broken:
-            out.unparsed_by_event[layout.name] = broken
-        groups.append(group(layout.name, layout.group, idx, cols, key < 0))
+        groups.append(group(layout.name, layout.group, idx, _lazy(buf, off[idx], ln[idx], layout, out), key < 0))
     return groups
 
 
 def _dynamic_layouts(buf, extras) -> dict[tuple[int, int], MessageLayout]:
     """Self-described (v50+) generic events: each bundle's GenericEventDescriptor (field_id 1, descriptor 2,
     group 3), parsed once per distinct descriptor."""
-    from mobiperf.collectors.parse.perfetto_schema import message_class
+    from mobiperf.collectors.parse.perfetto_schema import decode_message
 
-    cls = message_class("FtraceEventBundle").GenericEventDescriptor
-    cache: dict[bytes, MessageLayout] = {}
+    cache: dict[bytes, tuple] = {}
     out = {}
     for b, num, o, n in zip(*(a.tolist() for a in extras)):
         if num != -11:
             continue
         raw = buf[o:o + n].tobytes()
-        d = cls.FromString(raw)
         if raw not in cache:
-            cache[raw] = layout_from_descriptor(d.event_descriptor, d.group_name)
-        out[(b, d.field_id)] = cache[raw]
+            d = decode_message("FtraceEventBundle.GenericEventDescriptor", raw)
+            layout = layout_from_descriptor(d.event_descriptor, d.group_name) if d is not None else None
+            cache[raw] = (d.field_id, layout) if layout is not None else None
+        if cache[raw] is not None:
+            out[(b, cache[raw][0])] = cache[raw][1]
     return out
 
 
+def _lazy(buf, offs, lens, layout: MessageLayout, out: PerfettoTables):
+    def decode() -> FieldColumns:
+        cols, broken = _decode(buf, offs, lens, layout)
+        if broken:
+            out.unparsed_by_event[layout.name] = out.unparsed_by_event.get(layout.name, 0) + broken
+        return cols
+    return decode
+
+
+BLOCK_FIELDS = ("dev", "sector", "nr_sector", "bytes", "rwbs", "comm", "error", "errors", "new_sector")
+SIGNED_TYPES = (3, 5, 15, 16, 17, 18)  # int64 int32 sfixed32 sfixed64 sint32 sint64
+
+
 def _decode(buf, offs, lens, layout: MessageLayout) -> tuple[FieldColumns, int]:
-    slot_of, kinds, repeats, first = layout.plan
-    ints, starts, ends, present, broken = wire.decode_fields(buf, offs, lens.astype(np.int64), slot_of, kinds,
-                                                             repeats, len(kinds))
+    block = layout.name in BLOCK_EVENT_BODY
+    if block:  # the most frequent storage events: only what block_event holds
+        layout = layout.only(BLOCK_FIELDS)
+    slot_of, kinds, repeats, slot_col, n_int, n_str, first = layout.plan
+    ints, starts, ends, broken = wire.decode_fields(buf, offs, lens.astype(np.int64), slot_of, kinds, repeats,
+                                                    slot_col, n_int, n_str)
     cols = FieldColumns(len(offs), {}, {}, {}, list(first))
     for name, slot in first.items():
-        f = layout.fields[name]
+        f, col = layout.fields[name], slot_col[slot]
+        if f.is_string and block:  # block_frame builds each string column once, in trace order
+            cols.spans[name] = (starts[col], ends[col])
+            continue
         if f.is_string:
-            cols.strings[name] = strings(buf, starts[slot], ends[slot])
-        elif f.repeated:
-            for k in range(repeats[slot]):
-                cols.ints[f"{name}[{k}]"] = int_values(ints[slot + k], f)
-                cols.signed[f"{name}[{k}]"] = f.type in (3, 5, 15, 16, 17, 18)
-        else:
-            cols.ints[name] = int_values(ints[slot], f)
-            cols.signed[name] = f.type in (3, 5, 15, 16, 17, 18)
+            cols.strings[name] = strings(buf, starts[col], ends[col])
+            continue
+        for k in range(repeats[slot]):
+            key = f"{name}[{k}]" if f.repeated else name
+            cols.ints[key] = int_values(ints[col + k], f)
+            cols.signed[key] = f.type in SIGNED_TYPES
     return cols, int(broken.sum())
 
 
@@ -425,6 +454,7 @@ def _build_tables(out: PerfettoTables, buf, groups: list[EventGroup], names: "Na
             markers.append(g)
         elif is_known_event(g.name):
             body, why = render_bodies(g.name, g.system, g.cols, fmts, hz)
+            g.release()
             if why:
                 out.unrendered[g.name] = why
             heads.append(head_frame(g, names, body))
@@ -433,7 +463,7 @@ def _build_tables(out: PerfettoTables, buf, groups: list[EventGroup], names: "Na
         else:
             out.other_events[g.name] = out.other_events.get(g.name, 0) + len(g)
     if blocks:
-        out.block_event = BLOCK_EVENT.validate(block_frame(blocks, names, rep))
+        out.block_event = BLOCK_EVENT.validate(block_frame(blocks, names, rep, buf))
     if markers:
         out.trace_marker = TRACE_MARKER.validate(marker_frame(markers, rep))
     if heads:
@@ -451,7 +481,7 @@ def _summarise(out: PerfettoTables, bundles, metas) -> None:
 
     out.summary.update(loss_summary(bundles, metas))
     out.lost_events = out.summary["lost_events"]
-    out.summary["clock"] = sorted({FTRACE_CLOCKS.get(int(c), str(c)) for c in bundles[2].tolist()}) or ["boot"]
+    out.summary["clock"] = sorted({FTRACE_CLOCKS.get(int(c), str(c)) for c in np.unique(bundles[2])}) or ["boot"]
     out.summary.update(clock_summary(metas))
     out.summary.update(system_summary(metas))
     if out.lost_events or out.summary.get("bundles_with_lost_events"):

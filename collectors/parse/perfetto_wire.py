@@ -119,12 +119,15 @@ def scan_trace(buf, pk_offs, pk_lens, wanted):
       packet timestamps (field 8; -1 where absent), bad (packets or events that did not decode)
     """
     n_pk = len(pk_offs)
-    ev_ts = np.empty(1024, np.int64)
-    ev_pid = np.empty(1024, np.int32)
-    ev_bundle = np.empty(1024, np.int32)
-    ev_type = np.empty(1024, np.int32)
-    ev_off = np.empty(1024, np.int64)
-    ev_len = np.empty(1024, np.int32)
+    cap = 1024
+    for i in range(n_pk):  # an ftrace event takes 20 bytes or more on the wire: few regrowths, little slack
+        cap += pk_lens[i] // 24
+    ev_ts = np.empty(cap, np.int64)
+    ev_pid = np.empty(cap, np.int32)
+    ev_bundle = np.empty(cap, np.int32)
+    ev_type = np.empty(cap, np.int32)
+    ev_off = np.empty(cap, np.int64)
+    ev_len = np.empty(cap, np.int32)
     b_cpu = np.empty(1024, np.int32)
     b_lost = np.empty(1024, np.int8)
     b_clock = np.empty(1024, np.int32)
@@ -299,21 +302,20 @@ def scan_trace(buf, pk_offs, pk_lens, wanted):
 
 
 @njit(cache=True, nogil=True)
-def decode_fields(buf, offs, lens, slot_of, slot_kind, slot_repeat, n_slots):
-    """The fields of n messages of one type, as columns: ints[slot, i] (varints and fixed values as int64 bits),
-    spans [start, end) of length-delimited fields, and a presence bit per slot (up to 64 slots).
+def decode_fields(buf, offs, lens, slot_of, slot_kind, slot_repeat, slot_col, n_int, n_str):
+    """The fields of n messages of one type, as columns: ints[col, i] (varints and fixed values as int64 bits)
+    for KIND_INT slots, spans starts/ends[col, i] of the KIND_STR slots, and whether a message did not decode.
 
     slot_of[field number] is the field's first slot (-1: not wanted); slot_repeat[slot] how many occurrences of a
-    repeated field go to consecutive slots (packed repeated varints are unpacked into them too); slot_kind[slot]
-    KIND_INT or KIND_STR. A message whose fields do not decode keeps what was read before the damage and is
-    flagged in broken."""
+    repeated field go to consecutive slots (packed repeated varints are unpacked into them too); slot_col[slot]
+    the slot's row in ints or in starts/ends. A field that is absent reads 0 (""), the proto default. A message
+    whose fields do not decode keeps what was read before the damage and is flagged in broken."""
     n = len(offs)
-    ints = np.zeros((n_slots, n), np.int64)
-    starts = np.zeros((n_slots, n), np.int64)
-    ends = np.zeros((n_slots, n), np.int64)
-    present = np.zeros(n, np.int64)
+    ints = np.zeros((n_int, n), np.int64)
+    starts = np.zeros((n_str, n), np.int64)
+    ends = np.zeros((n_str, n), np.int64)
     broken = np.zeros(n, np.bool_)
-    seen = np.zeros(max(n_slots, 1), np.int64)
+    seen = np.zeros(max(len(slot_kind), 1), np.int64)
     for i in range(n):
         p = offs[i]
         end = p + lens[i]
@@ -339,9 +341,8 @@ def decode_fields(buf, offs, lens, slot_of, slot_kind, slot_repeat, n_slots):
                     broken[i] = True
                     break
                 k = seen[slot]
-                if k < slot_repeat[slot]:
-                    ints[slot + k, i] = np.int64(v)
-                    present[i] |= np.int64(1) << np.int64(slot + k)
+                if k < slot_repeat[slot] and slot_kind[slot] == KIND_INT:
+                    ints[slot_col[slot] + k, i] = np.int64(v)
                     seen[slot] = k + 1
                 p = q2
             elif w == WIRE_FIXED64 or w == WIRE_FIXED32:
@@ -353,9 +354,8 @@ def decode_fields(buf, offs, lens, slot_of, slot_kind, slot_repeat, n_slots):
                 for j in range(size):
                     v |= np.uint64(buf[q + j]) << np.uint64(8 * j)
                 k = seen[slot]
-                if k < slot_repeat[slot]:
-                    ints[slot + k, i] = np.int64(v)
-                    present[i] |= np.int64(1) << np.int64(slot + k)
+                if k < slot_repeat[slot] and slot_kind[slot] == KIND_INT:
+                    ints[slot_col[slot] + k, i] = np.int64(v)
                     seen[slot] = k + 1
                 p = q + size
             elif w == WIRE_LEN:
@@ -365,9 +365,8 @@ def decode_fields(buf, offs, lens, slot_of, slot_kind, slot_repeat, n_slots):
                     break
                 stop = q2 + np.int64(L)
                 if slot_kind[slot] == KIND_STR:
-                    starts[slot, i] = q2
-                    ends[slot, i] = stop
-                    present[i] |= np.int64(1) << np.int64(slot)
+                    starts[slot_col[slot], i] = q2
+                    ends[slot_col[slot], i] = stop
                 else:  # packed repeated varints
                     r = q2
                     while r < stop:
@@ -377,15 +376,14 @@ def decode_fields(buf, offs, lens, slot_of, slot_kind, slot_repeat, n_slots):
                             break
                         k = seen[slot]
                         if k < slot_repeat[slot]:
-                            ints[slot + k, i] = np.int64(v)
-                            present[i] |= np.int64(1) << np.int64(slot + k)
+                            ints[slot_col[slot] + k, i] = np.int64(v)
                             seen[slot] = k + 1
                         r = r2
                 p = stop
             else:
                 broken[i] = True
                 break
-    return ints, starts, ends, present, broken
+    return ints, starts, ends, broken
 
 
 @njit(cache=True, nogil=True)
