@@ -51,6 +51,7 @@ class RunRequest:
     sources: tuple[str, ...] | None = None     # trace sources (collectors.SOURCES); None: the defaults
     event_sets: tuple[str, ...] | None = None  # whole ftrace event sets; None: the stack's light events
     report: bool = True             # sweeps skip the per-run HTML page: they draw one matrix for all runs
+    recorder: str = "auto"          # ftrace through the device's perfetto or tracefs (collectors.RECORDERS)
 
 
 def default_run_path(request: RunRequest) -> Path:
@@ -121,7 +122,8 @@ def collect_repetition(transport: Transport, caps: Capabilities, request: RunReq
             contextlib.ExitStack() as active:
         notes: list[str] = []
         collectors = plan_collectors(transport, caps, stack, raw, extra_events=request.extra_events,
-                                     sources=request.sources, event_sets=request.event_sets, notes=notes)
+                                     sources=request.sources, event_sets=request.event_sets, notes=notes,
+                                     recorder=request.recorder)
         argv, env = _workload_command(transport, request.command, stack.workdir, active)
         argv = stack.wrap_workload(argv)   # the phone's CPU share, innermost: collectors' wrappers stay outside
         env["MOBIPERF_WORKDIR"] = stack.workdir
