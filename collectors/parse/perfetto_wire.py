@@ -107,6 +107,46 @@ def _grow(a, k):
 
 
 @njit(cache=True, nogil=True)
+def _scan_event(buf, s, e_end):
+    """One FtraceEvent: (ok, timestamp, pid, event field number, payload offset, payload length). ok is False
+    for a message that does not decode or holds no event."""
+    ts = np.int64(-1)
+    pid = np.int64(-1)
+    typ = np.int64(-1)
+    off = np.int64(0)
+    ln = np.int64(0)
+    while s < e_end:
+        t3, s2 = _varint(buf, s, e_end)
+        if s2 < 0:
+            return False, ts, pid, typ, off, ln
+        f3 = np.int64(t3 >> np.uint64(3))
+        w3 = np.int64(t3 & np.uint64(7))
+        if w3 == WIRE_VARINT:
+            v, s3 = _varint(buf, s2, e_end)
+            if s3 < 0:
+                return False, ts, pid, typ, off, ln
+            if f3 == 1:
+                ts = np.int64(v)
+            elif f3 == 2:
+                pid = np.int64(v)
+            s = s3
+        elif w3 == WIRE_LEN:
+            L, s3 = _varint(buf, s2, e_end)
+            if s3 < 0 or s3 + np.int64(L) > e_end:
+                return False, ts, pid, typ, off, ln
+            typ = f3
+            off = s3
+            ln = np.int64(L)
+            s = s3 + np.int64(L)
+        else:
+            s3 = _skip(buf, s2, e_end, w3)
+            if s3 < 0:
+                return False, ts, pid, typ, off, ln
+            s = s3
+    return typ >= 0, ts, pid, typ, off, ln
+
+
+@njit(cache=True, nogil=True)
 def scan_trace(buf, pk_offs, pk_lens, wanted):
     """Every ftrace event of the packets, and where the other wanted packet fields are.
 
@@ -216,46 +256,8 @@ def scan_trace(buf, pk_offs, pk_lens, wanted):
                         break
                     e_end = r3 + np.int64(m)
                     if f2 == 2:  # one FtraceEvent
-                        ts = np.int64(-1)
-                        pid = np.int64(-1)
-                        typ = np.int64(-1)
-                        off = np.int64(0)
-                        ln = np.int64(0)
-                        s = r3
-                        ok = True
-                        while s < e_end:
-                            t3, s2 = _varint(buf, s, e_end)
-                            if s2 < 0:
-                                ok = False
-                                break
-                            f3 = np.int64(t3 >> np.uint64(3))
-                            w3 = np.int64(t3 & np.uint64(7))
-                            if w3 == WIRE_VARINT:
-                                v, s3 = _varint(buf, s2, e_end)
-                                if s3 < 0:
-                                    ok = False
-                                    break
-                                if f3 == 1:
-                                    ts = np.int64(v)
-                                elif f3 == 2:
-                                    pid = np.int64(v)
-                                s = s3
-                            elif w3 == WIRE_LEN:
-                                L, s3 = _varint(buf, s2, e_end)
-                                if s3 < 0 or s3 + np.int64(L) > e_end:
-                                    ok = False
-                                    break
-                                typ = f3
-                                off = s3
-                                ln = np.int64(L)
-                                s = s3 + np.int64(L)
-                            else:
-                                s3 = _skip(buf, s2, e_end, w3)
-                                if s3 < 0:
-                                    ok = False
-                                    break
-                                s = s3
-                        if not ok or typ < 0:
+                        ok, ts, pid, typ, off, ln = _scan_event(buf, r3, e_end)
+                        if not ok:
                             bad += 1
                         else:
                             if ne == len(ev_ts):
