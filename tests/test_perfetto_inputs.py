@@ -159,3 +159,24 @@ def test_ingest_a_pftrace_end_to_end(tmp_path):
     fsync = pl.read_parquet(out / "tables" / "fsync_event.parquet")
     assert fsync["comm"].to_list() == ["app_process64", "RenderThread", "<...>", "com.example"]
     assert (out / "report.html").exists()
+
+
+def test_losses_are_counted_from_bundles_stats_and_dropped_packets(tmp_path):
+    t = _fsync_trace()
+    t.packet[1].ftrace_events.lost_events = True
+    for phase, overrun in ((1, 5), (2, 12)):  # START_OF_TRACE, END_OF_TRACE: 7 overruns and 1 drop in between
+        stats = t.packet.add().ftrace_stats
+        stats.phase = phase
+        cpu = stats.cpu_stats.add()
+        cpu.cpu, cpu.overrun, cpu.dropped_events = 1, overrun, phase
+    t.packet.add().previous_packet_dropped = 1
+    snap = t.packet.add().clock_snapshot
+    for clock_id, ts in ((6, 5_000_000), (3, 4_000_000)):
+        c = snap.clocks.add()
+        c.clock_id, c.timestamp = clock_id, ts
+    got = parse_perfetto(_trace(tmp_path, "lossy.pftrace", t))
+    assert got.lost_events == 7 + 1 and got.summary["bundles_with_lost_events"] == 1
+    assert got.summary["packets_dropped_before"] == 1
+    assert got.summary["boottime_minus_monotonic_ns"] == 1_000_000 and got.summary["clock"] == ["boot"]
+    assert any("8 ftrace events were lost" in w for w in got.warnings)
+    assert any("dropped before them" in w for w in got.warnings)

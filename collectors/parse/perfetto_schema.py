@@ -111,6 +111,32 @@ def packet_field(name: str) -> int:
     return _pb2().TracePacket.DESCRIPTOR.fields_by_name[name].number
 
 
+@lru_cache(maxsize=1)
+def wire_numbers() -> np.ndarray:
+    """The field numbers perfetto_wire.scan_trace() walks by, in its order."""
+    pb = _pb2()
+    packet, bundle, event = (pb.TracePacket.DESCRIPTOR.fields_by_name, pb.FtraceEventBundle.DESCRIPTOR.fields_by_name,
+                             pb.FtraceEvent.DESCRIPTOR.fields_by_name)
+    names = [(packet, "timestamp"), (packet, "ftrace_events"), (packet, "previous_packet_dropped"), (bundle, "cpu"),
+             (bundle, "event"), (bundle, "lost_events"), (bundle, "ftrace_clock"),
+             (bundle, "generic_event_descriptors"), (event, "timestamp"), (event, "pid")]
+    return np.array([fields[name].number for fields, name in names], np.int64)
+
+
+@lru_cache(maxsize=1)
+def generic_numbers() -> np.ndarray:
+    """GenericFtraceEvent's event_name and field, its Field's name, str_value, int_value, uint_value."""
+    pb = _pb2()
+    event, field = pb.GenericFtraceEvent.DESCRIPTOR.fields_by_name, pb.GenericFtraceEvent.Field.DESCRIPTOR.fields_by_name
+    return np.array([event["event_name"].number, event["field"].number, field["name"].number,
+                     field["str_value"].number, field["int_value"].number, field["uint_value"].number], np.int64)
+
+
+@lru_cache(maxsize=1)
+def trace_packet_number() -> int:
+    return _pb2().Trace.DESCRIPTOR.fields_by_name["packet"].number
+
+
 @lru_cache(maxsize=None)
 def event_field(name: str) -> int:
     """The FtraceEvent field number of an event name (KeyError for events the protos do not type)."""

@@ -49,7 +49,8 @@ from mobiperf.collectors.parse.ftrace_text import BLOCK_EVENT_BODY
 from mobiperf.collectors.parse.perfetto_bodies import FieldColumns, field_pairs, render_bodies
 from mobiperf.collectors.parse.perfetto_names import NameTimeline
 from mobiperf.collectors.parse.perfetto_schema import (MessageLayout, event_field, ftrace_event_types, int_values,
-                                                      layout_from_descriptor, packet_field)
+                                                      generic_numbers, layout_from_descriptor, packet_field,
+                                                      trace_packet_number, wire_numbers)
 from mobiperf.errors import ParseError
 from mobiperf.schema import BLOCK_EVENT, GENERIC_EVENT, TRACE_MARKER
 
@@ -191,7 +192,7 @@ def parse_perfetto(path: Path, rep: int = 0, formats: Path | None = None, hz: in
     every event); hz: its CONFIG_HZ (jbd2_run_stats holds jiffies; else read from formats/../kernel_hz)."""
     data = read_trace_bytes(Path(path))
     buf = np.frombuffer(data, np.uint8)
-    offs, lens, damage_at = wire.split_packets(buf, 0, len(buf))
+    offs, lens, damage_at = wire.split_packets(buf, 0, len(buf), trace_packet_number())
     if not len(offs):
         what = "empty file" if not len(buf) else "not a Perfetto trace (no TracePacket at its start)"
         raise ParseError(path, f"offset {max(damage_at, 0)}", what)
@@ -203,12 +204,15 @@ def parse_perfetto(path: Path, rep: int = 0, formats: Path | None = None, hz: in
     wanted = np.zeros(256, np.int8)
     for name in META_PACKETS:
         wanted[packet_field(name)] = 1
-    events, bundles, extras, pk_ts, bad = wire.scan_trace(buf, offs, lens, wanted)
+    events, bundles, extras, pk_ts, dropped, bad = wire.scan_trace(buf, offs, lens, wanted, wire_numbers())
     metas = _meta_payloads(buf, extras)
     if metas.get("compressed_packets"):  # zlib'ed runs of packets: decoded after the rest, as their own buffer
-        data, buf, events, bundles, extras, pk_ts, bad2 = _with_inflated(data, offs, lens, metas, wanted)
+        data, buf, events, bundles, extras, pk_ts, dropped, bad = _with_inflated(data, offs, lens, metas, wanted)
         metas = _meta_payloads(buf, extras)
-        bad += bad2
+    out.summary["packets_dropped_before"] = dropped  # TracePacket.previous_packet_dropped: traced lost packets
+    if dropped:
+        out.warnings.append(f"{dropped} packets say packets were dropped before them (traced's buffer or a "
+                            "writer lost data); counts are low")
     if bad:
         out.warnings.append(f"{bad} packets or events did not decode (corrupt fields) and were left out")
     fmts, hz = _formats(formats, hz)
@@ -263,10 +267,10 @@ def _with_inflated(data: bytes, offs, lens, metas, wanted):
             continue
     data = b"".join(parts)
     buf = np.frombuffer(data, np.uint8)
-    more_offs, more_lens, _ = wire.split_packets(buf, len(parts[0]), len(buf))
+    more_offs, more_lens, _ = wire.split_packets(buf, len(parts[0]), len(buf), trace_packet_number())
     all_offs, all_lens = np.concatenate([offs, more_offs]), np.concatenate([lens, more_lens])
-    events, bundles, extras, pk_ts, bad = wire.scan_trace(buf, all_offs, all_lens, wanted)
-    return data, buf, events, bundles, extras, pk_ts, bad
+    events, bundles, extras, pk_ts, dropped, bad = wire.scan_trace(buf, all_offs, all_lens, wanted, wire_numbers())
+    return data, buf, events, bundles, extras, pk_ts, dropped, bad
 
 
 def _formats(formats: Path | None, hz: int | None) -> tuple[dict[str, EventFormat], int | None]:
@@ -410,7 +414,8 @@ def _decode(buf, offs, lens, layout: MessageLayout) -> tuple[FieldColumns, int]:
 def _generic_groups(buf, offs, lens, out: PerfettoTables) -> list[tuple[str, np.ndarray, FieldColumns]]:
     """GenericFtraceEvent messages grouped by event name: (name, their rows, fields pivoted to columns in the
     order the event lists them; a field missing from a message reads 0 / "")."""
-    name_s, name_e, (msg, ns, ne, kind, ival, ss, se), broken = wire.flatten_generic(buf, offs, lens.astype(np.int64))
+    name_s, name_e, (msg, ns, ne, kind, ival, ss, se), broken = wire.flatten_generic(
+        buf, offs, lens.astype(np.int64), generic_numbers())
     names = strings(buf, name_s, name_e)
     field_names = strings(buf, ns, ne)
     field_strs = strings(buf, ss, se)
@@ -427,7 +432,7 @@ def _generic_groups(buf, offs, lens, out: PerfettoTables) -> list[tuple[str, np.
         for fname in cols.order:
             sel = (fname_col == fname).to_numpy()
             r, k = r_all[sel], mine[sel]
-            if (kind[k] == 3).any():
+            if (kind[k] == wire.GENERIC_STR).any():
                 s = np.full(len(row_ids), "", object)
                 s[r] = field_strs.gather(pl.Series(k)).to_list()
                 cols.strings[fname] = pl.Series(fname, s, dtype=pl.Utf8)
@@ -435,7 +440,7 @@ def _generic_groups(buf, offs, lens, out: PerfettoTables) -> list[tuple[str, np.
                 v = np.zeros(len(row_ids), np.int64)
                 v[r] = ival[k]
                 cols.ints[fname] = v
-                cols.signed[fname] = not (kind[k] == 5).any()
+                cols.signed[fname] = not (kind[k] == wire.GENERIC_UINT).any()
         groups.append((event or "?", row_ids, cols))
     if broken.any():
         out.unparsed_by_event["generic"] = int(broken.sum())

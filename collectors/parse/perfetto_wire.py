@@ -61,11 +61,12 @@ def _skip(buf, p, end, wire):
 
 
 @njit(cache=True, nogil=True)
-def split_packets(buf, start, end):
+def split_packets(buf, start, end, packet_field=1):
     """The packets of a Trace byte range: (payload offsets, payload lengths, damage offset or -1).
 
-    Top-level fields other than packet (1) are skipped (a valid Trace has none). Damage: the offset of the first
-    field whose framing breaks or runs past end; every packet before it is complete."""
+    packet_field: Trace.packet's number (1 in every version of the protos; perfetto_schema passes it). Other
+    top-level fields are skipped (a valid Trace has none). Damage: the offset of the first field whose framing
+    breaks or runs past end; every packet before it is complete."""
     cap = 1024
     offs = np.empty(cap, np.int64)
     lens = np.empty(cap, np.int64)
@@ -76,7 +77,7 @@ def split_packets(buf, start, end):
         if q < 0:
             return offs[:k], lens[:k], p
         wire = np.int64(tag & np.uint64(7))
-        if np.int64(tag >> np.uint64(3)) == 1 and wire == WIRE_LEN:
+        if np.int64(tag >> np.uint64(3)) == packet_field and wire == WIRE_LEN:
             n, r = _varint(buf, q, end)
             if r < 0 or r + np.int64(n) > end:
                 return offs[:k], lens[:k], p
@@ -107,7 +108,7 @@ def _grow(a, k):
 
 
 @njit(cache=True, nogil=True)
-def _scan_event(buf, s, e_end):
+def _scan_event(buf, s, e_end, ts_field, pid_field):
     """One FtraceEvent: (ok, timestamp, pid, event field number, payload offset, payload length). ok is False
     for a message that does not decode or holds no event."""
     ts = np.int64(-1)
@@ -125,9 +126,9 @@ def _scan_event(buf, s, e_end):
             v, s3 = _varint(buf, s2, e_end)
             if s3 < 0:
                 return False, ts, pid, typ, off, ln
-            if f3 == 1:
+            if f3 == ts_field:
                 ts = np.int64(v)
-            elif f3 == 2:
+            elif f3 == pid_field:
                 pid = np.int64(v)
             s = s3
         elif w3 == WIRE_LEN:
@@ -147,17 +148,24 @@ def _scan_event(buf, s, e_end):
 
 
 @njit(cache=True, nogil=True)
-def scan_trace(buf, pk_offs, pk_lens, wanted):
+def scan_trace(buf, pk_offs, pk_lens, wanted, nums):
     """Every ftrace event of the packets, and where the other wanted packet fields are.
 
     wanted[n] is 1 for the TracePacket field numbers whose payloads the caller decodes itself (process_tree,
-    clock_snapshot, stats, compressed packets, ...). Returns
+    clock_snapshot, stats, compressed packets, ...). nums: the field numbers this walk reads, from the protos
+    (perfetto_schema.wire_numbers(): TracePacket timestamp, ftrace_events, previous_packet_dropped;
+    FtraceEventBundle cpu, event, lost_events, ftrace_clock, generic_event_descriptors; FtraceEvent timestamp,
+    pid). Returns
       events   ts, pid, bundle index, type (its FtraceEvent field number), payload offset, payload length
       bundles  cpu, lost_events flag, ftrace_clock, packet index
-      extras   packet index, field number, payload offset, payload length (wanted fields, and bundle field 11:
+      extras   packet index, field number, payload offset, payload length (wanted fields, and the bundles'
                generic event descriptors, reported as field number -11 with the bundle index as packet index)
-      packet timestamps (field 8; -1 where absent), bad (packets or events that did not decode)
+      packet timestamps (-1 where absent), packets flagged previous_packet_dropped, bad (packets or events that
+      did not decode)
     """
+    pk_ts_f, pk_ftrace_f, pk_dropped_f = nums[0], nums[1], nums[2]
+    b_cpu_f, b_event_f, b_lost_f, b_clock_f, b_desc_f = nums[3], nums[4], nums[5], nums[6], nums[7]
+    ev_ts_f, ev_pid_f = nums[8], nums[9]
     n_pk = len(pk_offs)
     cap = 1024
     for i in range(n_pk):  # an ftrace event takes 20 bytes or more on the wire: few regrowths, little slack
@@ -177,6 +185,7 @@ def scan_trace(buf, pk_offs, pk_lens, wanted):
     x_off = np.empty(1024, np.int64)
     x_len = np.empty(1024, np.int64)
     pk_ts = np.full(n_pk, -1, np.int64)
+    dropped = 0
     ne = 0
     nb = 0
     nx = 0
@@ -191,12 +200,15 @@ def scan_trace(buf, pk_offs, pk_lens, wanted):
                 break
             field = np.int64(tag >> np.uint64(3))
             wire = np.int64(tag & np.uint64(7))
-            if field == 8 and wire == WIRE_VARINT:
+            if (field == pk_ts_f or field == pk_dropped_f) and wire == WIRE_VARINT:
                 v, q2 = _varint(buf, q, end)
                 if q2 < 0:
                     bad += 1
                     break
-                pk_ts[i] = np.int64(v)
+                if field == pk_ts_f:
+                    pk_ts[i] = np.int64(v)
+                elif v:
+                    dropped += 1
                 p = q2
                 continue
             if wire != WIRE_LEN:
@@ -212,7 +224,7 @@ def scan_trace(buf, pk_offs, pk_lens, wanted):
                 break
             pay, pay_end = q2, q2 + np.int64(n)
             p = pay_end
-            if field == 1:  # ftrace_events: an FtraceEventBundle
+            if field == pk_ftrace_f:  # an FtraceEventBundle
                 if nb == len(b_cpu):
                     b_cpu = _grow(b_cpu, nb)
                     b_lost = _grow(b_lost, nb)
@@ -235,11 +247,11 @@ def scan_trace(buf, pk_offs, pk_lens, wanted):
                         if r3 < 0:
                             bad += 1
                             break
-                        if f2 == 1:
+                        if f2 == b_cpu_f:
                             b_cpu[nb] = np.int32(v)
-                        elif f2 == 3:
+                        elif f2 == b_lost_f:
                             b_lost[nb] = 1 if v else 0
-                        elif f2 == 5:
+                        elif f2 == b_clock_f:
                             b_clock[nb] = np.int32(v)
                         r = r3
                         continue
@@ -255,8 +267,8 @@ def scan_trace(buf, pk_offs, pk_lens, wanted):
                         bad += 1
                         break
                     e_end = r3 + np.int64(m)
-                    if f2 == 2:  # one FtraceEvent
-                        ok, ts, pid, typ, off, ln = _scan_event(buf, r3, e_end)
+                    if f2 == b_event_f:  # one FtraceEvent
+                        ok, ts, pid, typ, off, ln = _scan_event(buf, r3, e_end, ev_ts_f, ev_pid_f)
                         if not ok:
                             bad += 1
                         else:
@@ -274,7 +286,7 @@ def scan_trace(buf, pk_offs, pk_lens, wanted):
                             ev_off[ne] = off
                             ev_len[ne] = np.int32(ln)
                             ne += 1
-                    elif f2 == 11:  # generic_event_descriptors of this bundle
+                    elif f2 == b_desc_f:  # generic_event_descriptors of this bundle
                         if nx == len(x_packet):
                             x_packet = _grow(x_packet, nx)
                             x_field = _grow(x_field, nx)
@@ -300,7 +312,7 @@ def scan_trace(buf, pk_offs, pk_lens, wanted):
                 nx += 1
     return ((ev_ts[:ne], ev_pid[:ne], ev_bundle[:ne], ev_type[:ne], ev_off[:ne], ev_len[:ne]),
             (b_cpu[:nb], b_lost[:nb], b_clock[:nb], b_packet[:nb]),
-            (x_packet[:nx], x_field[:nx], x_off[:nx], x_len[:nx]), pk_ts, bad)
+            (x_packet[:nx], x_field[:nx], x_off[:nx], x_len[:nx]), pk_ts, dropped, bad)
 
 
 @njit(cache=True, nogil=True)
@@ -388,15 +400,57 @@ def decode_fields(buf, offs, lens, slot_of, slot_kind, slot_repeat, slot_col, n_
     return ints, starts, ends, broken
 
 
+GENERIC_STR, GENERIC_INT, GENERIC_UINT = 3, 4, 5  # the value kinds flatten_generic() reports
+
+
 @njit(cache=True, nogil=True)
-def flatten_generic(buf, offs, lens):
-    """Old-style generic events (GenericFtraceEvent: event_name = 1, repeated Field field = 2 with name = 1,
-    str_value = 3, int_value = 4, uint_value = 5): the event name's span per message, and one row per field:
-    (message index, name span, value kind 3/4/5 or 0 if none, int value, string span)."""
+def _generic_field(buf, r, stop, nums):
+    """One GenericFtraceEvent.Field: (ok, value kind, int value, name span, string span)."""
+    kind = 0
+    ival = np.int64(0)
+    ns = ne = ss = se = np.int64(0)
+    while r < stop:
+        t2, r2 = _varint(buf, r, stop)
+        if r2 < 0:
+            return False, kind, ival, ns, ne, ss, se
+        f2 = np.int64(t2 >> np.uint64(3))
+        w2 = np.int64(t2 & np.uint64(7))
+        if w2 == WIRE_VARINT:
+            v, r3 = _varint(buf, r2, stop)
+            if r3 < 0:
+                return False, kind, ival, ns, ne, ss, se
+            if f2 == nums[4] or f2 == nums[5]:
+                kind = GENERIC_INT if f2 == nums[4] else GENERIC_UINT
+                ival = np.int64(v)
+            r = r3
+        elif w2 == WIRE_LEN:
+            L2, r3 = _varint(buf, r2, stop)
+            if r3 < 0 or r3 + np.int64(L2) > stop:
+                return False, kind, ival, ns, ne, ss, se
+            if f2 == nums[2]:
+                ns, ne = r3, r3 + np.int64(L2)
+            elif f2 == nums[3]:
+                kind = GENERIC_STR
+                ss, se = r3, r3 + np.int64(L2)
+            r = r3 + np.int64(L2)
+        else:
+            r3 = _skip(buf, r2, stop, w2)
+            if r3 < 0:
+                return False, kind, ival, ns, ne, ss, se
+            r = r3
+    return True, kind, ival, ns, ne, ss, se
+
+
+@njit(cache=True, nogil=True)
+def flatten_generic(buf, offs, lens, nums):
+    """Old-style generic events (GenericFtraceEvent: event_name, repeated Field field with name, str_value,
+    int_value, uint_value; their numbers in nums, from the protos: perfetto_schema.generic_numbers()): the event
+    name's span per message, and one row per field: (message index, name span, value kind GENERIC_STR/INT/UINT or
+    0 if none, int value, string span)."""
     n = len(offs)
     name_s = np.zeros(n, np.int64)
     name_e = np.zeros(n, np.int64)
-    cap = max(4 * n, 16)
+    cap = max(4 * n, 1024)
     f_msg = np.empty(cap, np.int64)
     f_ns = np.empty(cap, np.int64)
     f_ne = np.empty(cap, np.int64)
@@ -425,12 +479,14 @@ def flatten_generic(buf, offs, lens):
                 break
             stop = q2 + np.int64(L)
             f = np.int64(tag >> np.uint64(3))
-            if f == 1:
+            if f == nums[0]:
                 name_s[i] = q2
                 name_e[i] = stop
-            elif f == 2:
-                if k == cap:
-                    cap *= 2
+            elif f == nums[1]:
+                ok, kind, ival, ns, ne, ss, se = _generic_field(buf, q2, stop, nums)
+                if not ok:
+                    broken[i] = True
+                if k == len(f_msg):
                     f_msg = _grow(f_msg, k)
                     f_ns = _grow(f_ns, k)
                     f_ne = _grow(f_ne, k)
@@ -439,48 +495,12 @@ def flatten_generic(buf, offs, lens):
                     f_ss = _grow(f_ss, k)
                     f_se = _grow(f_se, k)
                 f_msg[k] = i
-                f_ns[k] = 0
-                f_ne[k] = 0
-                f_kind[k] = 0
-                f_int[k] = 0
-                f_ss[k] = 0
-                f_se[k] = 0
-                r = q2
-                while r < stop:
-                    t2, r2 = _varint(buf, r, stop)
-                    if r2 < 0:
-                        broken[i] = True
-                        break
-                    f2 = np.int64(t2 >> np.uint64(3))
-                    w2 = np.int64(t2 & np.uint64(7))
-                    if w2 == WIRE_VARINT:
-                        v, r3 = _varint(buf, r2, stop)
-                        if r3 < 0:
-                            broken[i] = True
-                            break
-                        if f2 == 4 or f2 == 5:
-                            f_kind[k] = f2
-                            f_int[k] = np.int64(v)
-                        r = r3
-                    elif w2 == WIRE_LEN:
-                        L2, r3 = _varint(buf, r2, stop)
-                        if r3 < 0 or r3 + np.int64(L2) > stop:
-                            broken[i] = True
-                            break
-                        if f2 == 1:
-                            f_ns[k] = r3
-                            f_ne[k] = r3 + np.int64(L2)
-                        elif f2 == 3:
-                            f_kind[k] = 3
-                            f_ss[k] = r3
-                            f_se[k] = r3 + np.int64(L2)
-                        r = r3 + np.int64(L2)
-                    else:
-                        r3 = _skip(buf, r2, stop, w2)
-                        if r3 < 0:
-                            broken[i] = True
-                            break
-                        r = r3
+                f_ns[k] = ns
+                f_ne[k] = ne
+                f_kind[k] = kind
+                f_int[k] = ival
+                f_ss[k] = ss
+                f_se[k] = se
                 k += 1
             p = stop
     return name_s, name_e, (f_msg[:k], f_ns[:k], f_ne[:k], f_kind[:k], f_int[:k], f_ss[:k], f_se[:k]), broken
