@@ -143,6 +143,8 @@ class PerfettoCollector(Collector):
         self.remote_trace: str | None = None
         self.pid: int | None = None
         self.config = ""
+        self.instance_note: str | None = None
+        self.recording_instance: str | None = None  # the instance named in the config (None: the top level)
 
     @property
     def marker_path(self) -> str | None:
@@ -178,6 +180,30 @@ class PerfettoCollector(Collector):
         return {"MOBIBENCH_TRACE_MARKER": self.marker_path} if self.marker_path else {}
 
     def start(self) -> None:
+        """Start the session in our instance; where perfetto refuses instance_name (before v36 its --txt parser
+        rejects the field) or traced_probes does not enable the events there (SELinux on some builds), stop it
+        and record at the top level instead, saying so in the summary."""
+        try:
+            self._start_session()
+            if self.recording_instance is None or self._instance_enabled():
+                return
+            why = "traced_probes did not enable the events in it"
+            self._end_session()
+        except TargetError as e:
+            if self.recording_instance is None:
+                raise
+            why = f"perfetto refused it ({str(e)[-200:]})"
+        # The instance stays until the end (the workload was already told its trace_marker): its lines are lost.
+        self.instance_note = (f"instance {self.instance} not used: {why}; recorded at the top level, unfiltered, "
+                              "without the workload's trace markers")
+        self.recording_instance = None
+        self.config = trace_config(self.events, buffer_kb=max(4 * self.buffer_size_kb, 65536),
+                                   ftrace_buffer_kb=self.buffer_size_kb, instance=None,
+                                   atrace_categories=self.atrace_categories)
+        (self.out_dir / "perfetto_config.pbtxt").write_text(self.config)
+        self._start_session()
+
+    def _start_session(self) -> None:
         mode = "--background-wait" if self.facts.get("background_wait") else "--background"
         done = self.transport.run([self.facts["path"] or "perfetto", "--txt", "-c", "-", "-o", self.remote_trace,
                                    mode], input=self.config.encode(), timeout=60)
@@ -189,8 +215,15 @@ class PerfettoCollector(Collector):
         if mode == "--background":  # no acknowledgement: give the data sources a moment to start
             time.sleep(1.0)
 
-    def stop(self) -> dict:
-        """SIGTERM to perfetto (it stops the session and finalises the file), wait for it, pull the trace."""
+    def _instance_enabled(self) -> bool:
+        ev = self.events[0]
+        try:
+            enable = f"{self.tracefs}/instances/{self.instance}/{ev.path}/enable"
+            return self.transport.read_file(enable).strip() == b"1"
+        except TargetError:
+            return False
+
+    def _end_session(self) -> None:
         pid, self.pid = self.pid, None
         self.transport.run(["kill", "-TERM", str(pid)], timeout=15)
         deadline = time.monotonic() + STOP_TIMEOUT_S
@@ -199,10 +232,16 @@ class PerfettoCollector(Collector):
                 self.transport.run(["kill", "-KILL", str(pid)], timeout=15)
                 raise TargetError(f"perfetto (pid {pid}) did not finish its trace within {STOP_TIMEOUT_S:g} s")
             time.sleep(0.2)
+
+    def stop(self) -> dict:
+        """SIGTERM to perfetto (it stops the session and finalises the file), wait for it, pull the trace."""
+        self._end_session()
         self.transport.pull(self.remote_trace, self.out_dir / "trace.pftrace", timeout=600)
         size = (self.out_dir / "trace.pftrace").stat().st_size
         return {"recorder": "perfetto", "why": self.why, "perfetto": self.facts.get("path"),
-                "sdk": self.facts.get("sdk"), "instance": self.instance, "trace": "trace.pftrace",
+                "sdk": self.facts.get("sdk"), "instance": self.recording_instance,
+                "instance_note": self.instance_note,
+                "trace": "trace.pftrace",
                 "trace_bytes": size, "config": "perfetto_config.pbtxt",
                 "events": [f"{e.system}:{e.name}" for e in self.events], "clock": "boot (traced_probes' ftrace clock)"}
 
@@ -219,7 +258,7 @@ class PerfettoCollector(Collector):
         root = f"{self.tracefs}/instances/{self.id}"
         if self.transport.run(["mkdir", root], timeout=15).returncode != 0:
             return  # no permission: traced_probes records at the top level
-        self.instance = self.id
+        self.instance = self.recording_instance = self.id
         for ev in self.events:
             if ev.filter:
                 self.transport.write_file(f"{root}/{ev.path}/filter", ev.filter.encode())
@@ -245,6 +284,9 @@ class PerfettoCollector(Collector):
             self.pid = None
         if self.remote_trace:
             self.transport.run(["rm", "-f", self.remote_trace], timeout=15)
+        self._remove_instance()
+
+    def _remove_instance(self) -> None:
         if self.instance:
             root = f"{self.tracefs}/instances/{self.instance}"
             for _ in range(50):

@@ -155,7 +155,8 @@ def link_parents(spans: pl.DataFrame) -> pl.DataFrame:
     # commit -> the earliest sync of its device running when it ended
     if len(commits) and len(fs):
         c = commits.select("rep", "span_id", "dev_major", "dev_minor", "end_ts")
-        s = fs.select("rep", "dev_major", "dev_minor", p_id=pl.col("span_id"), p_ts=pl.col("ts"), p_end=pl.col("end_ts"))
+        s = fs.select("rep", "dev_major", "dev_minor", p_id=pl.col("span_id"), p_ts=pl.col("ts"),
+                      p_end=pl.col("end_ts"))
         hit = c.join(s, on=["rep", "dev_major", "dev_minor"]).filter(
             (pl.col("p_ts") <= pl.col("end_ts")) & (pl.col("end_ts") <= pl.col("p_end")))
         links.append(hit.sort("p_ts").unique("span_id", keep="first").select("span_id", parent=pl.col("p_id")))

@@ -40,7 +40,8 @@ def _records(capture: Path):
     """Every record of every CPU as (cpu, ts, event name, system, {field: value}), per CPU in page order."""
     by_id, layout = read_formats(capture / "formats")
     raw = capture / "ftrace_raw"
-    for cpu_file in sorted((p for p in raw.iterdir() if re.fullmatch(r"cpu\d+", p.name)), key=lambda p: int(p.name[3:])):
+    cpus = (p for p in raw.iterdir() if re.fullmatch(r"cpu\d+", p.name))
+    for cpu_file in sorted(cpus, key=lambda p: int(p.name[3:])):
         buf = np.fromfile(cpu_file, np.uint8)
         ts, offs, lens, types, *_ = walk_pages(buf, layout.data_offset, layout.data_size)
         decoded: dict[int, list[dict]] = {}

@@ -14,7 +14,8 @@ stops tracing, drains every CPU's binary pages and writes them as a Perfetto tra
 protos (tests/perfetto_capture.py: typed events, self-described generic ones, the process tree of the saved
 cmdlines, ftrace stats), then leaves the instance as it found it (its own removed).
 What it does not do: atrace categories (logged as unsupported), linux.process_stats' periodic polls, any other
-data source, triggers, clones, uploads.
+data source, triggers, clones, uploads. With PERFETTO_STANDIN_VERSION=35 in its environment it is a binary older
+than ftrace_config.instance_name (v36): its --txt parser rejects the field, as those do.
 """
 
 from __future__ import annotations
@@ -183,6 +184,9 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(USAGE)
         return 1
     raw = sys.stdin.buffer.read() if args.config == "-" else Path(args.config).read_bytes()
+    if int(os.environ.get("PERFETTO_STANDIN_VERSION", "99")) < 36 and b"instance_name" in raw:
+        print("perfetto: Could not parse TraceConfig: unknown field instance_name", file=sys.stderr)
+        return 1
     cfg, ftrace_cfg = parse_config(raw, args.txt)
     session = Session(ftrace_cfg, cfg.duration_ms)
     out = Path(args.out)

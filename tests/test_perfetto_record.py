@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,20 +26,35 @@ MOBIPERF = [sys.executable, "-m", "mobiperf"]
 STANDIN = Path(__file__).resolve().parent / "perfetto_standin.py"
 
 
-@pytest.fixture
-def phone_with_perfetto(start_loopback):
-    """A loopback device with the stand-in as `perfetto` on its PATH and Android 14's properties."""
+def _phone(start_loopback, version: int):
+    """A loopback device with the stand-in (as perfetto vVERSION) as `perfetto` on its PATH, Android 14's props."""
     home = Path(tempfile.mkdtemp(prefix="pf-lb-"))  # short: su's socket lives there
     (home / "bin").mkdir()
     tool = home / "bin" / "perfetto"
-    tool.write_text(f"#!/bin/sh\nexec {sys.executable} {STANDIN} \"$@\"\n")
+    tool.write_text(f"#!/bin/sh\nPERFETTO_STANDIN_VERSION={version} exec {sys.executable} {STANDIN} \"$@\"\n")
     tool.chmod(0o755)
     try:
         yield start_loopback("--home", str(home), "--prop", "persist.traced.enable=1",
                              "--prop", "ro.build.version.sdk=34")
     finally:
-        import shutil
         shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture
+def phone_with_perfetto(start_loopback):
+    yield from _phone(start_loopback, 50)
+
+
+@pytest.fixture
+def phone_with_old_perfetto(start_loopback):
+    yield from _phone(start_loopback, 35)
+
+
+def run_via(device, base: Path, out: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, ANDROID_ADB_SERVER_PORT=str(device.server_port))
+    return subprocess.run([*MOBIPERF, "run", "-t", f"adb:{device.serial}", "--stack", f"dir:{base}", "-o", str(out),
+                           "--", "mobibench", "-p", ".", "-f", "4096", "-r", "4", "-a", "1", "-y", "2"],
+                          capture_output=True, text=True, timeout=600, env=env)
 
 
 def test_hosts_record_through_tracefs():
@@ -63,8 +79,8 @@ def test_the_trace_config_asks_for_the_run_s_events():
 
     from mobiperf.collectors.parse.perfetto_schema import message_class
 
-    text = trace_config([EventSpec("block", "block_rq_issue", "dev == 8388624"), EventSpec("ext4", "ext4_sync_file_enter")],
-                        buffer_kb=65536, ftrace_buffer_kb=8192, instance="mobiperf-1-abc")
+    events = [EventSpec("block", "block_rq_issue", "dev == 8388624"), EventSpec("ext4", "ext4_sync_file_enter")]
+    text = trace_config(events, buffer_kb=65536, ftrace_buffer_kb=8192, instance="mobiperf-1-abc")
     cfg = text_format.Parse(text, message_class("TraceConfig")())
     ftrace = cfg.data_sources[0].config.ftrace_config
     assert list(ftrace.ftrace_events) == ["block/block_rq_issue", "ext4/ext4_sync_file_enter"]
@@ -77,10 +93,7 @@ def test_run_records_through_the_device_perfetto(phone_with_perfetto, tmp_path, 
     base = tmp_path / "device-storage"
     base.mkdir()
     out = tmp_path / "pfrun"
-    env = dict(os.environ, ANDROID_ADB_SERVER_PORT=str(phone_with_perfetto.server_port))
-    done = subprocess.run([*MOBIPERF, "run", "-t", f"adb:{phone_with_perfetto.serial}", "--stack", f"dir:{base}",
-                           "-o", str(out), "--", "mobibench", "-p", ".", "-f", "4096", "-r", "4", "-a", "1", "-y", "2"],
-                          capture_output=True, text=True, timeout=600, env=env)
+    done = run_via(phone_with_perfetto, base, out)
     assert done.returncode == 0, done.stderr
     meta = json.loads((out / "run.json").read_text())
     ftrace = meta["repetitions"][0]["ftrace"]
@@ -100,3 +113,19 @@ def test_run_records_through_the_device_perfetto(phone_with_perfetto, tmp_path, 
     phases = dict(fsync.group_by("phase").len().iter_rows())
     assert phases["enter"] == phases["exit"] >= 1024  # one per write, and the generator's own of its file
     assert not list(Path("/tmp").glob(f"{ftrace['instance']}*")) and list(base.iterdir()) == []
+
+
+@needs_root
+def test_a_perfetto_without_instances_records_at_the_top_level_and_says_so(phone_with_old_perfetto, tmp_path,
+                                                                          clean_machine):
+    base = tmp_path / "device-storage"
+    base.mkdir()
+    out = tmp_path / "oldrun"
+    done = run_via(phone_with_old_perfetto, base, out)
+    assert done.returncode == 0, done.stderr
+    ftrace = json.loads((out / "run.json").read_text())["repetitions"][0]["ftrace"]
+    assert ftrace["recorder"] == "perfetto" and ftrace["instance"] is None
+    assert "perfetto refused it" in ftrace["instance_note"] and "instance_name" in ftrace["instance_note"]
+    assert "instance_name" not in (out / "raw" / "rep0" / "perfetto_config.pbtxt").read_text()
+    io = pl.read_parquet(out / "results" / "block_io.parquet")
+    assert len(io.filter((pl.col("comm") == "mobibench") & (pl.col("op") == "write"))) >= 1024

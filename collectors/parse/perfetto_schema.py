@@ -127,7 +127,8 @@ def wire_numbers() -> np.ndarray:
 def generic_numbers() -> np.ndarray:
     """GenericFtraceEvent's event_name and field, its Field's name, str_value, int_value, uint_value."""
     pb = _pb2()
-    event, field = pb.GenericFtraceEvent.DESCRIPTOR.fields_by_name, pb.GenericFtraceEvent.Field.DESCRIPTOR.fields_by_name
+    event = pb.GenericFtraceEvent.DESCRIPTOR.fields_by_name
+    field = pb.GenericFtraceEvent.Field.DESCRIPTOR.fields_by_name
     return np.array([event["event_name"].number, event["field"].number, field["name"].number,
                      field["str_value"].number, field["int_value"].number, field["uint_value"].number], np.int64)
 
