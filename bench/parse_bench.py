@@ -179,9 +179,7 @@ def _encode_perfetto(*args):
         n = len(ts)
         vals = np.zeros((9, n), np.int64)
         vals[1], vals[2], vals[3], vals[4], vals[7], vals[8] = dev, sector, nr, size, err, new
-        for i in range(n):
-            if vals[2, i] < 0:
-                vals[2, i] = 0
+        for i in range(n):  # sector -1 stays: a flush's (sector_t)-1, sent as the uint64 it is
             if vals[3, i] < 0:
                 vals[3, i] = 0
             if vals[4, i] < 0:
@@ -294,10 +292,14 @@ def main() -> None:
         warm_p = ("from mobiperf.collectors.parse.perfetto_trace import parse_perfetto\n" + _warm_perfetto(work)
                   + "import gc; gc.collect()\n"
                   "base = int([l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0].split()[1])\n")
+        events.drop("comm").write_parquet(work / "want.parquet")
         pt = timed_child(warm_p + f"from pathlib import Path\nt = time.perf_counter(); "
                          f"c = time.process_time(); r = parse_perfetto(Path({str(pf)!r})); "
                          "RESULT = {'wall_s': time.perf_counter() - t, 'cpu_s': time.process_time() - c, "
-                         "'rows': len(r.block_event), 'base_mb': base / 1024}")
+                         "'rows': len(r.block_event), 'base_mb': base / 1024}\n"
+                         "import polars as pl\n"  # the same rows as the text (comm aside: no process tree here)
+                         f"want = pl.read_parquet({str(work / 'want.parquet')!r})\n"
+                         "RESULT['same'] = r.block_event.drop('comm').equals(want)")
         bp = time_blkparse(blk)
         if not bp["ok"]:
             raise SystemExit("blkparse failed on the converted records")
@@ -323,6 +325,8 @@ def main() -> None:
         print(f"Perfetto: {rate(n_perfetto, pt['wall_s']):.2f} M events/s wall, {rate(n_perfetto, pt['cpu_s']):.2f} "
               f"cpu; peak memory {pt['max_rss_mb'] - pt['base_mb']:.0f} MB over a {pt['base_mb']:.0f} MB interpreter "
               f"= {growth:.2f}x the file (targets: >= 1 M events/s, <= 3x)")
+        if not pt["same"]:
+            raise SystemExit("the Perfetto reader's block_event differs from the text's")
         if ft["rows"] != n_lines or bt["rows"] != n_records or pt["rows"] != n_perfetto:
             raise SystemExit(f"row counts differ: text {ft['rows']} of {n_lines}, binary {bt['rows']} of {n_records}")
     finally:

@@ -127,3 +127,16 @@ def test_gzip_and_bugreport_zip_hold_the_same_trace(trace, tmp_path, capture):
         got = parse_perfetto(other, formats=capture / "formats")
         assert_frame_equal(got.block_event, plain.block_event)
         assert_frame_equal(got.events["syscall_io"], plain.events["syscall_io"])
+
+
+def test_chunks_of_any_size_give_the_same_tables(trace, capture):
+    """The reader goes through a trace a chunk of packets at a time: one packet per chunk changes nothing."""
+    whole = parse_perfetto(trace, formats=capture / "formats", hz=_hz(capture))
+    small = parse_perfetto(trace, formats=capture / "formats", hz=_hz(capture), chunk_bytes=1)
+    assert small.packets == whole.packets > 10 and small.events_total == whole.events_total
+    assert_frame_equal(small.block_event, whole.block_event)
+    assert_frame_equal(small.trace_marker, whole.trace_marker)
+    assert set(small.events) == set(whole.events)
+    for name, df in whole.events.items():
+        assert_frame_equal(small.events[name], df)
+    assert small.other_events == whole.other_events and small.summary == whole.summary

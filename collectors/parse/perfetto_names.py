@@ -36,15 +36,15 @@ class NameTimeline:
             self.parts.append(pl.DataFrame({"pid": np.asarray(pid, np.int64), "ts": np.asarray(ts, np.int64),
                                             "name": name.cast(pl.Utf8)}))
 
-    @classmethod
-    def from_packets(cls, trees: list[tuple[int, bytes]], packet_ts: np.ndarray) -> "NameTimeline":
-        timeline = cls()
+    def add_trees(self, trees: list[tuple[int, bytes]]) -> None:
+        """Names of process_tree packets: [(the packet's timestamp or -1, its bytes)]; a tree without a time is
+        taken as the trace's start (the scan perfetto makes when it begins)."""
         pids, times, names = [], [], []
-        for packet, raw in trees:
+        for ts, raw in trees:
             tree = decode_message("ProcessTree", raw)
             if tree is None:
                 continue
-            ts = int(packet_ts[packet]) if packet < len(packet_ts) and packet_ts[packet] >= 0 else 0
+            ts = max(int(ts), 0)
             for p in tree.processes:
                 if p.cmdline:
                     first = p.cmdline[0]
@@ -57,8 +57,7 @@ class NameTimeline:
                     pids.append(t.tid)
                     times.append(ts)
                     names.append(t.name)
-        timeline.add(np.array(pids, np.int64), np.array(times, np.int64), pl.Series(names, dtype=pl.Utf8))
-        return timeline
+        self.add(np.array(pids, np.int64), np.array(times, np.int64), pl.Series(names, dtype=pl.Utf8))
 
     def add_task_events(self, group) -> None:
         """Names given by a group's events (task_newtask, task_rename, sched_*)."""

@@ -1,6 +1,6 @@
 """Rows of the Perfetto reader's tables from decoded event groups (perfetto_trace.py), and its summary.
 
-block_frame    block_event with the text parser's definitions (ftrace_text._block_columns): dev the kernel dev_t
+BlockRows      block_event with the text parser's definitions (ftrace_text._block_columns): dev the kernel dev_t
                (major = dev >> 20, minor = dev & 0xfffff), sector -1 for (sector_t)-1, block_split's size from
                new_sector - sector, size = bytes where the event has it and it is > 0 else nr_sector * 512, -1 on
                plug/unplug; error from `error` (newer kernels) or `errors`; comm the event's own where its proto
@@ -21,24 +21,35 @@ CLOCK_NAMES = {1: "realtime", 2: "realtime_coarse", 3: "monotonic", 4: "monotoni
                6: "boottime"}
 
 
-def block_frame(groups, names, rep: int, buf: np.ndarray) -> pl.DataFrame:
-    """One block_event table in trace order. Each group's rows go straight to their places in preallocated
-    columns (its fields are decoded then released, one group at a time); the strings are byte spans of the
-    trace buffer until then, and each string column is built once, in order."""
-    n = sum(len(g) for g in groups)
-    # The place of every row: its rank among the block rows of the merged trace order.
-    place = np.empty(n, np.int64)
-    place[np.argsort(np.concatenate([g.order for g in groups]), kind="stable")] = np.arange(n)
-    out = {k: np.empty(n, t) for k, t in (("ts", np.int64), ("cpu", np.int32), ("pid", np.int32),
-                                          ("dev_major", np.int32), ("dev_minor", np.int32), ("sector", np.int64),
-                                          ("nr_sector", np.int64), ("size_bytes", np.int64), ("error", np.int32),
-                                          ("code", np.int32), ("comm_s", np.int64), ("comm_e", np.int64),
-                                          ("rwbs_s", np.int64), ("rwbs_e", np.int64))}
-    named, at = [], 0  # (places, comm) of the events whose proto has no comm: the thread's name
-    for k, g in enumerate(groups):
+class BlockRows:
+    """block_event rows gathered chunk by chunk (perfetto_trace.py reads a trace in chunks of packets): numeric
+    columns as numpy pieces, comm and rwbs as codes of interned strings (a trace has few distinct ones), so no
+    chunk's bytes are needed after it; finish() puts every row in the kernel's merged order."""
+
+    NUMERIC = (("ts", np.int64), ("cpu", np.int32), ("pid", np.int32), ("dev_major", np.int32),
+               ("dev_minor", np.int32), ("sector", np.int64), ("nr_sector", np.int64), ("size_bytes", np.int64),
+               ("error", np.int32), ("pos", np.int64), ("code", np.int32), ("comm", np.int32), ("rwbs", np.int32))
+
+    def __init__(self):
+        self.parts: dict[str, list[np.ndarray]] = {k: [] for k, _ in self.NUMERIC}
+        self.texts: dict[str, int] = {"": 0}
+        self.events: dict[str, int] = {}
+        self.unnamed: list[tuple[int, np.ndarray, np.ndarray]] = []  # rows whose comm is the thread's name
+        self.n = 0
+
+    def intern(self, values: list[str]) -> np.ndarray:
+        return np.array([self.texts.setdefault(v, len(self.texts)) for v in values], np.int32)
+
+    def _codes(self, buf: np.ndarray, spans: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        from mobiperf.collectors.parse.perfetto_wire import hash_spans
+
+        starts, ends = spans
+        uniq, first, inverse = np.unique(hash_spans(buf, starts, ends), return_index=True, return_inverse=True)
+        return self.intern(strings(buf, starts[first], ends[first]).to_list())[inverse]
+
+    def add(self, g, buf: np.ndarray) -> None:
+        """One group's rows (the text parser's definitions, module docstring); its fields are then released."""
         c, size = g.cols, len(g)
-        where = place[at:at + size]
-        at += size
         dev = c.int("dev")
         sector = c.int("sector")
         sector = np.where(sector < 0, -1, sector)  # (sector_t)-1 and the like: none
@@ -46,41 +57,68 @@ def block_frame(groups, names, rep: int, buf: np.ndarray) -> pl.DataFrame:
         if c.has("new_sector"):  # block_split: the first part runs from sector to new_sector
             new = c.int("new_sector")
             nr = np.where((new >= 0) & (sector >= 0), new - sector, -1)
-        bytes_ = np.where(nr >= 0, nr * 512, -1)
+        nbytes = np.where(nr >= 0, nr * 512, -1)
         if c.has("bytes"):  # rq insert/issue: real bytes on 4.x+, 0 for fs requests on 3.x
-            bytes_ = np.where(c.int("bytes") > 0, c.int("bytes"), bytes_)
-        out["ts"][where], out["cpu"][where], out["pid"][where] = g.ts, g.cpu, g.pid
-        out["dev_major"][where] = np.where(dev < 0, -1, dev >> 20)
-        out["dev_minor"][where] = np.where(dev < 0, -1, dev & 0xFFFFF)
-        out["sector"][where], out["nr_sector"][where], out["size_bytes"][where] = sector, nr, bytes_
-        out["error"][where] = c.ints["error"] if "error" in c.ints else c.int("errors", 0)
-        out["code"][where] = k
-        for name in ("comm", "rwbs"):
-            out[f"{name}_s"][where], out[f"{name}_e"][where] = c.spans.get(name, (0, 0))
-        if "comm" not in c.spans:
-            named.append((where, names.lookup(g.pid, g.ts)))
+            nbytes = np.where(c.int("bytes") > 0, c.int("bytes"), nbytes)
+        cols = {"ts": g.ts, "cpu": g.cpu, "pid": g.pid, "dev_major": np.where(dev < 0, -1, dev >> 20),
+                "dev_minor": np.where(dev < 0, -1, dev & 0xFFFFF), "sector": sector, "nr_sector": nr,
+                "size_bytes": nbytes, "error": c.ints["error"] if "error" in c.ints else c.int("errors", 0),
+                "pos": g.order, "code": np.full(size, self.events.setdefault(g.name, len(self.events))),
+                "rwbs": self._codes(buf, c.spans["rwbs"]) if "rwbs" in c.spans else np.zeros(size, np.int32)}
+        if "comm" in c.spans:
+            cols["comm"] = self._codes(buf, c.spans["comm"])
+        else:
+            cols["comm"] = np.full(size, -1, np.int32)
+            self.unnamed.append((self.n, g.pid, g.ts))
+        for k, t in self.NUMERIC:
+            self.parts[k].append(np.asarray(cols[k], t))
+        self.n += size
         g.release()
-    comm = strings(buf, out.pop("comm_s"), out.pop("comm_e"))
-    for where, resolved in named:
-        comm = comm.scatter(where, resolved)
-    code = out.pop("code")
-    return pl.DataFrame({
-        "rep": np.full(n, rep, np.int32), "ts": out["ts"], "cpu": out["cpu"], "pid": out["pid"], "comm": comm,
-        "event": pl.Series([g.name for g in groups]).gather(pl.Series(code)),
-        "dev_major": out["dev_major"], "dev_minor": out["dev_minor"], "sector": out["sector"],
-        "nr_sector": out["nr_sector"], "size_bytes": out["size_bytes"],
-        "rwbs": strings(buf, out.pop("rwbs_s"), out.pop("rwbs_e")), "error": out["error"]})
+
+    def finish(self, names, rep: int) -> pl.DataFrame:
+        """The rows in the kernel's merged order (time, then CPU, then as recorded), strings made once."""
+        cols = {k: self._column(k) for k in ("ts", "cpu", "pos")}
+        order = np.lexsort((cols.pop("pos"), cols["cpu"], cols["ts"]))
+        if (np.diff(order) == 1).all():
+            order = None  # already in order: no gather
+        comm = self._column("comm")
+        for at, pid, ts in self.unnamed:  # the thread's name at that moment, as the kernel's header prints it
+            comm[at:at + len(pid)] = self.intern(names.lookup(pid, ts).to_list())
+        out = {"rep": np.full(self.n, rep, np.int32)}
+        for k, _ in self.NUMERIC:
+            if k == "pos":
+                continue
+            col = cols.pop(k) if k in cols else (comm if k == "comm" else self._column(k))
+            out[k] = col[order] if order is not None else col
+        texts = pl.Series(list(self.texts), dtype=pl.Utf8)
+        events = pl.Series(list(self.events), dtype=pl.Utf8)
+        return pl.DataFrame({
+            "rep": out["rep"], "ts": out["ts"], "cpu": out["cpu"], "pid": out["pid"],
+            "comm": texts.gather(pl.Series(out.pop("comm"))), "event": events.gather(pl.Series(out.pop("code"))),
+            "dev_major": out["dev_major"], "dev_minor": out["dev_minor"], "sector": out["sector"],
+            "nr_sector": out["nr_sector"], "size_bytes": out["size_bytes"],
+            "rwbs": texts.gather(pl.Series(out.pop("rwbs"))), "error": out["error"]})
+
+    def _column(self, k: str) -> np.ndarray:
+        parts = self.parts[k]
+        col = np.concatenate(parts) if parts else np.empty(0, dict(self.NUMERIC)[k])
+        parts.clear()  # the pieces go as the column is made
+        return col
 
 
-def marker_frame(groups, rep: int) -> pl.DataFrame:
-    return pl.concat([pl.DataFrame({"order": g.order, "rep": np.full(len(g), rep, np.int32), "ts": g.ts,
-                                    "pid": g.pid, "text": g.cols.strings.get("buf", pl.Series([""] * len(g)))
-                                    .str.strip_chars()}) for g in groups]).sort("order").drop("order")
+def in_trace_order(frame: pl.DataFrame) -> pl.DataFrame:
+    """Rows of head/marker frames (ts, cpu, pos) in the kernel's merged order, pos dropped."""
+    return frame.sort("ts", "cpu", "pos").drop("pos")
 
 
-def head_frame(g, names, body: pl.Series) -> pl.DataFrame:
-    return pl.DataFrame({"order": g.order, "ts": g.ts, "cpu": g.cpu, "pid": g.pid,
-                         "comm": names.lookup(g.pid, g.ts), "event": _repeat(g.name, len(g)),
+def marker_frame(g, rep: int) -> pl.DataFrame:
+    return pl.DataFrame({"pos": g.order, "cpu": g.cpu, "rep": np.full(len(g), rep, np.int32), "ts": g.ts,
+                         "pid": g.pid, "text": g.cols.strings.get("buf", pl.Series([""] * len(g))).str.strip_chars()})
+
+
+def head_frame(g, body: pl.Series) -> pl.DataFrame:
+    """(pos, ts, cpu, pid, event, body): the thread's comm is added once every name of the trace is known."""
+    return pl.DataFrame({"pos": g.order, "ts": g.ts, "cpu": g.cpu, "pid": g.pid, "event": _repeat(g.name, len(g)),
                          "body": body})
 
 

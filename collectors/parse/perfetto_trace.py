@@ -48,6 +48,8 @@ from mobiperf.collectors.parse.ftrace_events import is_known_event, parse_other_
 from mobiperf.collectors.parse.ftrace_text import BLOCK_EVENT_BODY
 from mobiperf.collectors.parse.perfetto_bodies import FieldColumns, field_pairs, render_bodies
 from mobiperf.collectors.parse.perfetto_names import NameTimeline
+from mobiperf.collectors.parse.perfetto_tables import (BlockRows, clock_summary, head_frame, in_trace_order,
+                                                      loss_summary, marker_frame, system_summary)
 from mobiperf.collectors.parse.perfetto_schema import (MessageLayout, event_field, ftrace_event_types, int_values,
                                                       generic_numbers, layout_from_descriptor, packet_field,
                                                       trace_packet_number, wire_numbers)
@@ -57,6 +59,7 @@ from mobiperf.schema import BLOCK_EVENT, GENERIC_EVENT, TRACE_MARKER
 STORAGE_TABLES = ("block_event", "fsync_event", "jbd2_commit", "jbd2_run_stats", "fuse_event", "fs_event",
                   "syscall_io")
 # TracePacket fields decoded whole (a few per trace) rather than scanned
+CHUNK_BYTES = 8 << 20  # packets read per step: the index and decoded fields of one chunk are alive at a time
 META_PACKETS = ("process_tree", "clock_snapshot", "ftrace_stats", "trace_stats", "system_info",
                 "compressed_packets", "trace_config")
 FTRACE_CLOCKS = {0: "boot", 1: "unknown", 2: "global", 3: "local", 4: "mono_raw"}
@@ -187,9 +190,12 @@ def sniff_perfetto(path: Path) -> bool:
     return looks_like_perfetto(head[:1 << 16])
 
 
-def parse_perfetto(path: Path, rep: int = 0, formats: Path | None = None, hz: int | None = None) -> PerfettoTables:
+def parse_perfetto(path: Path, rep: int = 0, formats: Path | None = None, hz: int | None = None,
+                   chunk_bytes: int = CHUNK_BYTES) -> PerfettoTables:
     """The tables of one Perfetto trace. formats: a formats/ directory of the traced kernel (exact bodies for
-    every event); hz: its CONFIG_HZ (jbd2_run_stats holds jiffies; else read from formats/../kernel_hz)."""
+    every event); hz: its CONFIG_HZ (jbd2_run_stats holds jiffies; else read from formats/../kernel_hz).
+    The packets are read in chunks of about chunk_bytes: a chunk's events become rows (strings interned) before
+    the next is scanned, and a mapped file's pages are given back as they are done."""
     data = read_trace_bytes(Path(path))
     buf = np.frombuffer(data, np.uint8)
     offs, lens, damage_at = wire.split_packets(buf, 0, len(buf), trace_packet_number())
@@ -201,29 +207,18 @@ def parse_perfetto(path: Path, rep: int = 0, formats: Path | None = None, hz: in
         out.damage = ParseError(path, f"offset {damage_at}", "the trace ends in a cut or corrupt packet (truncated "
                                 f"file?); the {len(offs)} complete packets before it were kept")
         out.warnings.append(str(out.damage))
-    wanted = np.zeros(256, np.int8)
-    for name in META_PACKETS:
-        wanted[packet_field(name)] = 1
-    events, bundles, extras, pk_ts, dropped, bad = wire.scan_trace(buf, offs, lens, wanted, wire_numbers())
-    metas = _meta_payloads(buf, extras)
-    if metas.get("compressed_packets"):  # zlib'ed runs of packets: decoded after the rest, as their own buffer
-        data, buf, events, bundles, extras, pk_ts, dropped, bad = _with_inflated(data, offs, lens, metas, wanted)
-        metas = _meta_payloads(buf, extras)
-    out.summary["packets_dropped_before"] = dropped  # TracePacket.previous_packet_dropped: traced lost packets
-    if dropped:
-        out.warnings.append(f"{dropped} packets say packets were dropped before them (traced's buffer or a "
-                            "writer lost data); counts are low")
-    if bad:
-        out.warnings.append(f"{bad} packets or events did not decode (corrupt fields) and were left out")
-    fmts, hz = _formats(formats, hz)
-    groups = _event_groups(buf, events, bundles, extras, out)
-    out.events_total = len(events[0])
-    del events
-    names = NameTimeline.from_packets(metas.get("process_tree", []), pk_ts)
-    for g in groups:
-        names.add_task_events(g)
-    _build_tables(out, buf, groups, names, fmts, hz, rep)
-    _summarise(out, bundles, metas)
+    reader = _ChunkReader(out, *_formats(formats, hz), rep)
+    reader.read(data, buf, offs, lens, chunk_bytes)
+    inflated = reader.metas.pop("compressed_packets", [])
+    if inflated:  # zlib'ed runs of packets, read the same way
+        more = b"".join(_inflate(raw) for _, raw in inflated)
+        more_buf = np.frombuffer(more, np.uint8)
+        more_offs, more_lens, _ = wire.split_packets(more_buf, 0, len(more_buf), trace_packet_number())
+        reader.read(more, more_buf, more_offs, more_lens, chunk_bytes)
+        out.packets += len(more_offs)
+    del buf, data
+    reader.finish()
+    _summarise(out, reader.bundles(), reader.metas)
     return out
 
 
@@ -246,31 +241,126 @@ def add_perfetto_tables(raw: Path, rep: int, add, out) -> None:
     out.warnings += [f"trace.pftrace: {w}" for w in parsed.warnings if "events were lost" not in w]
 
 
-def _meta_payloads(buf: np.ndarray, extras) -> dict[str, list[tuple[int, bytes]]]:
-    """Payload bytes of the wanted packet fields by field name: [(packet index, bytes)]; descriptors by bundle."""
+def _meta_payloads(buf: np.ndarray, extras, pk_ts: np.ndarray) -> dict[str, list[tuple[int, bytes]]]:
+    """Payload bytes of the wanted packet fields by field name: [(the packet's timestamp or -1, bytes)]; the
+    bundles' generic event descriptors under "descriptors", with the bundle's index instead."""
     by_number = {packet_field(n): n for n in META_PACKETS}
     out: dict[str, list] = {}
     for pk, num, off, ln in zip(*(a.tolist() for a in extras)):
         name = "descriptors" if num == -11 else by_number.get(num)
         if name:
-            out.setdefault(name, []).append((pk, buf[off:off + ln].tobytes()))
+            when = pk if num == -11 else (int(pk_ts[pk]) if pk < len(pk_ts) else -1)
+            out.setdefault(name, []).append((when, buf[off:off + ln].tobytes()))
     return out
 
 
-def _with_inflated(data: bytes, offs, lens, metas, wanted):
-    """The trace with its compressed_packets inflated and appended (each is a run of Trace packets)."""
-    parts = [data]
-    for _, raw in metas["compressed_packets"]:
+def _inflate(raw: bytes) -> bytes:
+    try:
+        return zlib.decompress(raw)
+    except zlib.error:
+        return b""
+
+
+class _ChunkReader:
+    """Reads a trace's packets chunk by chunk into the tables' rows, and the packets decoded whole."""
+
+    def __init__(self, out: PerfettoTables, fmts: dict[str, EventFormat], hz: int | None, rep: int):
+        self.out, self.fmts, self.hz, self.rep = out, fmts, hz, rep
+        self.blocks, self.names = BlockRows(), NameTimeline()
+        self.markers: list[pl.DataFrame] = []
+        self.heads: list[pl.DataFrame] = []
+        self.generic: list[pl.DataFrame] = []
+        self.metas: dict[str, list] = {}
+        self.bundle_parts: list[tuple] = []
+        self.wanted = np.zeros(256, np.int8)
+        for name in META_PACKETS:
+            self.wanted[packet_field(name)] = 1
+        self.dropped = self.bad = 0
+
+    def read(self, data, buf: np.ndarray, offs: np.ndarray, lens: np.ndarray, chunk_bytes: int) -> None:
+        ends = np.cumsum(lens)
+        first = 0
+        while first < len(offs):
+            last = int(np.searchsorted(ends, ends[first] - lens[first] + chunk_bytes, side="right"))
+            last = max(last, first + 1)
+            self._chunk(buf, offs[first:last], lens[first:last])
+            _give_back(data, int(offs[first]), int(offs[last - 1] + lens[last - 1]))
+            first = last
+
+    def _chunk(self, buf, offs, lens) -> None:
+        events, bundles, extras, pk_ts, dropped, bad = wire.scan_trace(buf, offs, lens, self.wanted, wire_numbers())
+        self.dropped += dropped
+        self.bad += bad
+        metas = _meta_payloads(buf, extras, pk_ts)
+        for name, items in metas.items():
+            if name != "descriptors":  # bundle-relative: read by _event_groups through extras
+                self.metas.setdefault(name, []).extend(items)
+        self.names.add_trees(metas.get("process_tree", []))
+        self.bundle_parts.append(bundles)
+        base = self.out.events_total
+        self.out.events_total += len(events[0])
+        for g in _event_groups(buf, events, bundles, extras, self.out, base):
+            self.names.add_task_events(g)
+            self._route(g, buf)
+
+    def _route(self, g: EventGroup, buf) -> None:
+        out = self.out
+        if g.name in BLOCK_EVENT_BODY:
+            self.blocks.add(g, buf)
+        elif g.name == "print":
+            self.markers.append(marker_frame(g, self.rep))
+        elif is_known_event(g.name):
+            body, why = render_bodies(g.name, g.system, g.cols, self.fmts, self.hz)
+            if why:
+                out.unrendered[g.name] = why
+            self.heads.append(head_frame(g, body))
+        elif g.generic:
+            self.generic.append(head_frame(g, field_pairs(g.cols)))
+        else:
+            out.other_events[g.name] = out.other_events.get(g.name, 0) + len(g)
+        g.release()
+
+    def bundles(self) -> tuple:
+        return tuple(np.concatenate([b[k] for b in self.bundle_parts]) for k in range(4))
+
+    def finish(self) -> None:
+        """The tables, in the kernel's merged order, with every thread's name now known."""
+        out, rep = self.out, self.rep
+        out.summary["packets_dropped_before"] = self.dropped  # TracePacket.previous_packet_dropped
+        if self.dropped:
+            out.warnings.append(f"{self.dropped} packets say packets were dropped before them (traced's buffer or "
+                                "a writer lost data); counts are low")
+        if self.bad:
+            out.warnings.append(f"{self.bad} packets or events did not decode (corrupt fields) and were left out")
+        if self.blocks.n:
+            out.block_event = BLOCK_EVENT.validate(self.blocks.finish(self.names, rep))
+        if self.markers:
+            out.trace_marker = TRACE_MARKER.validate(in_trace_order(pl.concat(self.markers)).drop("cpu"))
+        if self.heads:
+            out.events, unparsed = parse_other_events(self._named(self.heads), rep)
+            for ev, n in unparsed.items():
+                out.unparsed_by_event[ev] = out.unparsed_by_event.get(ev, 0) + n
+        if self.generic:
+            out.events["generic_event"] = GENERIC_EVENT.validate(
+                self._named(self.generic).with_columns(rep=pl.lit(rep, pl.Int32)))
+
+    def _named(self, frames: list[pl.DataFrame]) -> pl.DataFrame:
+        rows = in_trace_order(pl.concat(frames))
+        comm = self.names.lookup(rows["pid"].to_numpy(), rows["ts"].to_numpy())
+        return rows.select("ts", "cpu", "pid", comm.alias("comm"), "event", "body")
+
+
+def _give_back(data, start: int, end: int) -> None:
+    """Drop a mapped file's pages [start, end) from this process (the page cache keeps them for others)."""
+    if not isinstance(data, mmap.mmap):
+        return
+    page = mmap.PAGESIZE
+    lo, hi = (start + page - 1) // page * page, end // page * page
+    if hi > lo and hasattr(mmap, "MADV_DONTNEED"):
         try:
-            parts.append(zlib.decompress(raw))
-        except zlib.error:
-            continue
-    data = b"".join(parts)
-    buf = np.frombuffer(data, np.uint8)
-    more_offs, more_lens, _ = wire.split_packets(buf, len(parts[0]), len(buf), trace_packet_number())
-    all_offs, all_lens = np.concatenate([offs, more_offs]), np.concatenate([lens, more_lens])
-    events, bundles, extras, pk_ts, dropped, bad = wire.scan_trace(buf, all_offs, all_lens, wanted, wire_numbers())
-    return data, buf, events, bundles, extras, pk_ts, dropped, bad
+            data.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+        except (OSError, ValueError):
+            pass
 
 
 def _formats(formats: Path | None, hz: int | None) -> tuple[dict[str, EventFormat], int | None]:
@@ -287,8 +377,9 @@ def _formats(formats: Path | None, hz: int | None) -> tuple[dict[str, EventForma
 
 @dataclass
 class EventGroup:
-    """The events of one type: timestamp, pid (the thread), CPU, rank in the merged trace order, and their fields,
-    decoded on first use (events no table reads are never decoded) and released once their rows are built."""
+    """The events of one type: timestamp, pid (the thread), CPU, position in the file (order: where equal times
+    and CPUs meet), and their fields, decoded on first use (events no table reads are never decoded) and released
+    once their rows are built."""
     name: str
     system: str
     ts: np.ndarray
@@ -311,15 +402,13 @@ class EventGroup:
         self.decoder = None
 
 
-def _event_groups(buf, events, bundles, extras, out: PerfettoTables) -> list[EventGroup]:
+def _event_groups(buf, events, bundles, extras, out: PerfettoTables, base: int = 0) -> list[EventGroup]:
+    """The events of one chunk by type; base: the chunk's first event's position in the whole trace."""
     ts, pid, bundle, typ, off, ln = events
     cpu = bundles[0][bundle] if len(bundle) else np.empty(0, np.int32)
-    # The kernel's merged order: by time, a tie to the lower CPU, then as recorded.
-    rank = np.empty(len(ts), np.int64)
-    rank[np.lexsort((cpu, ts))] = np.arange(len(ts))  # lexsort is stable: ties keep their file order
 
     def group(name, system, idx, cols, generic):
-        return EventGroup(name, system, ts[idx], pid[idx], cpu[idx], rank[idx], cols, generic)
+        return EventGroup(name, system, ts[idx], pid[idx], cpu[idx], base + idx.astype(np.int64), cols, generic)
 
     typed = ftrace_event_types()
     dynamic = _dynamic_layouts(buf, extras)  # (bundle, field number) -> layout
@@ -398,7 +487,7 @@ def _decode(buf, offs, lens, layout: MessageLayout) -> tuple[FieldColumns, int]:
     cols = FieldColumns(len(offs), {}, {}, {}, list(first))
     for name, slot in first.items():
         f, col = layout.fields[name], slot_col[slot]
-        if f.is_string and block:  # block_frame builds each string column once, in trace order
+        if f.is_string and block:  # BlockRows interns them: spans of the buffer until then
             cols.spans[name] = (starts[col], ends[col])
             continue
         if f.is_string:
@@ -447,43 +536,7 @@ def _generic_groups(buf, offs, lens, out: PerfettoTables) -> list[tuple[str, np.
     return groups
 
 
-def _build_tables(out: PerfettoTables, buf, groups: list[EventGroup], names: "NameTimeline",
-                  fmts: dict[str, EventFormat], hz: int | None, rep: int) -> None:
-    from mobiperf.collectors.parse.perfetto_tables import block_frame, head_frame, marker_frame
-
-    blocks, markers, heads, generic = [], [], [], []
-    for g in groups:
-        if g.name in BLOCK_EVENT_BODY:
-            blocks.append(g)
-        elif g.name == "print":
-            markers.append(g)
-        elif is_known_event(g.name):
-            body, why = render_bodies(g.name, g.system, g.cols, fmts, hz)
-            g.release()
-            if why:
-                out.unrendered[g.name] = why
-            heads.append(head_frame(g, names, body))
-        elif g.generic:
-            generic.append(head_frame(g, names, field_pairs(g.cols)))
-        else:
-            out.other_events[g.name] = out.other_events.get(g.name, 0) + len(g)
-    if blocks:
-        out.block_event = BLOCK_EVENT.validate(block_frame(blocks, names, rep, buf))
-    if markers:
-        out.trace_marker = TRACE_MARKER.validate(marker_frame(markers, rep))
-    if heads:
-        head = pl.concat(heads).sort("order").drop("order")
-        out.events, unparsed = parse_other_events(head, rep)
-        for ev, n in unparsed.items():
-            out.unparsed_by_event[ev] = out.unparsed_by_event.get(ev, 0) + n
-    if generic:
-        rows = pl.concat(generic).sort("order").drop("order")
-        out.events["generic_event"] = GENERIC_EVENT.validate(rows.with_columns(rep=pl.lit(rep, pl.Int32)))
-
-
 def _summarise(out: PerfettoTables, bundles, metas) -> None:
-    from mobiperf.collectors.parse.perfetto_tables import clock_summary, loss_summary, system_summary
-
     out.summary.update(loss_summary(bundles, metas))
     out.lost_events = out.summary["lost_events"]
     out.summary["clock"] = sorted({FTRACE_CLOCKS.get(int(c), str(c)) for c in np.unique(bundles[2])}) or ["boot"]

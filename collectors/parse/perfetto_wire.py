@@ -400,6 +400,19 @@ def decode_fields(buf, offs, lens, slot_of, slot_kind, slot_repeat, slot_col, n_
     return ints, starts, ends, broken
 
 
+@njit(cache=True, nogil=True)
+def hash_spans(buf, starts, ends):
+    """FNV-1a (64 bit) of the bytes of each span: equal strings, equal hashes (a collision between two of a
+    trace's few distinct comm/rwbs strings is not a practical concern at 64 bits)."""
+    out = np.empty(len(starts), np.uint64)
+    for i in range(len(starts)):
+        h = np.uint64(0xCBF29CE484222325)
+        for p in range(starts[i], ends[i]):
+            h = (h ^ np.uint64(buf[p])) * np.uint64(0x100000001B3)
+        out[i] = h ^ np.uint64(ends[i] - starts[i])
+    return out
+
+
 GENERIC_STR, GENERIC_INT, GENERIC_UINT = 3, 4, 5  # the value kinds flatten_generic() reports
 
 
