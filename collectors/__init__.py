@@ -55,8 +55,11 @@ BATCH_INTERVAL_S = 0.2
 EVENT_SET_NAMES = ("block", "ext4", "jbd2", "f2fs", "fuse", "writeback")
 
 
+RECORDERS = ("auto", "perfetto", "tracefs")
+
+
 def plan_collectors(transport, caps, stack, raw_dir: Path, *, extra_events=(), sources=None,
-                    event_sets=None, notes: list[str] | None = None) -> list[Collector]:
+                    event_sets=None, notes: list[str] | None = None, recorder: str = "auto") -> list[Collector]:
     """The collectors of one repetition, from what was asked and what the target offers.
 
     sources: any of SOURCES (default DEFAULT_SOURCES). ftrace_raw is ftrace read as binary per-CPU pages
@@ -67,6 +70,9 @@ def plan_collectors(transport, caps, stack, raw_dir: Path, *, extra_events=(), s
     layer), which cost one event per call, not per page. Events this kernel lacks are skipped and named in
     `notes` (the pipeline can put them in run.json); asking for a source the target cannot provide is an error.
     Order matters for wrap_command: the syscalls wrapper sits inside strace, so strace sees the workload exec.
+    recorder: how the ftrace source records (collectors/perfetto.py choose_recorder): auto takes the device's
+    perfetto on an adb target that has one, tracefs otherwise; the choice and its reason go into the collector's
+    summary in run.json.
     """
     from mobiperf.collectors.ftrace import (LIGHT_EVENTS, FtraceCollector, block_event_specs, event_set_specs,
                                             fuse_connection)
@@ -103,8 +109,8 @@ def plan_collectors(transport, caps, stack, raw_dir: Path, *, extra_events=(), s
             events += specs
             if missing:
                 notes.append(f"ftrace: this kernel lacks {', '.join(missing)}")
-        collectors.append(FtraceCollector(transport, caps.tracefs_path, events + list(extra_events), raw_dir,
-                                          raw_pages="ftrace" not in wanted, batch_interval_s=batch))
+        collectors.append(_ftrace_recorder(transport, caps, events + list(extra_events), raw_dir,
+                                           raw_pages="ftrace" not in wanted, batch=batch, recorder=recorder))
     if "syscalls" in wanted:
         specs, missing = event_set_specs("syscalls", available, devices)
         if not specs:
@@ -145,3 +151,15 @@ def task_ids(transport, pid: int) -> list[int]:
     """The thread ids of a process on the target (empty if it is gone)."""
     done = transport.run(["ls", f"/proc/{pid}/task"], timeout=10)
     return sorted(int(t) for t in done.text.split() if t.isdigit()) if done.returncode == 0 else []
+def _ftrace_recorder(transport, caps, events, raw_dir: Path, *, raw_pages: bool, batch, recorder: str) -> Collector:
+    """The ftrace source's collector: the device's perfetto or tracefs directly (binary pages are tracefs's)."""
+    from mobiperf.collectors.ftrace import FtraceCollector
+    from mobiperf.collectors.perfetto import PerfettoCollector, choose_recorder
+
+    kind, why, facts = choose_recorder(transport, "tracefs" if raw_pages else recorder)
+    if kind == "perfetto":
+        return PerfettoCollector(transport, caps.tracefs_path, events, raw_dir, facts=facts, why=why)
+    collector = FtraceCollector(transport, caps.tracefs_path, events, raw_dir, raw_pages=raw_pages,
+                                batch_interval_s=batch)
+    collector.recorder = {"recorder": "tracefs", "why": why if not raw_pages else "binary pages (ftrace_raw)"}
+    return collector

@@ -106,6 +106,7 @@ class FtraceCollector(Collector):
         # With workload_pids_only: other tasks traced beside the workload's tree (the stack's FUSE daemon threads).
         self.extra_pids = list(extra_pids or [])
         self._raw_readers: list[BackgroundProcess] = []
+        self.recorder: dict = {}  # how and why this path records (plan_collectors), kept in the summary
         self.root: str | None = None
         self._reader: BackgroundProcess | None = None
         self._restore: list[tuple[str, bytes]] = []
@@ -208,7 +209,8 @@ class FtraceCollector(Collector):
         stats_name = ("ftrace_raw" if self.raw_pages else self.trace_name.rsplit(".", 1)[0]) + "_stats.json"
         (self.out_dir / stats_name).write_text(json.dumps(self.stats.__dict__, indent=2) + "\n")
         return {"clock": self.stats.clock, "lost_events": self.stats.lost_events, "per_cpu": self.stats.per_cpu,
-                "trace": "ftrace_raw/" if self.raw_pages else self.trace_name, "events": [f"{e.system}:{e.name}" for e in self.events]}
+                "trace": "ftrace_raw/" if self.raw_pages else self.trace_name, "events": [f"{e.system}:{e.name}" for e in self.events],
+                **self.recorder}
 
     # --- set-up and clean-up ---
 

@@ -156,6 +156,8 @@ def cmd_probe(target: str, fmt: str) -> None:
               help="Whole ftrace event set (repeatable): ext4, jbd2, f2fs, fuse, writeback. Default: the stack's "
                    "light events (fsync, jbd2 commits, FUSE requests).")
 @click.option("--event", "events", multiple=True, help="Extra trace event system:name (repeatable).")
+@click.option("--recorder", type=click.Choice(("auto", "perfetto", "tracefs")), default="auto", show_default=True,
+              help="How ftrace records: the device's perfetto (adb targets that have it; auto) or tracefs directly.")
 @click.option("--timeout", help="Kill the workload after this long (e.g. 10m).")
 @click.option("--no-report", is_flag=True, help="Skip the HTML page (mobiperf report RUNDIR draws it later).")
 @click.option("--scope", type=click.Choice(["workload", "all"]), default="workload", show_default=True,
@@ -164,7 +166,8 @@ def cmd_probe(target: str, fmt: str) -> None:
                    "studies).")
 @click.argument("command", nargs=-1, required=True)
 def cmd_run(target, stack_spec, scheduler, repeat, min_effect, primary, output, image_size, device_profile, phone,
-            dirty_limit, cpu_share, fuse_wakeup, sources, event_sets, events, timeout, no_report, scope, command) -> None:
+            dirty_limit, cpu_share, fuse_wakeup, sources, event_sets, events, recorder, timeout, no_report, scope,
+            command) -> None:
     """Set up the stack, run COMMAND in its working directory while tracing, tear the stack down, then parse,
     analyze and report."""
     from mobiperf import pipeline
@@ -195,7 +198,7 @@ def cmd_run(target, stack_spec, scheduler, repeat, min_effect, primary, output, 
         repeat=repeat if auto is None else auto.limit, auto=auto,
         image_size=parse_image_size(image_size), extra_events=parse_event_names(list(events)),
         timeout_s=parse_duration_ns(timeout) / 1e9 if timeout else None, device=device_profile,
-        sources=tuple(sources) or None, event_sets=tuple(event_sets) or None, report=not no_report,
+        sources=tuple(sources) or None, event_sets=tuple(event_sets) or None, report=not no_report, recorder=recorder,
         dirty_limit=parse_dirty_limit(dirty_limit), cpu_share=parse_cpu_share(cpu_share),
         fuse_wakeup_ns=parse_duration_ns(fuse_wakeup) if fuse_wakeup not in ("", "0") else 0, scope=scope)
     if device_profile:

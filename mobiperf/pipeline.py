@@ -56,6 +56,7 @@ class RunRequest:
     report: bool = True             # sweeps skip the per-run HTML page: they draw one matrix for all runs
     scope: str = "workload"         # whose IO the figures count (analyzers/scope.py): workload or all
     auto: Any = None                # -n auto: an auto_repeat.AutoRepeat that stops the loop (repeat is ignored)
+    recorder: str = "auto"          # ftrace through the device's perfetto or tracefs (collectors.RECORDERS)
 
 
 def default_run_path(request: RunRequest) -> Path:
@@ -153,7 +154,8 @@ def collect_repetition(transport: Transport, caps: Capabilities, request: RunReq
             contextlib.ExitStack() as active:
         notes: list[str] = []
         collectors = plan_collectors(transport, caps, stack, raw, extra_events=request.extra_events,
-                                     sources=request.sources, event_sets=request.event_sets, notes=notes)
+                                     sources=request.sources, event_sets=request.event_sets, notes=notes,
+                                     recorder=request.recorder)
         argv, env = _workload_command(transport, request.command, stack.workdir, active)
         argv = stack.wrap_workload(argv)   # the phone's CPU share, innermost: collectors' wrappers stay outside
         env["MOBIPERF_WORKDIR"] = stack.workdir

@@ -122,8 +122,8 @@ TASK_ROLE = Schema("task_role", {
 
 FS_EVENT = Schema("fs_event", {
     **_EV, "event": STR, "dev_major": I32, "dev_minor": I32, "ino": I64, "body": STR,
-}, "Other file system and writeback events (ext4_*, f2fs_*, writeback_*) with their device and inode where the"
-   " text has them (-1 otherwise) and the raw body.")
+}, "Other file system and writeback events (ext4_*, f2fs_*, writeback_*, jbd2_*, android_fs_*) with their device"
+   " and inode where the text has them (-1 otherwise) and the raw body.")
 
 FILE_EXTENT = Schema("file_extent", {
     "rep": I32, "region": STR, "path": STR, "logical_bytes": I64, "physical_bytes": I64, "length_bytes": I64,
@@ -136,8 +136,14 @@ BLKTRACE_EVENT = Schema("blktrace_event", dict(BLOCK_EVENT.columns),
                         "blktrace records of a run that also has ftrace block events (which stay in block_event):"
                         " the same columns, kept apart so no request is counted twice.")
 
+GENERIC_EVENT = Schema("generic_event", {
+    **_EV, "event": STR, "body": STR,
+}, "ftrace events of a Perfetto trace that no other table reads and its protos do not type (generic or"
+   " self-described events: vendor and newer kernel events), kept with their fields as name=value text.")
+
 TABLES = {s.name: s for s in (BLOCK_EVENT, BLOCK_RQ, TRACE_MARKER, FSYNC_EVENT, JBD2_RUN_STATS, JBD2_COMMIT,
-                              FUSE_EVENT, FUSE_REQ, SYSCALL_IO, TASK_ROLE, FS_EVENT, FILE_EXTENT, BLKTRACE_EVENT)}
+                              FUSE_EVENT, FUSE_REQ, SYSCALL_IO, TASK_ROLE, FS_EVENT, FILE_EXTENT, BLKTRACE_EVENT,
+                              GENERIC_EVENT)}
 
 # --- result tables ---
 

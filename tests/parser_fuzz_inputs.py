@@ -64,11 +64,40 @@ def parse_dat(path: Path):
     return parse_ftrace_raw(out / "ftrace_raw", out / "formats")
 
 
+def _perfetto_seed() -> bytes:
+    """The start of a Perfetto trace of a real capture (typed block/ext4 events, self-described generic ones, a
+    process tree, stats) after the Perfetto authors' public test packets (android_fs, f2fs_iostat, task_rename)."""
+    from google.protobuf import text_format
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+    from perfetto_capture import to_perfetto
+
+    work = Path(tempfile.mkdtemp(prefix="fuzz-perfetto-"))
+    try:
+        with tarfile.open(RAW_EVENTS) as tar:
+            tar.extractall(work, filter="data")
+        capture = to_perfetto(work / "raw-6.18-rawdec")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    public = b"".join(text_format.Parse(f.read_text(), pb.Trace()).SerializeToString()
+                      for f in sorted((FIX / "perfetto").glob("*.textproto")))
+    return public + capture[:12000]
+
+
+SEEDS["perfetto"] = [_perfetto_seed()]
+
+
+def parse_perfetto_file(path: Path):
+    from mobiperf.collectors.parse.perfetto_trace import parse_perfetto
+
+    return parse_perfetto(path, formats=raw_events_formats(), hz=250)
+
+
 PARSERS = {"ftrace": lambda p: parse_ftrace_text(p), "strace": lambda p: parse_strace(p),
            "blktrace": lambda p: parse_blktrace([p]),
            "ftrace_raw": lambda p: parse_ftrace_raw(p.parent, RAW_FORMATS),
            "ftrace_raw_events": lambda p: parse_ftrace_raw(p.parent, raw_events_formats()),
-           "trace_cmd_dat": parse_dat}
+           "trace_cmd_dat": parse_dat, "perfetto": parse_perfetto_file}
 
 
 def input_name(kind: str) -> str:

@@ -24,6 +24,8 @@ def parse_raw_dir(raw: Path, rep: int) -> ParsedRaw:
 
       ftrace.txt        ftrace text of the main instance: block_event, trace_marker, and the other event tables
       ftrace_raw/       binary per-CPU trace_pipe_raw pages (with formats/): every table ftrace.txt gives
+      trace.pftrace     a Perfetto trace (formats/ and kernel_hz beside it where saved): every table ftrace.txt
+                        gives, and generic_event (collectors/parse/perfetto_trace.py)
       syscalls.txt      ftrace text of the workload-only instance: syscall_io (source ftrace)
       strace.log        strace -f -ttt -T -y: syscall_io (source strace), on the trace clock with tasks.json's
                         clock readings
@@ -80,6 +82,10 @@ def parse_raw_dir(raw: Path, rep: int) -> ParsedRaw:
     tasks = read_tasks(raw / "tasks.json")
     if tasks:
         add("task_role", task_roles(tasks, rep))
+    if (raw / "trace.pftrace").exists():  # a Perfetto trace (recorded through the device's perfetto, or ingested)
+        from mobiperf.collectors.parse.perfetto_trace import add_perfetto_tables
+
+        add_perfetto_tables(raw, rep, add, out)
     strace_log = raw / "strace.log"
     if strace_log.exists():
         parsed_strace = parse_strace(strace_log, rep)

@@ -50,7 +50,7 @@ FUSE_BODIES = {
     "fuse_request_end": ("end", r"connection (?P<conn>\d+) req (?P<unique>\d+) len (?P<len>\d+) "
                                 r"error (?P<error>-?\d+)"),
 }
-FS_EVENT_PREFIXES = ("ext4_", "f2fs_", "writeback_", "jbd2_")
+FS_EVENT_PREFIXES = ("ext4_", "f2fs_", "writeback_", "jbd2_", "android_fs_")
 SYSCALL_ARG_BYTES = {  # which argument of an IO syscall is its size and which its file offset
     "read": ("count", None), "write": ("count", None), "pread64": ("count", "pos"),
     "pwrite64": ("count", "pos"), "readv": ("vlen", None), "writev": ("vlen", None),
@@ -118,8 +118,8 @@ def parse_other_events(head: pl.DataFrame, rep: int) -> tuple[dict[str, pl.DataF
                                                    .sort("ts", maintain_order=True))
 
     ev = pl.col("event")
-    fs_rows = head.filter((ev.str.starts_with("ext4_") | ev.str.starts_with("f2fs_") | ev.str.starts_with("writeback_")
-                           | ev.str.starts_with("jbd2_")) & ~ev.is_in(list(KNOWN_EVENTS)))
+    fs_rows = head.filter(pl.any_horizontal(ev.str.starts_with(p) for p in FS_EVENT_PREFIXES)
+                          & ~ev.is_in(list(KNOWN_EVENTS)))
     if len(fs_rows):
         dev = fs_rows["body"].str.extract_groups(r"dev =? ?\(?(?P<major>\d+)[,:](?P<minor>\d+)").struct.unnest()
         ino = fs_rows["body"].str.extract(r"ino[ =:]+(?:0x)?(\d+)", 1)
@@ -169,8 +169,8 @@ def _signed_hex(text: pl.Expr) -> pl.Expr:
 def known_event_expr() -> pl.Expr:
     """True for the events parse_other_events reads."""
     ev = pl.col("event")
-    return (ev.is_in(list(KNOWN_EVENTS)) | ev.str.starts_with("ext4_") | ev.str.starts_with("f2fs_")
-            | ev.str.starts_with("writeback_") | ev.str.starts_with("jbd2_") | ev.str.starts_with("sys_"))
+    return (ev.is_in(list(KNOWN_EVENTS)) | pl.any_horizontal(ev.str.starts_with(p) for p in FS_EVENT_PREFIXES)
+            | ev.str.starts_with("sys_"))
 
 
 def _hex_arg(name: str) -> pl.Expr:

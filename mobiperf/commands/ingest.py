@@ -4,7 +4,9 @@ a trace-cmd .dat, a strace log), analysed and reported like a run of `mobiperf r
 Each input is copied into raw/rep0/ under the name its parser looks for (ftrace.txt, blktrace/, strace.log),
 then the same parse, analyze and report stages run (pipeline.analyze, pipeline.report). The kind of an input is
 sniffed from its first bytes unless --kind says it: blktrace magic, trace-cmd's `\\x17\\x08Dtracing`, strace's
-`[pid] secs.usecs name(` lines, a directory with formats/ (binary trace_pipe_raw pages), else ftrace text.
+`[pid] secs.usecs name(` lines, a Perfetto trace (protobuf packets, gzip'ed, or a bugreport zip holding one; read
+natively by collectors/parse/perfetto_trace.py), a directory with formats/ (binary trace_pipe_raw pages), else
+ftrace text.
 A trace-cmd .dat (versions 6 and 7, zstd/zlib/uncompressed) is unpacked natively into the formats/ and per-CPU
 pages of an ftrace-raw input (collectors/parse/trace_cmd_dat.py; no trace-cmd needed, exact ns timestamps); of
 several buffers (-B instances) the first with events. What the native reader does not decode (big-endian files,
@@ -26,7 +28,7 @@ import click
 
 from mobiperf.errors import MobiperfError, UsageError
 
-KINDS = ("auto", "ftrace", "ftrace-raw", "blktrace", "strace", "trace-cmd")
+KINDS = ("auto", "ftrace", "ftrace-raw", "blktrace", "strace", "trace-cmd", "perfetto")
 TRACE_CMD_MAGIC = b"\x17\x08\x44tracing"
 STRACE_LINE = re.compile(rb"^(?:\d+\s+)?\d{9,}\.\d+ (?:\w+\(|<\.\.\. |\+\+\+ |--- )")
 EPILOG = """
@@ -36,6 +38,7 @@ Examples:
   mobiperf ingest phone-trace.txt -o runs/pixel-ftrace
   mobiperf ingest sda.blktrace.0 sda.blktrace.1 -o runs/blk
   mobiperf ingest trace.dat --kind trace-cmd -o runs/tc
+  mobiperf ingest pixel.pftrace -o runs/pixel      (Perfetto: .pftrace/.perfetto-trace/.pb, gzip, bugreport.zip)
   mobiperf ingest pixel-pages/ -o runs/raw      (cpuN trace_pipe_raw files and the formats/ saved with them)
   mobiperf ingest ftrace.txt app.strace -o runs/app --label "Pixel 6, app launch"
 """
@@ -58,6 +61,10 @@ def sniff_kind(path: Path) -> str:
         return "blktrace"
     if head.startswith(TRACE_CMD_MAGIC):
         return "trace-cmd"
+    from mobiperf.collectors.parse.perfetto_trace import sniff_perfetto
+
+    if sniff_perfetto(path):  # protobuf (plain, gzip'ed) or a bugreport zip holding one
+        return "perfetto"
     first = next((line for line in head.splitlines() if line.strip()), b"")
     if STRACE_LINE.match(first):
         return "strace"
@@ -89,6 +96,10 @@ def place_inputs(inputs: list[Path], kind: str, raw: Path, warnings: list[str] |
             shutil.copytree(formats, raw / "formats", dirs_exist_ok=True)
             shutil.copytree(pages, raw / "ftrace_raw", dirs_exist_ok=True,
                             ignore=lambda d, names: [n for n in names if n == "formats"])
+        elif k == "perfetto":
+            if (raw / "trace.pftrace").exists():
+                raise UsageError(f"{path}: one Perfetto trace per run (ingest the others into runs of their own)")
+            shutil.copyfile(path, raw / "trace.pftrace")  # the reader unpacks gzip and zip itself
         elif k == "ftrace":
             ftrace_parts.append(path)
         elif k == "strace":
@@ -217,7 +228,7 @@ def _trace_span_ns(rundir) -> int | None:
 @click.option("--label", help="A description of where the traces come from (stored as the run's stack).")
 def cmd_ingest(inputs, output, kind, label) -> None:
     """Make a run directory from traces collected elsewhere (ftrace text, blktrace files, trace-cmd .dat,
-    strace logs), then parse, analyze and report it like `mobiperf run` does."""
+    Perfetto traces, strace logs), then parse, analyze and report it like `mobiperf run` does."""
     rundir = ingest(list(inputs), output, kind=kind, label=label)
     meta = rundir.read_meta()
     for kind_name, files in meta["repetitions"][0]["ingested"].items():
