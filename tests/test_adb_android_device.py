@@ -46,7 +46,8 @@ def test_aarch64_binaries_run_through_qemu_and_pidof_cannot_find_them(android_de
     assert pushed.returncode == 0, pushed.stderr
     started = time.monotonic()
     done = android_device.shell(
-        "mkdir -p /data/local/tmp/mbd; /data/local/tmp/mb -p /data/local/tmp/mbd -f 2048 -r 4 -a 0 -y 2 "
+        # two SQLite inserts 1.5 s apart (-i): alive for the checks whatever the machine's speed
+        "mkdir -p /data/local/tmp/mbd; /data/local/tmp/mb -p /data/local/tmp/mbd -d 0 -n 2 -i 1500 --no-drop-caches "
         ">/dev/null 2>&1 & p=$!; sleep 0.3; echo \"pidof=$(pidof mb)\"; cat /proc/$p/comm; ls -l /proc/$p/exe; "
         "wait $p; echo rc=$?; rm -rf /data/local/tmp/mbd /data/local/tmp/mb")
     lines = done.stdout.splitlines()

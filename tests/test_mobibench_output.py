@@ -144,7 +144,8 @@ def test_trace_markers_bracket_the_window_and_are_optional(reference_binary, tmp
     marker.write_text("before\n")
     proc = run(binary, tmp_path, "-q", "-p", str(tmp_path / "w"), "-f", "64", marker=None)
     assert proc.returncode == 0
-    assert marker.read_text() == "before\nmobibench: timed_start\nmobibench: timed_end\n"
+    # the workload's name first (mobiperf tells SQLite from file IO by it), then the window
+    assert marker.read_text() == "before\nmobibench: workload file\nmobibench: timed_start\nmobibench: timed_end\n"
     # an unwritable marker file (here: missing) means no markers, and the run still succeeds
     proc = run(binary, tmp_path, "-q", "-p", str(tmp_path / "w"), "-f", "64",
                marker=str(tmp_path / "no" / "marker"))

@@ -58,16 +58,19 @@ def strace_mobibench(binary: Path, tmp_path: Path, *args: str, timeout: float = 
                 ret = int(match["ret"], 16) if match["ret"].startswith("0x") else int(match["ret"])
                 calls.append(Call(float(match["ts"]), tid, match["name"], match["args"], ret))
     calls.sort(key=lambda call: call.ts)
-    assert marker.read_text() == "mobibench: timed_start\nmobibench: timed_end\n"
+    workload = "sqlite journal=" if "-d" in args else "file"
+    assert marker.read_text().startswith(f"mobibench: workload {workload}")
+    assert marker.read_text().endswith("\nmobibench: timed_start\nmobibench: timed_end\n")
     shutil.rmtree(prefix.parent)
     return proc.stdout, calls
 
 
 def split_window(calls: list[Call]) -> tuple[list[Call], list[Call]]:
-    """(calls before the timed window, calls inside it), marker writes and /proc reads left out."""
+    """(calls before the timed window, calls inside it), marker writes (the workload's name, just before the
+    window) and /proc reads left out."""
     start = next(i for i, c in enumerate(calls) if c.name == "write" and "timed_start" in c.args)
     end = next(i for i, c in enumerate(calls) if c.name == "write" and "timed_end" in c.args)
-    keep = [c for c in calls if "/proc/" not in c.args]
+    keep = [c for c in calls if "/proc/" not in c.args and not (c.name == "write" and "mobibench: workload" in c.args)]
     before = [c for c in keep if c.ts < calls[start].ts]
     inside = [c for c in keep if calls[start].ts < c.ts < calls[end].ts]
     return before, inside

@@ -108,7 +108,7 @@ def test_run_records_through_the_device_perfetto(phone_with_perfetto, tmp_path, 
     assert len(io.filter((pl.col("comm") == "mobibench") & (pl.col("op") == "write"))) >= 1024
     # The generator's window markers went to the instance perfetto recorded.
     markers = pl.read_parquet(out / "tables" / "trace_marker.parquet")["text"].to_list()
-    assert markers == ["mobibench: timed_start", "mobibench: timed_end"]
+    assert markers == ["mobibench: workload file", "mobibench: timed_start", "mobibench: timed_end"]
     fsync = pl.read_parquet(out / "tables" / "fsync_event.parquet").filter(pl.col("comm") == "mobibench")
     phases = dict(fsync.group_by("phase").len().iter_rows())
     assert phases["enter"] == phases["exit"] >= 1024  # one per write, and the generator's own of its file
