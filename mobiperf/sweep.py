@@ -151,6 +151,12 @@ def _phone(text: str) -> str:
     return resolve_phone(text.lower()).name
 
 
+def _target(text: str) -> str:
+    if text == "local" or re.fullmatch(r"adb:[A-Za-z0-9._:-]+", text):
+        return text
+    raise UsageError("local, or adb:SERIAL")
+
+
 def _free_text(text: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9._:/-]+", text):
         raise UsageError("letters, digits and . _ : / - only")
@@ -203,6 +209,8 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
               "table, as the papers ran it)", _choice(("1.0.8", "1.0.1")), ("1.0.8", "1.0.1")),
     Parameter("syscalls", "count the workload's system calls with strace -c (slows it down)", _on_off,
               ("on", "off")),
+    Parameter("target", "where the cell runs: local, or adb:SERIAL (with --cluster, the worker offering that "
+              "target as a Dask resource)", _target),
 )}
 
 DEFAULTS: dict[str, str] = {
@@ -210,7 +218,7 @@ DEFAULTS: dict[str, str] = {
     "fuse_wakeup": "0", "image_size": "1g", "layer": "native",
     "workload": "file", "access": "append", "sync": "buffered", "record": "512k", "file_size": "64m",
     "threads": "1", "final_fsync": "on", "journal": "truncate", "sqlite_sync": "full", "transactions": "100",
-    "syscalls": "off", "compat": "1.0.8",
+    "syscalls": "off", "compat": "1.0.8", "target": "local",
 }
 FUSE_OPTIONS = ("preset", "io_unit", "buffer", "entry", "flush_ms", "fuse_threads", "splice", "whitelist")
 _DAEMON_OPTION_NAMES = {"fuse_threads": "threads"}
@@ -275,6 +283,7 @@ class CellPlan:
     bytes_moved: int = 0          # what the file workload writes or reads, for e2e.throughput
     transactions: int = 0         # SQLite transactions, for e2e.tps
     skip: str | None = None
+    target: str = "local"         # the `mobiperf run -t` of the cell; with --cluster, the Dask resource it needs
 
 
 def kernel_filesystems() -> set[str]:
@@ -296,7 +305,8 @@ def _phone_params(name: str) -> dict[str, str]:
 def plan_cell(params: dict[str, str], *, available_fs: set[str] | None = None) -> CellPlan:
     """The run of one cell. Parameters that do not apply give a skipped cell with the reason."""
     p = {**DEFAULTS, **_phone_params(params.get("phone", "none")), **params}
-    plan = CellPlan(cpu=p["cpu"], dirty=p["dirty"], fuse_wakeup=p["fuse_wakeup"], image_size=p["image_size"])
+    plan = CellPlan(cpu=p["cpu"], dirty=p["dirty"], fuse_wakeup=p["fuse_wakeup"], image_size=p["image_size"],
+                    target=p["target"])
     fs = p["fs"]
     fs_known = kernel_filesystems() if available_fs is None else available_fs
     if fs == "raw":
@@ -752,6 +762,8 @@ def unit_argv(plan: CellPlan, run_path: Path, timeout_s: int, python: str = sys.
             "-o", str(run_path), "--timeout", f"{timeout_s}s", "--no-report"]
     if plan.scheduler:
         argv += ["--scheduler", plan.scheduler]
+    if plan.target != "local":
+        argv += ["-t", plan.target]
     if plan.device:
         argv += ["--device", plan.device]
     if plan.dirty != "host":
