@@ -4,7 +4,8 @@
     local            a distributed.LocalCluster here: one single-threaded worker process per core
     local:N          the same with N worker processes
     tcp://HOST:PORT  a running scheduler (`dask scheduler`), with workers started by `dask worker`
-                     (HOST:PORT alone means tcp://)
+                     (HOST:PORT alone means tcp://); MOBIPERF_CLUSTER_TIMEOUT (s, default 10) bounds
+                     the wait for it
 
 Dask is imported here only, and only when a command is given --cluster: without it nothing changes. Scheduling,
 retries after a lost worker (a task whose worker dies runs again elsewhere, up to Dask's allowed-failures) and
@@ -28,7 +29,7 @@ from typing import Any, Callable, Iterator
 
 from mobiperf.errors import MobiperfError, UsageError
 
-CONNECT_TIMEOUT_S = 10.0
+CONNECT_TIMEOUT_S = float(os.environ.get("MOBIPERF_CLUSTER_TIMEOUT", "10"))  # seconds to reach a scheduler
 
 
 @dataclass(frozen=True)
@@ -71,10 +72,11 @@ def _import_distributed():
 
 @contextlib.contextmanager
 def open_client(spec: ClusterSpec, *, resources: dict[str, float] | None = None,
-                connect_timeout_s: float = CONNECT_TIMEOUT_S) -> Iterator[Any]:
+                connect_timeout_s: float | None = None) -> Iterator[Any]:
     """A distributed.Client on the cluster; a LocalCluster is started here and stopped on the way out.
     MobiperfError in one line when the scheduler cannot be reached."""
     distributed = _import_distributed()
+    connect_timeout_s = connect_timeout_s or CONNECT_TIMEOUT_S
     if spec.is_local:
         with distributed.LocalCluster(n_workers=spec.workers, threads_per_worker=1, processes=True,
                                       dashboard_address=None, resources=resources) as cluster, \
