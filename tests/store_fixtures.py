@@ -131,8 +131,9 @@ class DaskProcesses:
         self._wait_for(lambda c: True, timeout_s)
         return self.address
 
-    def start_worker(self, name: str, resources: str | None = None, *, timeout_s: float = 60) -> subprocess.Popen:
-        argv = [DASK, "worker", self.address, "--name", name, "--nthreads", "1", "--no-nanny",
+    def start_worker(self, name: str, resources: str | None = None, *, nthreads: int = 1,
+                     timeout_s: float = 60) -> subprocess.Popen:
+        argv = [DASK, "worker", self.address, "--name", name, "--nthreads", str(nthreads), "--no-nanny",
                 "--no-dashboard", "--host", "127.0.0.1", "--death-timeout", "60"]
         if resources:
             argv += ["--resources", resources]
