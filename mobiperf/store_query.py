@@ -59,30 +59,33 @@ def connect(store: Store, index: pl.DataFrame):
 
 
 def query_store(store: Store, sql: str, *, retries: int = 20) -> tuple[pl.DataFrame, list[str]]:
-    """The result of `sql` over the store, and notes (runs skipped, index figures). UsageError naming the views
-    when the query is wrong."""
+    """The result of `sql` over the store, and notes (the runs skipped, with their reasons). UsageError naming
+    the views when the query is wrong."""
     import duckdb
 
-    update = update_index(store)
-    index = update.index
+    index = update_index(store).index
     for _ in range(retries + 1):
-        con = connect(store, index)
+        con = None
         try:
+            con = connect(store, index)   # binding the views reads every table's footer
             rel = con.sql(sql)
             return (rel.pl() if rel is not None else pl.DataFrame()), _notes(index)
-        except duckdb.IOException as e:
+        except duckdb.Error as e:
             damaged = _find_damaged(store, index, str(e))
             if damaged is None:
-                raise UsageError(f"query failed: {_first_line(e)}") from None
+                views = _view_names(con) if con is not None else []
+                raise UsageError(f"query failed: {_first_line(e)}\n  tables: {', '.join(views)}") from None
             index = _mark_damaged(index, *damaged)
             write_index(store, index)
-        except duckdb.Error as e:
-            views = [r[0] for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal "
-                                               "AND view_name NOT LIKE '\\_%' ESCAPE '\\'").fetchall()]
-            raise UsageError(f"query failed: {_first_line(e)}\n  tables: {', '.join(sorted(views))}") from None
         finally:
-            con.close()
+            if con is not None:
+                con.close()
     raise UsageError(f"query failed: more than {retries} runs turned out damaged while it ran")
+
+
+def _view_names(con) -> list[str]:
+    rows = con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY view_name").fetchall()
+    return [r[0] for r in rows]
 
 
 def _first_line(e: Exception) -> str:

@@ -39,10 +39,18 @@ def run_facts(i: int) -> dict:
             "target": TARGETS[i % 3], "scope": SCOPES[(i // 3) % 2]}
 
 
+def link_or_copy(src: str, dst: str) -> None:
+    """A hard link (fast, no space: analysis only reads raw/), a copy across filesystems."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
 def make_run(dest: Path, fixture: str, *, run_id: str, kernel: str, target: str, scope: str) -> Path:
     """A run directory at `dest`: the fixture's raw traces (hard links) and its run.json with these facts."""
     dest.mkdir(parents=True)
-    shutil.copytree(GOLDEN / fixture / "raw", dest / "raw", copy_function=os.link)
+    shutil.copytree(GOLDEN / fixture / "raw", dest / "raw", copy_function=link_or_copy)
     for sub in ("tables", "results"):
         (dest / sub).mkdir()
     meta = json.loads((GOLDEN / fixture / "run.json").read_text())

@@ -84,8 +84,9 @@ def test_scheduler_subprocess_analysis_equals_serial_analysis(tmp_path, referenc
 
 def test_a_damaged_run_fails_alone(tmp_path, references):
     runs = make_store(tmp_path / "store", 6)
-    (tmp_path / "store" / "run-002" / "raw" / "rep0" / "ftrace.txt").unlink()
-    (tmp_path / "store" / "run-002" / "raw" / "rep0" / "ftrace.txt").write_text("this is not a trace\n")
+    trace = tmp_path / "store" / "run-002" / "raw" / "rep0" / "ftrace.txt"
+    trace.unlink()   # a hard link to the golden fixture's: replaced, not written through
+    trace.write_text("this is not a trace\n")
     (tmp_path / "store" / "run-004" / "run.json").write_text("{ not json")
     outcomes = {o["run_id"]: o for o in analyze_store(tmp_path / "store")}
     assert outcomes["run-004"]["error"].startswith("run-004/run.json is corrupt") or \
