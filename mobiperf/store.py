@@ -11,12 +11,13 @@ compare counts it), all its metrics (a list column), the tables it has (`tables/
 ...) and the fingerprint of its run.json (size, modification time, inode) when it was indexed. `update_index`
 reads only the runs whose fingerprint changed or that are new, and drops the rows of runs that are gone.
 
-A run that cannot be read (run.json corrupt or of a newer format, a table whose Parquet footer is unreadable)
+A run that cannot be read (run.json corrupt or of a newer format, a table that is not framed as Parquet, or whose
+footer a query finds unreadable)
 keeps a row with `error` saying why, and no tables: queries skip it, never fail on it.
 
 Limits: run directories are looked for one or two levels below the root, not deeper (a run directory's own
 raw/tables/results are not searched); a table's Parquet footer is checked when its run is indexed, its pages
-only when a query reads them; two processes updating one index at once both write a correct index, the last wins.
+(beyond its framing) only when a query reads it; two processes updating one index at once both write a correct index, the last wins.
 """
 
 from __future__ import annotations
@@ -92,10 +93,11 @@ def _fingerprint(info: dict) -> str:
 
 def discover_runs(store: Store) -> dict[str, str]:
     """{run_id: fingerprint of its run.json} of every run directory one or two levels below the root."""
+    if store.is_local:
+        return _discover_local(store.root)
     root = store.root.rstrip("/")
     found: dict[str, str] = {}
-    first = store.fs.glob(f"{root}/*/run.json", detail=True)
-    for path, info in first.items():
+    for path, info in store.fs.glob(f"{root}/*/run.json", detail=True).items():
         found[path[len(root) + 1:-len("/run.json")]] = _fingerprint(info)
     for entry in store.fs.ls(root, detail=True):
         name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
@@ -103,6 +105,30 @@ def discover_runs(store: Store) -> dict[str, str]:
             continue
         for path, info in store.fs.glob(f"{root}/{name}/*/run.json", detail=True).items():
             found[path[len(root) + 1:-len("/run.json")]] = _fingerprint(info)
+    return found
+
+
+def _discover_local(root: str) -> dict[str, str]:
+    """discover_runs on a local filesystem, with os.scandir (an order of magnitude faster than fsspec's glob)."""
+    found: dict[str, str] = {}
+
+    def visit(directory: str, prefix: str, depth: int) -> None:
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            return
+        for entry in entries:
+            if entry.name.startswith((".", "_")) or not entry.is_dir(follow_symlinks=False):
+                continue
+            try:
+                st = os.stat(os.path.join(entry.path, "run.json"))
+            except OSError:
+                if depth == 1:
+                    visit(entry.path, f"{prefix}{entry.name}/", 2)
+                continue
+            found[prefix + entry.name] = _fingerprint({"size": st.st_size, "mtime": st.st_mtime_ns,
+                                                       "ino": st.st_ino})
+    visit(root, "", 1)
     return found
 
 
@@ -145,18 +171,36 @@ def run_facts(run_id: str, meta: dict) -> dict[str, Any]:
 
 
 def _check_table(store: Store, path: str) -> str | None:
-    """None when the file is a readable Parquet file (its footer parses); the reason otherwise."""
-    import pyarrow.parquet as pq
-
+    """None when the file is framed as Parquet (magic bytes at both ends, a footer length that fits the file);
+    the reason otherwise. The footer itself is parsed when a query reads it (store_query marks the run damaged
+    then), which keeps indexing at a few file reads per run."""
     try:
-        if store.is_local:
-            pq.read_metadata(path)
-        else:
-            with store.fs.open(path, "rb") as f:
-                pq.read_metadata(f)
-        return None
-    except Exception as e:  # noqa: BLE001 - any failure to read the footer means the same: damaged
-        return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}".rstrip(": ")
+        with (open(path, "rb") if store.is_local else store.fs.open(path, "rb")) as f:
+            head = f.read(4)
+            size = f.seek(0, os.SEEK_END)
+            if size < 12:
+                return f"{size} bytes: too short for Parquet"
+            f.seek(size - 8)
+            tail = f.read(8)
+    except OSError as e:
+        return f"unreadable: {e}"
+    footer = int.from_bytes(tail[:4], "little")
+    if head != b"PAR1" or tail[4:] != b"PAR1":
+        return "not a Parquet file (no PAR1 magic at both ends: truncated or overwritten)"
+    if not 0 < footer <= size - 12:
+        return f"footer length {footer} does not fit a file of {size} bytes"
+    return None
+
+
+def _list_tables(store: Store, run_id: str, kind: str) -> list[str]:
+    """The Parquet files of one kind (tables/ or results/) of a run, sorted."""
+    if store.is_local:
+        try:
+            names = os.listdir(store.path(run_id, kind))
+        except OSError:
+            return []
+        return sorted(store.path(run_id, kind, n) for n in names if n.endswith(".parquet"))
+    return sorted(store.fs.glob(store.path(run_id, kind, "*.parquet")))
 
 
 def index_row(store: Store, run_id: str, fingerprint: str) -> dict[str, Any]:
@@ -175,7 +219,7 @@ def index_row(store: Store, run_id: str, fingerprint: str) -> dict[str, Any]:
     row.update(run_facts(run_id, meta))
     tables = []
     for kind in TABLE_KINDS:
-        for path in sorted(store.fs.glob(store.path(run_id, kind, "*.parquet"))):
+        for path in _list_tables(store, run_id, kind):
             name = path.rsplit("/", 1)[-1][:-len(".parquet")]
             problem = _check_table(store, path)
             if problem:

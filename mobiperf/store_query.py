@@ -32,8 +32,9 @@ def _sql_list(items: list[str]) -> str:
     return "[" + ", ".join("'" + s.replace("'", "''") + "'" for s in items) + "]"
 
 
-def connect(store: Store, index: pl.DataFrame):
-    """An in-memory DuckDB connection with the store's views (see the module docstring)."""
+def connect(store: Store, index: pl.DataFrame, sql: str | None = None):
+    """An in-memory DuckDB connection with the store's views (see the module docstring). Given the query, only
+    the table views it names are made: binding a view reads the footer of every file of its table."""
     import duckdb
 
     con = duckdb.connect()
@@ -47,6 +48,8 @@ def connect(store: Store, index: pl.DataFrame):
     for name, files in sorted(table_files(store, index).items()):
         if not _IDENT.match(name) or name in ("runs", "metric"):
             continue  # a file name that is no SQL name, or would hide a view: left out
+        if sql is not None and not re.search(rf"\b{name}\b", sql, re.IGNORECASE):
+            continue
         mapping = pl.DataFrame({_FILE_COL: [f for f, _ in files], "run_id": [r for _, r in files]})
         con.register(f"_files_{name}", mapping.to_arrow())
         con.execute(
@@ -67,13 +70,13 @@ def query_store(store: Store, sql: str, *, retries: int = 20) -> tuple[pl.DataFr
     for _ in range(retries + 1):
         con = None
         try:
-            con = connect(store, index)   # binding the views reads every table's footer
+            con = connect(store, index, sql)
             rel = con.sql(sql)
             return (rel.pl() if rel is not None else pl.DataFrame()), _notes(index)
         except duckdb.Error as e:
             damaged = _find_damaged(store, index, str(e))
             if damaged is None:
-                views = _view_names(con) if con is not None else []
+                views = sorted({"runs", "metric", *table_files(store, index)})
                 raise UsageError(f"query failed: {_first_line(e)}\n  tables: {', '.join(views)}") from None
             index = _mark_damaged(index, *damaged)
             write_index(store, index)
@@ -81,11 +84,6 @@ def query_store(store: Store, sql: str, *, retries: int = 20) -> tuple[pl.DataFr
             if con is not None:
                 con.close()
     raise UsageError(f"query failed: more than {retries} runs turned out damaged while it ran")
-
-
-def _view_names(con) -> list[str]:
-    rows = con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal ORDER BY view_name").fetchall()
-    return [r[0] for r in rows]
 
 
 def _first_line(e: Exception) -> str:
