@@ -78,8 +78,11 @@ def open_client(spec: ClusterSpec, *, resources: dict[str, float] | None = None,
     distributed = _import_distributed()
     connect_timeout_s = connect_timeout_s or CONNECT_TIMEOUT_S
     if spec.is_local:
+        # One task per worker process at a time, and one core each: Polars' and numba's own thread pools would
+        # otherwise put N workers x all cores threads on the cores.
+        env = {"POLARS_MAX_THREADS": "1", "NUMBA_NUM_THREADS": "1"}
         with distributed.LocalCluster(n_workers=spec.workers, threads_per_worker=1, processes=True,
-                                      dashboard_address=None, resources=resources) as cluster, \
+                                      dashboard_address=None, resources=resources, env=env) as cluster, \
                 distributed.Client(cluster) as client:
             yield client
         return
