@@ -12,18 +12,19 @@ compare counts it), all its metrics (a list column), the tables it has (`tables/
 reads only the runs whose fingerprint changed or that are new, and drops the rows of runs that are gone.
 
 A run that cannot be read (run.json corrupt or of a newer format, a table that is not framed as Parquet, or whose
-footer a query finds unreadable)
-keeps a row with `error` saying why, and no tables: queries skip it, never fail on it.
+footer a query finds unreadable) keeps a row with `error` saying why, and no tables: queries skip it, never fail
+on it.
 
 Limits: run directories are looked for one or two levels below the root, not deeper (a run directory's own
-raw/tables/results are not searched); a table's Parquet footer is checked when its run is indexed, its pages
-(beyond its framing) only when a query reads it; two processes updating one index at once both write a correct index, the last wins.
+raw/tables/results are not searched); a table's Parquet framing (magic bytes, footer length) is checked when its
+run is indexed, its footer and pages when a query reads it; two processes updating one index at once both write
+a correct index, the last wins. A query reads every run's file of each table it names: across 10,000 runs that is
+10,000 files (seconds); the headline metrics in the index answer in well under a second.
 """
 
 from __future__ import annotations
 
 import io
-import json
 import os
 import re
 import shlex

@@ -32,7 +32,8 @@ def fig_metric_by_group(fleet: Fleet, key: str) -> go.Figure:
     scale, suffix = (1e-6, " (ms)") if unit == "ns" else (1.0, f" ({unit})" if unit else "")
     labels = [g.label for g in fleet.groups]
     medians = [np.median(g.samples[key]) * scale if g.samples.get(key) else None for g in fleet.groups]
-    fig.add_bar(x=labels, y=medians, name="median", marker_color="#cfd8dc", hovertemplate="median %{y:.4g}<extra></extra>")
+    fig.add_bar(x=labels, y=medians, name="median", marker_color="#cfd8dc",
+                hovertemplate="median %{y:.4g}<extra></extra>")
     for g in fleet.groups:
         values = [v * scale for v in g.samples.get(key, [])]
         fig.add_scatter(x=[g.label] * len(values), y=values, mode="markers", name=g.label, showlegend=False,
@@ -58,7 +59,8 @@ def _summary_table(fleet: Fleet) -> str:
             if not values:
                 cells.append("<td>-</td>")
                 continue
-            text = f"{esc(format_quantity(float(np.median(values)), g.units.get(key, '')))} <small>n={len(values)}</small>"
+            median = format_quantity(float(np.median(values)), g.units.get(key, ""))
+            text = f"{esc(median)} <small>n={len(values)}</small>"
             row = rows_by_pair.get(g.label, {}).get(key) if i else None
             if row is not None:
                 c = row.result

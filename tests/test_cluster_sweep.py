@@ -10,7 +10,6 @@ where FAKE stands in for the Python interpreter and records which process ran it
 from __future__ import annotations
 
 import json
-import os
 import sys
 import threading
 import time

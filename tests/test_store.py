@@ -98,7 +98,8 @@ def test_runs_and_metric_views_hold_run_json(store):
     assert runs.height == N
     for row, m in zip(runs.iter_rows(named=True), metric.iter_rows(named=True)):
         meta = json.loads((store / row["run_id"] / "run.json").read_text())
-        want = next(x["value"] for x in meta["metrics"] if x["name"] == "block.bytes" and x["labels"] == {"op": "write"})
+        want = next(x["value"] for x in meta["metrics"]
+                    if x["name"] == "block.bytes" and x["labels"] == {"op": "write"})
         assert row["block_bytes_write"] == m["value"] == want
         assert row["kernel"] == meta["target"]["kernel"] and row["target"] == meta["target"]["target"]
         assert row["run_workload_time"] == meta["repetitions"][0]["workload_ns"]
