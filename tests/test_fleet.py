@@ -85,3 +85,6 @@ def test_report_cli_writes_the_fleet_page(fleet_store, tmp_path):
     asked = subprocess.run([sys.executable, "-m", "mobiperf", "report", str(fleet_store)], capture_output=True,
                            text=True, timeout=120)
     assert asked.returncode == 2 and "--by kernel,stack" in asked.stderr
+    one = subprocess.run([sys.executable, "-m", "mobiperf", "report", str(fleet_store / "6.1-A-0"), "--by", "kernel"],
+                         capture_output=True, text=True, timeout=120)
+    assert one.returncode == 2 and "is one run directory" in one.stderr

@@ -106,7 +106,9 @@ def test_runs_and_metric_views_hold_run_json(store):
 
 
 def test_load_store_frames_equal_the_duckdb_views(store):
-    frames = load_store(store)
+    import mobiperf
+
+    frames = mobiperf.load_store(store)
     s = Store.open(store)
     for table in ("io_class", "fs_latency"):
         got = frames[table].collect()

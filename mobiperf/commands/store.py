@@ -20,10 +20,19 @@ def is_store_arg(path: str | os.PathLike) -> bool:
     return "://" in text or (os.path.isdir(text) and not is_run_dir(text))
 
 
+def _refuse_one_run(path: str, option: str) -> None:
+    from mobiperf.store import is_run_dir
+
+    if "://" not in path and is_run_dir(path):
+        raise UsageError(f"{option} is for a store of runs; {path} is one run directory (give the directory "
+                         "that holds it)")
+
+
 def analyze_store_cli(store: str, cluster: str | None, fmt: str) -> None:
     """`mobiperf analyze STORE [--cluster ...]`: every run re-analysed, one line per run that failed, a summary."""
     from mobiperf.cluster import analyze_store, open_client, parse_cluster
 
+    _refuse_one_run(store, "--cluster")
     def done(outcome: dict, i: int, n: int) -> None:
         if outcome["error"]:
             click.echo(f"[{i}/{n}] {outcome['run_id']}: FAILED: {outcome['error']}", err=True)
@@ -56,6 +65,7 @@ def fleet_report_cli(store: str, by: str | None, output: Path | None, base: str 
     from mobiperf.reports.fleet_page import write_fleet_page
     from mobiperf.store import Store, update_index
 
+    _refuse_one_run(store, "--by")
     if not by:
         raise UsageError(f"{store} is a store of runs: say how to group them, e.g. --by kernel,stack")
     s = Store.open(store)

@@ -48,7 +48,8 @@ Examples:
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "csv"]), default="text", show_default=True,
               help="Output format of the matrix.")
 @click.option("--cluster", help="Send the cells to Dask workers that offer their target as a resource "
-                                "(`dask worker --resources \"adb:SERIAL=1\"`): local, local:N or tcp://HOST:PORT.")
+                                "(`dask worker --resources \"adb:SERIAL=1\"`, or local=1): tcp://HOST:PORT, or "
+                                "local:N (N cells at once on this host).")
 def cmd_sweep(output, params, repeat, seed, metric, timeout, retry_failed, status_only, dry_run, fmt,
               cluster) -> None:
     """Run WORKLOAD cells over a grid of stack and workload parameters, in a seeded random order, resumable;
