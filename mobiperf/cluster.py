@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -100,12 +101,14 @@ def open_client(spec: ClusterSpec, *, resources: dict[str, float] | None = None,
 
 
 def worker_name() -> str | None:
-    """The name of the Dask worker running the current task; None outside a worker."""
+    """The name of the Dask worker running the current task; None outside a worker (where Dask, not imported,
+    stays so)."""
+    distributed = sys.modules.get("distributed")
+    if distributed is None:
+        return None
     try:
-        from distributed import get_worker
-
-        return str(get_worker().name)
-    except (ImportError, ValueError):
+        return str(distributed.get_worker().name)
+    except ValueError:
         return None
 
 

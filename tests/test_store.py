@@ -199,3 +199,13 @@ def test_a_store_at_an_fsspec_url(analysed):
     assert df["n"].to_list() == want
     assert load_store("memory://lab")["io_class"].collect().height == sum(want)
     fs.rm("/lab", recursive=True)
+
+
+def test_without_cluster_dask_is_not_imported(tmp_path):
+    make_store(tmp_path / "runs", 2)
+    code = ("import sys\nfrom mobiperf.cli import main\nsys.argv = ['mobiperf', 'analyze', sys.argv[1]]\n"
+            "try:\n    main()\nfinally:\n"
+            "    print('dask imported' if {'dask', 'distributed'} & set(sys.modules) else 'no dask')")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "runs")], capture_output=True, text=True,
+                         timeout=300)
+    assert out.stdout.splitlines()[-2:] == ["2 of 2 runs analysed; 0 failed", "no dask"], out.stdout + out.stderr
