@@ -1,3 +1,10 @@
 """mobiperf: where does a phone's storage IO time go, layer by layer, and did a change help?"""
 
 __version__ = "0.1.0"
+
+
+def load_store(path):
+    """A store's runs and tables as lazy Polars frames, for notebooks (mobiperf.store_query.load_store)."""
+    from mobiperf.store_query import load_store as load
+
+    return load(path)

@@ -244,12 +244,22 @@ def _stderr_tail(path: Path, lines: int = 10) -> list[str]:
 
 @cli.command("analyze", epilog=_examples("mobiperf analyze runs/20261122-ext4-dd",
                                          "mobiperf analyze runs/x --format json | jq 'keys'",
-                                         "mobiperf analyze runs/x --format csv > breakdown.csv"))
-@click.argument("rundir", type=click.Path(path_type=Path))
+                                         "mobiperf analyze runs/x --format csv > breakdown.csv",
+                                         "mobiperf analyze runs/ --cluster local:2",
+                                         "mobiperf analyze /shared/runs --cluster tcp://scheduler:8786"))
+@click.argument("rundir")
 @format_option
-def cmd_analyze(rundir: Path, fmt: str) -> None:
+@click.option("--cluster", help="A store's runs in parallel on Dask, each run a task: local, local:N, or the "
+                                "scheduler's tcp://HOST:PORT (needs mobiperf[cluster]).")
+def cmd_analyze(rundir: str, fmt: str, cluster: str | None) -> None:
     """Re-parse and re-analyze a run directory offline, and print its IO classification (text: 120 columns, the
-    first 40 rows of each table; json and csv: every row)."""
+    first 40 rows of each table; json and csv: every row); given a store (a directory of run directories, or an
+    fsspec URL), re-analyse every run in it."""
+    from mobiperf.commands.store import analyze_store_cli, is_store_arg
+
+    if cluster or is_store_arg(rundir):
+        analyze_store_cli(rundir, cluster, fmt)
+        return
     from mobiperf import pipeline
     from mobiperf.runstore import RunDir
 
@@ -276,11 +286,20 @@ def cmd_analyze(rundir: Path, fmt: str) -> None:
         click.echo(f"note: {note}", err=True)
 
 
-@cli.command("report", epilog=_examples("mobiperf report runs/x", "mobiperf report runs/x -o /tmp/x.html"))
-@click.argument("rundir", type=click.Path(path_type=Path))
+@cli.command("report", epilog=_examples("mobiperf report runs/x", "mobiperf report runs/x -o /tmp/x.html",
+                                        "mobiperf report runs/ --by kernel,stack -o fleet.html"))
+@click.argument("rundir")
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the HTML here instead of RUNDIR.")
-def cmd_report(rundir: Path, output: Path | None) -> None:
-    """Draw the HTML report of a run directory from its result tables."""
+@click.option("--by", help="A store's fleet report: group its runs by these facts (kernel,stack,target,...).")
+@click.option("--base", help="Fleet report: the group the others are compared with (default: the first).")
+def cmd_report(rundir: str, output: Path | None, by: str | None, base: str | None) -> None:
+    """Draw the HTML report of a run directory from its result tables; given a store, the fleet report: the
+    headline metrics of its runs grouped --by facts, every group compared with BASE."""
+    from mobiperf.commands.store import fleet_report_cli, is_store_arg
+
+    if by or is_store_arg(rundir):
+        fleet_report_cli(rundir, by, output, base)
+        return
     from mobiperf import pipeline
     from mobiperf.runstore import RunDir
 

@@ -62,20 +62,10 @@ class RunDir:
 
     def read_meta(self) -> dict[str, Any]:
         try:
-            meta = json.loads(self.meta_path.read_text())
+            text = self.meta_path.read_text()
         except FileNotFoundError:
             raise UsageError(f"{self.path} is not a run directory: it has no run.json") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise UsageError(f"{self.meta_path} is corrupt: {e}") from None
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
-            raise UsageError(f"{self.meta_path} is not a mobiperf run description (format is not {FORMAT_NAME!r})")
-        version = meta.get("version")
-        if not isinstance(version, int) or version > FORMAT_VERSION:
-            raise UsageError(f"{self.meta_path} has format version {version!r}; this mobiperf reads up to "
-                             f"{FORMAT_VERSION} (upgrade mobiperf)")
-        if meta.get("status") not in STATUSES:
-            raise UsageError(f"{self.meta_path}: status {meta.get('status')!r} is not one of {STATUSES}")
-        return meta
+        return check_meta(text, self.meta_path)
 
     def write_meta(self, meta: dict[str, Any]) -> None:
         fd, tmp = tempfile.mkstemp(dir=self.path, prefix=".run.json.")
@@ -124,3 +114,21 @@ class RunDir:
     def _table_path(self, name: str) -> Path:
         kind = "tables" if name in TABLES else "results"
         return self.path / kind / f"{name}.parquet"
+
+
+def check_meta(text: str | bytes, where: Any) -> dict[str, Any]:
+    """run.json's text as a dict, checked: a mobiperf run description of a version this mobiperf reads, with a
+    known status. UsageError saying what is wrong (`where` names the file in the message)."""
+    try:
+        meta = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise UsageError(f"{where} is corrupt: {e}") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
+        raise UsageError(f"{where} is not a mobiperf run description (format is not {FORMAT_NAME!r})")
+    version = meta.get("version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise UsageError(f"{where} has format version {version!r}; this mobiperf reads up to "
+                         f"{FORMAT_VERSION} (upgrade mobiperf)")
+    if meta.get("status") not in STATUSES:
+        raise UsageError(f"{where}: status {meta.get('status')!r} is not one of {STATUSES}")
+    return meta

@@ -222,7 +222,8 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
               ("on", "off")),
     Parameter("target", "where the cell runs: local (the emulated stack on this host) or adb[:SERIAL] (a phone's "
               "own storage, a directory of its /data with the FUSE layer over it; the host-side models and the "
-              "filesystem parameters do not apply)", _target),
+              "filesystem parameters do not apply; with --cluster, the worker offering that target as a Dask "
+              "resource)", _target),
 )}
 
 DEFAULTS: dict[str, str] = {
@@ -231,7 +232,7 @@ DEFAULTS: dict[str, str] = {
     "fuse_wakeup": "0", "image_size": "1g", "layer": "native",
     "workload": "file", "access": "append", "sync": "buffered", "record": "512k", "file_size": "64m",
     "threads": "1", "final_fsync": "on", "journal": "truncate", "sqlite_sync": "full", "transactions": "100",
-    "syscalls": "off", "compat": "1.0.8",
+    "syscalls": "off", "compat": "1.0.8", "target": "local",
 }
 # On a target (a phone), cells run on a directory of its data partition; these parameters do not apply there.
 TARGET_DIR = "/data/local/tmp/mobiperf-sweep"
@@ -301,6 +302,7 @@ class CellPlan:
     bytes_moved: int = 0          # what the file workload writes or reads, for run.throughput
     transactions: int = 0         # SQLite transactions, for run.tps
     skip: str | None = None
+    target: str = "local"         # the `mobiperf run -t` of the cell; with --cluster, the Dask resource it needs
 
 
 def kernel_filesystems() -> set[str]:
@@ -806,6 +808,8 @@ def unit_argv(plan: CellPlan, run_path: Path, timeout_s: int, python: str = sys.
         argv[4:4] = ["-t", plan.target]
     if plan.scheduler:
         argv += ["--scheduler", plan.scheduler]
+    if plan.target != "local":
+        argv += ["-t", plan.target]
     if plan.device:
         argv += ["--device", plan.device]
     if plan.dirty != "host":

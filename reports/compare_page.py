@@ -106,17 +106,19 @@ def _p(c: stats.Comparison) -> str:
     return "-" if math.isnan(c.p_value) else f"{c.p_value:.2g}"
 
 
+CONTEXT_HEADERS = ["layer", "metric", "base", "new", "change", "ratio CI", "p", "n", "verdict", "why"]
+
+
 def _context_section(result: CompareResult) -> str:
     rows, attrs = [], []
     several = len(result.pairs) > 1
     for pair in result.pairs:
         for r in sorted(pair.context, key=lambda r: (LAYER_ORDER.index(r.layer), r.key)):
-            rows.append(_context_row(pair.new.label, r, several))
+            rows.append(context_row(pair.new.label, r, several))
             attrs.append({"layer": r.layer, "finding": "1" if r.result.verdict in FINDINGS else "0"})
     if not rows:
         return "<p class='sub'>No context metrics (all filtered out by --metric).</p>"
-    headers = (["NEW"] if several else []) + ["layer", "metric", "base", "new", "change", "ratio CI", "p", "n",
-                                              "verdict", "why"]
+    headers = (["NEW"] if several else []) + CONTEXT_HEADERS
     layers = [x for x in LAYER_ORDER if any(a["layer"] == x for a in attrs)]
     out = [f"<p class='sub'>{esc(result.context_note)}. Click a header to sort.</p>",
            table_filter("context-table", layers, findings=True),
@@ -128,7 +130,8 @@ def _context_section(result: CompareResult) -> str:
     return "".join(out)
 
 
-def _context_row(new_label: str, r: MetricRow, several: bool) -> list[tuple[str, object]]:
+def context_row(new_label: str, r: MetricRow, several: bool) -> list[tuple[str, object]]:
+    """One metric's cells in a sortable table (CONTEXT_HEADERS): medians, change, CI, p, n, verdict, why."""
     c = r.result
     ci = ("-" if math.isnan(c.ci_low) else f"{c.ci_low:.3g} – {c.ci_high:.3g}")
     cls = c.verdict.replace(" ", "-")

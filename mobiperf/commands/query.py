@@ -1,6 +1,8 @@
-"""`mobiperf query RUNDIR "SQL"`: SQL over a run's tables, for any question the breakdowns do not answer.
+"""`mobiperf query RUNDIR "SQL"`: SQL over a run's tables, for any question the breakdowns do not answer;
+`mobiperf query STORE "SQL"`: SQL across every run of a store (mobiperf.store_query, embedded DuckDB).
 
-Every event table (tables/*.parquet) and result table (results/*.parquet) of the run is registered under its
+A run directory (run.json at its top) and a store (a directory of run directories, or an fsspec URL) are told
+apart by content. Over one run, every event table (tables/*.parquet) and result table (results/*.parquet) of the run is registered under its
 name (block_event, block_rq, block_io, syscall_class, waterfall, ...) in a Polars SQL context; the tables are
 scanned lazily, so a query that reads one column of one table does not load the others.
 """
@@ -36,14 +38,23 @@ def run_query(rundir: Path, sql: str) -> pl.DataFrame:
                "  mobiperf query runs/x \"SELECT region, count(*) AS n, sum(size_bytes) AS bytes FROM block_io "
                "GROUP BY region\"\n"
                "  mobiperf query runs/x \"SELECT * FROM waterfall ORDER BY dur_ns DESC LIMIT 10\" --format csv\n"
-               "  mobiperf query runs/x --tables")
-@click.argument("rundir", type=click.Path(path_type=Path))
+               "  mobiperf query runs/x --tables\n"
+               "  mobiperf query runs/ \"SELECT kernel, stack, median(latency_d2c_p99_write) FROM runs GROUP BY ALL\"\n"
+               "  mobiperf query runs/ \"SELECT stack, op, count(*) AS n FROM block_io GROUP BY ALL ORDER BY ALL\"")
+@click.argument("rundir")
 @click.argument("sql", required=False)
 @click.option("--tables", "list_tables", is_flag=True, help="List the run's tables and their columns.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "csv"]), default="text", show_default=True,
               help="Output format.")
-def cmd_query(rundir: Path, sql: str | None, list_tables: bool, fmt: str) -> None:
-    """Run SQL (Polars SQL) over a run directory's event and result tables."""
+def cmd_query(rundir: str, sql: str | None, list_tables: bool, fmt: str) -> None:
+    """Run SQL over a run directory's event and result tables (Polars SQL), or across every run of a store
+    (DuckDB; views runs, metric and every table with the run's facts run_id, target, kernel, stack, workload)."""
+    from mobiperf.commands.store import is_store_arg
+
+    if is_store_arg(rundir):
+        _query_store(rundir, sql, list_tables, fmt)
+        return
+    rundir = Path(rundir)
     if list_tables:
         from mobiperf.runstore import RunDir
 
@@ -55,7 +66,27 @@ def cmd_query(rundir: Path, sql: str | None, list_tables: bool, fmt: str) -> Non
         return
     if not sql:
         raise UsageError("give a SQL query (or --tables to see what there is to query)")
-    df = run_query(rundir, sql)
+    _print_frame(run_query(rundir, sql), fmt)
+
+
+def _query_store(store: str, sql: str | None, list_tables: bool, fmt: str) -> None:
+    from mobiperf.store import Store
+    from mobiperf.store_query import list_views, query_store
+
+    s = Store.open(store)
+    if list_tables:
+        for name, cols in list_views(s):
+            click.echo(f"view   {name}: {', '.join(cols)}")
+        return
+    if not sql:
+        raise UsageError("give a SQL query (or --tables to see what there is to query)")
+    df, notes = query_store(s, sql)
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
+    _print_frame(df, fmt)
+
+
+def _print_frame(df: pl.DataFrame, fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps(df.to_dicts(), indent=2, default=str))
     elif fmt == "csv":

@@ -30,6 +30,7 @@ Examples:
   mobiperf sweep -o sweeps/fs                       # resume, then draw the matrix
   mobiperf sweep -o sweeps/fs --status --primary workload.ctx_switches
   mobiperf sweep -o sweeps/fs -p fs=ext4,xfs --dry-run > cells.sh   # one pasteable `mobiperf run` per cell
+  mobiperf sweep -o /shared/sw -p target=adb:SERIAL1,adb:SERIAL2 -p sync=fsync,fdatasync --cluster tcp://sched:8786
 """
 
 
@@ -49,7 +50,11 @@ Examples:
 @click.option("--dry-run", is_flag=True, help="Print the cells and their `mobiperf run` commands; run nothing.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "csv"]), default="text", show_default=True,
               help="Output format of the matrix.")
-def cmd_sweep(output, params, repeat, seed, primary, timeout, retry_failed, status_only, dry_run, fmt) -> None:
+@click.option("--cluster", help="Send the cells to Dask workers that offer their target as a resource "
+                                "(`dask worker --resources \"adb:SERIAL=1\"`, or local=1): tcp://HOST:PORT, or "
+                                "local:N (N cells at once on this host).")
+def cmd_sweep(output, params, repeat, seed, primary, timeout, retry_failed, status_only, dry_run, fmt,
+              cluster) -> None:
     """Run WORKLOAD cells over a grid of stack and workload parameters, in a seeded random order, resumable;
     write SWEEP/matrix.html (heatmap + table with confidence intervals)."""
     from mobiperf import sweep
@@ -83,7 +88,10 @@ def cmd_sweep(output, params, repeat, seed, primary, timeout, retry_failed, stat
                 f"[{i}/{n}] {u['cell']} rep {u['rep']}: {u['status']}"
                 + (f" ({u['error'][:200]})" if u.get("error") else ""), err=True))
         try:
-            data = sweep.run_sweep(output, definition, retry_failed=retry_failed, progress=progress)
+            if cluster:
+                data = _run_on_cluster(cluster, output, definition, retry_failed, progress)
+            else:
+                data = sweep.run_sweep(output, definition, retry_failed=retry_failed, progress=progress)
         except KeyboardInterrupt:
             click.echo(f"\ninterrupted; `mobiperf sweep -o {output}` continues where it stopped", err=True)
             sys.exit(130)
@@ -107,6 +115,16 @@ def cmd_sweep(output, params, repeat, seed, primary, timeout, retry_failed, stat
         counts = ", ".join(f"{v} {k}" for k, v in sweep.status_counts(data).items())
         click.echo(f"units: {counts}")
         click.echo(f"matrix: {page}")
+
+
+def _run_on_cluster(cluster: str, output: Path, definition, retry_failed: bool, progress) -> dict:
+    """The sweep with every unit a Dask task (mobiperf.sweep_cluster); a LocalCluster's workers offer `local`."""
+    from mobiperf.cluster import open_client, parse_cluster
+    from mobiperf.sweep_cluster import run_sweep_on_cluster
+
+    spec = parse_cluster(cluster)
+    with open_client(spec, resources={"local": 1} if spec.is_local else None) as client:
+        return run_sweep_on_cluster(output, definition, client, retry_failed=retry_failed, progress=progress)
 
 
 def _params_text(sdir, cell_id: str) -> str:
