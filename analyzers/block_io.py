@@ -15,6 +15,9 @@ issue), D2C (issue -> complete: driver and device), Q2C (the whole life). A phas
 events was not seen (blk-mq issues many requests directly, with no insert). Unlike btt, a negative or zero delta
 is kept as measured (ftrace text has microsecond timestamps, so 0 is common), never turned into 1 ns.
 Q2C = Q2G + G2I + I2D + D2C holds whenever all five exist, by construction.
+A re-dispatched request (issued again before it completed, pairing.py) has D2C from its last dispatch and its
+wait between the first and the last dispatch as redispatch_ns (null for a request dispatched once): a part of
+I2D, or of what precedes D2C when the trace has no insert.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ def classify_block_io(block_rq: pl.DataFrame, file_extent: pl.DataFrame | None =
         q2g_ns=_phase("getrq_ts", "queue_ts"), g2i_ns=_phase("insert_ts", "getrq_ts"),
         i2d_ns=_phase("issue_ts", "insert_ts"), d2c_ns=_phase("complete_ts", "issue_ts"),
         q2c_ns=_phase("complete_ts", "queue_ts"),
+        redispatch_ns=pl.when(pl.col("dispatches") > 1).then(_phase("issue_ts", "first_issue_ts")),
     )
     df = df.sort(BLOCK_ORDER, nulls_last=True)
     df = classify_locality(df, stream=["rep", "dev_major", "dev_minor", "op"],
@@ -56,4 +60,4 @@ def classify_block_io(block_rq: pl.DataFrame, file_extent: pl.DataFrame | None =
     return df.select("rep", "ts", "dev_major", "dev_minor", "sector", "size_bytes", "op", "rwbs", "size_class",
                      "size_log2_bytes", "locality", "locality_tolerant", "locality_global", "sync_mode", "region",
                      "file_type", "path", "is_meta", "queue_ts", "issue_ts", "complete_ts", "q2g_ns", "g2i_ns",
-                     "i2d_ns", "d2c_ns", "q2c_ns", "nr_bios", "pid", "comm")
+                     "i2d_ns", "d2c_ns", "q2c_ns", "nr_bios", "pid", "comm", "dispatches", "redispatch_ns")

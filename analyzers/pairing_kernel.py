@@ -24,7 +24,8 @@ ST_RQ_MERGE = 7
 ST_REQUEUE = 8
 ST_COMPLETE_NO_ISSUE = 9
 ST_FLUSH_SEQ_END = 10
-N_STATS = 11
+ST_REDISPATCH = 11
+N_STATS = 12
 
 
 @njit(cache=True)
@@ -164,9 +165,26 @@ def _pop_fresh(tab, used, node_next, node_ts, key, t, stale_ns, stats, stale_slo
 
 
 @njit(cache=True)
+def _issued_with_end(tab, node_next, node_ts, node_aux, key, end, t, stale_ns):
+    """The oldest issued element of queue `key` whose issued range ends at `end` and that is not older than
+    stale_ns at time t (-1 if none). A search only: nothing is unlinked or expired."""
+    row = _slot(tab, key)
+    if tab[row, 0] != key:
+        return -1
+    node = tab[row, 1]
+    while node >= 0:
+        if node_aux[node] == end and t - node_ts[node] <= stale_ns:
+            return node
+        node = node_next[node]
+    return -1
+
+
+@njit(cache=True)
 def _new_request(r, queue_ts, getrq_ts, insert_ts, issue_ts, complete_ts, issued_ev, inserted_ev, rwbs_ev, pid_ev,
-                 error_ev, bio_sector, bio_sectors, nr_bios, has_req, into):
-    """Request r as it is before any event sets a field: no times, no events, no bios."""
+                 error_ev, bio_sector, bio_sectors, nr_bios, has_req, into, first_issue_ts, dispatches):
+    """Request r as it is before any event sets a field: no times, no events, no bios, no dispatches."""
+    first_issue_ts[r] = NULL
+    dispatches[r] = 0
     queue_ts[r] = NULL
     getrq_ts[r] = NULL
     insert_ts[r] = NULL
@@ -225,6 +243,8 @@ def pair_events(kind, dev, sector, nr, ts, is_flush_op, stale_ns, span):
     nr_bios = np.empty(n_req_max, np.int64)
     has_req = np.empty(n_req_max, np.bool_)
     into = np.empty(n_req_max, np.int64)
+    first_issue_ts = np.empty(n_req_max, np.int64)
+    dispatches = np.empty(n_req_max, np.int64)
     n_req = 0
 
     for i in range(n):
@@ -276,7 +296,8 @@ def pair_events(kind, dev, sector, nr, ts, is_flush_op, stale_ns, span):
             r = n_req
             n_req += 1
             _new_request(r, queue_ts, getrq_ts, insert_ts, issue_ts, complete_ts, issued_ev, inserted_ev, rwbs_ev,
-                         pid_ev, error_ev, bio_sector, bio_sectors, nr_bios, has_req, into)
+                         pid_ev, error_ev, bio_sector, bio_sectors, nr_bios, has_req, into, first_issue_ts,
+                         dispatches)
             has_req[r] = True
             getrq_ts[r] = t
             nr_bios[r] = 1
@@ -369,6 +390,10 @@ def pair_events(kind, dev, sector, nr, ts, is_flush_op, stale_ns, span):
                         insert_ts[rb] = insert_ts[ra]
                     if issue_ts[ra] != NULL and issue_ts[ra] > issue_ts[rb]:
                         issue_ts[rb] = issue_ts[ra]
+                    if first_issue_ts[ra] != NULL and (first_issue_ts[rb] == NULL
+                                                       or first_issue_ts[ra] < first_issue_ts[rb]):
+                        first_issue_ts[rb] = first_issue_ts[ra]
+                    dispatches[rb] += dispatches[ra]
                     if complete_ts[ra] != NULL and complete_ts[ra] > complete_ts[rb]:
                         complete_ts[rb] = complete_ts[ra]
             continue
@@ -383,7 +408,8 @@ def pair_events(kind, dev, sector, nr, ts, is_flush_op, stale_ns, span):
                 r = n_req
                 n_req += 1
                 _new_request(r, queue_ts, getrq_ts, insert_ts, issue_ts, complete_ts, issued_ev, inserted_ev, rwbs_ev,
-                             pid_ev, error_ev, bio_sector, bio_sectors, nr_bios, has_req, into)
+                             pid_ev, error_ev, bio_sector, bio_sectors, nr_bios, has_req, into, first_issue_ts,
+                             dispatches)
             else:
                 r = node_val[b_hit]
                 root = _find(into, r)
@@ -396,7 +422,8 @@ def pair_events(kind, dev, sector, nr, ts, is_flush_op, stale_ns, span):
                 r = n_req
                 n_req += 1
                 _new_request(r, queue_ts, getrq_ts, insert_ts, issue_ts, complete_ts, issued_ev, inserted_ev, rwbs_ev,
-                             pid_ev, error_ev, bio_sector, bio_sectors, nr_bios, has_req, into)
+                             pid_ev, error_ev, bio_sector, bio_sectors, nr_bios, has_req, into, first_issue_ts,
+                             dispatches)
             else:
                 r = node_val[b_hit]
             root = _find(into, r)
@@ -408,17 +435,28 @@ def pair_events(kind, dev, sector, nr, ts, is_flush_op, stale_ns, span):
                 queue_ts[root] = node_ts[q_node]
             push_key = ks + PENDING
         elif k == I or k == D:
+            if b_hit < 0 and k == D and sized:
+                again = _issued_with_end(tab, node_next, node_ts, node_aux, ks + ISSUED, e, t, stale_ns)
+                if again >= 0:  # a re-dispatch: the same request goes to the driver again, no new request
+                    root = _find(into, node_val[again])
+                    issue_ts[root] = t
+                    issued_ev[root] = i
+                    dispatches[root] += 1
+                    stats[ST_REDISPATCH] += 1
+                    continue
             if b_hit < 0:
                 r = n_req
                 n_req += 1
                 _new_request(r, queue_ts, getrq_ts, insert_ts, issue_ts, complete_ts, issued_ev, inserted_ev, rwbs_ev,
-                             pid_ev, error_ev, bio_sector, bio_sectors, nr_bios, has_req, into)
+                             pid_ev, error_ev, bio_sector, bio_sectors, nr_bios, has_req, into, first_issue_ts,
+                             dispatches)
                 pid_ev[r] = i
             else:
                 r = node_val[b_hit]
-            if k == D and sized:  # the request's open end closes
-                _pop_fresh(tab, used, node_next, node_ts, ke + ENDS, t, stale_ns, stats, ST_STALE + ENDS)
             root = _find(into, r)
+            if k == D and sized and first_issue_ts[root] == NULL:  # the request's open end closes (a re-issue
+                # after a requeue closed it the first time)
+                _pop_fresh(tab, used, node_next, node_ts, ke + ENDS, t, stale_ns, stats, ST_STALE + ENDS)
             has_req[root] = True
             if pid_ev[root] < 0:
                 pid_ev[root] = i
@@ -427,8 +465,11 @@ def pair_events(kind, dev, sector, nr, ts, is_flush_op, stale_ns, span):
                 inserted_ev[root] = i
                 push_key = ks + PENDING
             else:
+                if first_issue_ts[root] == NULL:
+                    first_issue_ts[root] = t
                 issue_ts[root] = t
                 issued_ev[root] = i
+                dispatches[root] += 1
                 push_key = ks + ISSUED
                 push_aux = e
         elif k == R:
@@ -437,7 +478,8 @@ def pair_events(kind, dev, sector, nr, ts, is_flush_op, stale_ns, span):
                 r = n_req
                 n_req += 1
                 _new_request(r, queue_ts, getrq_ts, insert_ts, issue_ts, complete_ts, issued_ev, inserted_ev, rwbs_ev,
-                             pid_ev, error_ev, bio_sector, bio_sectors, nr_bios, has_req, into)
+                             pid_ev, error_ev, bio_sector, bio_sectors, nr_bios, has_req, into, first_issue_ts,
+                             dispatches)
             else:
                 r = node_val[b_hit]
             push_key = ks + PENDING
@@ -464,4 +506,4 @@ def pair_events(kind, dev, sector, nr, ts, is_flush_op, stale_ns, span):
         tab = _push(tab, used, push_key, node, node_next)
 
     return (n_req, queue_ts, getrq_ts, insert_ts, issue_ts, complete_ts, issued_ev, inserted_ev, rwbs_ev, pid_ev,
-            error_ev, bio_sector, bio_sectors, nr_bios, has_req, into, stats)
+            error_ev, bio_sector, bio_sectors, nr_bios, has_req, into, first_issue_ts, dispatches, stats)

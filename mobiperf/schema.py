@@ -54,10 +54,13 @@ BLOCK_RQ = Schema("block_rq", {
     "rep": I32, "dev_major": I32, "dev_minor": I32, "sector": I64, "size_bytes": I64, "rwbs": STR,
     "op": STR, "is_sync": BOOL, "is_meta": BOOL, "is_fua": BOOL, "is_preflush": BOOL, "is_readahead": BOOL,
     "queue_ts": I64, "getrq_ts": I64, "insert_ts": I64, "issue_ts": I64, "complete_ts": I64,
-    "nr_bios": I32, "pid": I32, "comm": STR, "error": I32, "is_complete_match": BOOL,
-}, "One row per block request: its bios' queue time (first bio), get-request, insert, issue and completion times"
-   " (null where the event was not seen), device, start sector, size and decoded rwbs. op is read, write, flush,"
-   " discard or other.")
+    "nr_bios": I32, "pid": I32, "comm": STR, "error": I32, "is_complete_match": BOOL, "first_issue_ts": I64,
+    "dispatches": I32,
+}, "One row per block request: its bios' queue time (first bio), get-request, insert, issue (the latest dispatch)"
+   " and completion times (null where the event was not seen), device, start sector, size and decoded rwbs. op is"
+   " read, write, flush, discard or other. first_issue_ts is its first dispatch and dispatches the number of issue"
+   " events it had (re-dispatches and re-issues after a requeue count; 0 if it was never seen issued).",
+    added=(("first_issue_ts", None), ("dispatches", 1)))
 
 TRACE_MARKER = Schema("trace_marker", {
     "rep": I32, "ts": I64, "pid": I32, "text": STR,
@@ -132,10 +135,12 @@ BLOCK_IO = Schema("block_io", {
     "locality_global": STR, "sync_mode": STR, "region": STR, "file_type": STR, "path": STR, "is_meta": BOOL,
     "queue_ts": I64, "issue_ts": I64, "complete_ts": I64,
     "q2g_ns": I64, "g2i_ns": I64, "i2d_ns": I64, "d2c_ns": I64, "q2c_ns": I64, "nr_bios": I32, "pid": I32,
-    "comm": STR,
+    "comm": STR, "dispatches": I32, "redispatch_ns": I64,
 }, "Every block request classified once in each dimension (size class and log2 bucket; locality strict,"
    " tolerant and global, with `first` for a stream's first request; sync mode from its flags; region data,"
-   " metadata, journal or none; file type and path through the layout snapshot) with its btt latency phases.")
+   " metadata, journal or none; file type and path through the layout snapshot) with its btt latency phases"
+   " (D2C from its last dispatch; redispatch_ns the wait from its first to its last dispatch, null if it was"
+   " dispatched once).", added=(("dispatches", 1), ("redispatch_ns", None)))
 
 PAIRING_SUMMARY = Schema("pairing_summary", {
     "rep": I32, "requests": I64, "fully_matched": I64, "matched_share": F64, "no_queue": I64, "no_issue": I64,
