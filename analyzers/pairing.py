@@ -288,13 +288,34 @@ def _with_rwbs_flags(df: pl.DataFrame) -> pl.DataFrame:
                            is_preflush=pl.col("is_preflush") & ~empty_flush)
 
 
+PHASE_EVENTS = (("queue", "queue_ts"), ("issue", "issue_ts"), ("complete", "complete_ts"))
+
+
 def summarize_pairing(block_rq: pl.DataFrame) -> pl.DataFrame:
-    """pairing_summary: per repetition, the requests and the share fully matched (see _fully_matched)."""
+    """pairing_summary: per repetition, the requests, how many were matched for what the trace could match
+    them for, and how many lack each phase.
+
+    A trace holds the phases its events give: an atrace "disk" capture has issues and completions only, so its
+    requests can be matched for D2C and nothing more. A request is matched when it has every phase (queue, issue,
+    completion) of which its device's trace holds any event (the flush requests of the kernel's flush machinery
+    need no queue: they have no bio); matched_for names those phases. fully_matched counts requests with all
+    three (is_complete_match), whatever the trace holds."""
     flush_internal = (pl.col("op") == "flush") & pl.col("getrq_ts").is_null()
-    return block_rq.group_by("rep").agg(
+    dev = ["rep", "dev_major", "dev_minor"]
+    held = block_rq.with_columns([pl.col(ts).is_not_null().any().over(dev).alias(f"_has_{name}")
+                                  for name, ts in PHASE_EVENTS])
+    needs = [~pl.col(f"_has_{name}") | pl.col(ts).is_not_null() | (flush_internal if name == "queue" else False)
+             for name, ts in PHASE_EVENTS]
+    phases = pl.concat_str([pl.when(pl.col(f"_has_{name}")).then(pl.lit(name)) for name, _ in PHASE_EVENTS],
+                           separator="+", ignore_nulls=True)
+    held = held.with_columns(_matched=pl.all_horizontal(needs), _phases=phases)
+    return held.group_by("rep").agg(
         requests=pl.len().cast(pl.Int64), fully_matched=pl.col("is_complete_match").sum().cast(pl.Int64),
+        matched=pl.col("_matched").sum().cast(pl.Int64),
+        matched_for=pl.col("_phases").unique().sort().str.join(" | "),
         no_queue=(pl.col("queue_ts").is_null() & ~flush_internal).sum().cast(pl.Int64),
         no_issue=pl.col("issue_ts").is_null().sum().cast(pl.Int64),
         no_complete=pl.col("complete_ts").is_null().sum().cast(pl.Int64),
-    ).with_columns(matched_share=pl.col("fully_matched") / pl.col("requests")).select(
-        "rep", "requests", "fully_matched", "matched_share", "no_queue", "no_issue", "no_complete").sort("rep")
+    ).with_columns(matched_share=pl.col("matched") / pl.col("requests")).select(
+        "rep", "requests", "matched", "matched_for", "matched_share", "fully_matched", "no_queue", "no_issue",
+        "no_complete").sort("rep")

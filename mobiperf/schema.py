@@ -143,10 +143,12 @@ BLOCK_IO = Schema("block_io", {
    " dispatched once).", added=(("dispatches", 1), ("redispatch_ns", None)))
 
 PAIRING_SUMMARY = Schema("pairing_summary", {
-    "rep": I32, "requests": I64, "fully_matched": I64, "matched_share": F64, "no_queue": I64, "no_issue": I64,
-    "no_complete": I64,
-}, "How completely the block events paired into requests, per repetition: requests with their queue (or a"
-   " kernel flush), issue and completion all seen, and how many lack each.")
+    "rep": I32, "requests": I64, "matched": I64, "matched_for": STR, "matched_share": F64, "fully_matched": I64,
+    "no_queue": I64, "no_issue": I64, "no_complete": I64,
+}, "How completely the block events paired into requests, per repetition: requests matched for every phase"
+   " (queue, issue, completion) their device's trace holds events of (matched_for; an issue/complete-only"
+   " capture: issue+complete), their share, requests with all three seen (fully_matched; a kernel flush needs no"
+   " queue) and how many lack each.")
 
 SYSCALL_CLASS = Schema("syscall_class", {
     "rep": I32, "ts": I64, "dur": I64, "pid": I32, "comm": STR, "syscall": STR, "op": STR, "fd": I32,

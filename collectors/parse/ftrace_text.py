@@ -57,7 +57,8 @@ BLOCK_EVENT_BODY = {
     "block_rq_abort": "rq_done",
     "block_split": "split", "block_plug": "plug", "block_unplug": "unplug",
 }
-MARKER_EVENTS = ("tracing_mark_write", "print")
+# `0` is what 3.x kernels print for a trace_marker write (`0: B|655|name`: the print event's ip, 0 for markers)
+MARKER_EVENTS = ("tracing_mark_write", "print", "0")
 SPLIT_EVENTS = [e for e, k in BLOCK_EVENT_BODY.items() if k == "split"]
 RQ_EVENTS = [e for e, k in BLOCK_EVENT_BODY.items() if k == "rq"]
 _KNOWN_HASH = np.array([scan.fnv1a(e) for e in BLOCK_EVENT_BODY], np.uint64)
