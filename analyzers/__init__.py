@@ -30,6 +30,7 @@ TABLE_SOURCES = {
     "jbd2_run_stats": ("jbd2:jbd2_run_stats",),
     "fuse_req": ("fuse:fuse_request_send", "fuse:fuse_request_end"),
     "trace_marker": ("ftrace (the generator writes its timed-window markers to trace_marker)",),
+    "android_fs_event": ("android_fs:android_fs_dataread_start/end", "android_fs:android_fs_datawrite_start/end"),
 }
 
 
@@ -44,7 +45,7 @@ class Analyzer:
 
 
 UPSTREAM = {"block_io": "block_rq", "syscall_class": "syscall_io", "waterfall": "syscall_io",
-            "sqlite_txn": "fsync_event"}
+            "sqlite_txn": "fsync_event", "file_io": "android_fs_event"}
 
 
 def table_sources(tables) -> tuple[str, ...]:
@@ -73,8 +74,8 @@ def _analyzer(name: str, needs: tuple[str, ...], produces: str, run: Callable,
 
 
 def registry() -> list[Analyzer]:
-    from mobiperf.analyzers import (amplification, block_io, io_class, latency, pairing, sqlite_txn, syscall,
-                                    waterfall)
+    from mobiperf.analyzers import (amplification, block_io, file_io, io_class, latency, pairing, sqlite_txn,
+                                    syscall, waterfall)
 
     return [
         _analyzer("pairing_summary", ("block_rq",), "pairing_summary", pairing.summarize_pairing),
@@ -82,8 +83,10 @@ def registry() -> list[Analyzer]:
         _analyzer("syscall_class", ("syscall_io",), "syscall_class", syscall.classify_syscalls),
         _analyzer("syscall_class+trace_clock", ("syscall_io", "trace_marker"), "syscall_class",
                   syscall.classify_syscalls_on_trace_clock),
-        _analyzer("io_class", ("block_io",), "io_class", io_class.count_io_classes, optional=("syscall_class",)),
-        _analyzer("io_share", ("block_io",), "io_share", io_class.share_io, optional=("syscall_class",)),
+        _analyzer("file_io", ("android_fs_event",), "file_io", file_io.classify_file_io),
+        _analyzer("io_class", ("block_io",), "io_class", io_class.count_io_classes,
+                  optional=("syscall_class", "file_io")),
+        _analyzer("io_share", ("block_io",), "io_share", io_class.share_io, optional=("syscall_class", "file_io")),
         _analyzer("latency_summary", ("block_io",), "latency_summary", latency.summarize_block_latency),
         _analyzer("syscall_latency", ("syscall_class",), "syscall_latency", latency.summarize_syscall_latency),
         _analyzer("fs_latency", ("fsync_event",), "fs_latency", latency.summarize_fsync_latency),

@@ -213,10 +213,8 @@ def pair_block_requests_oracle(block_event: pl.DataFrame, *, stale_after_ns: int
                      "nr_bios": max(r.nr_bios, 1), "pid": r.pid, "comm": r.comm, "error": r.error or 0})
     if not rows:
         return BLOCK_RQ.empty(), stats
-    out = pl.DataFrame(rows, schema_overrides={"queue_ts": pl.Int64, "getrq_ts": pl.Int64, "insert_ts": pl.Int64,
-                                               "issue_ts": pl.Int64, "complete_ts": pl.Int64, "first_issue_ts": pl.Int64,
-                                               "comm": pl.Utf8,
-                                               "rwbs": pl.Utf8})
+    times = ("queue_ts", "getrq_ts", "insert_ts", "issue_ts", "complete_ts", "first_issue_ts")
+    out = pl.DataFrame(rows, schema_overrides={**{t: pl.Int64 for t in times}, "comm": pl.Utf8, "rwbs": pl.Utf8})
     out = _with_rwbs_flags(out).with_columns(is_complete_match=_fully_matched())
     out = out.sort(SORT_KEYS, nulls_last=True, maintain_order=True)
     stats.requests = len(out)

@@ -214,8 +214,31 @@ def cmd_analyze(rundir: Path, fmt: str) -> None:
     for title, df in tables.items():
         click.echo(f"\n== {title}" if fmt == "text" else f"# {title}")  # csv: one commented title per table
         _print_table(df, fmt)
-    for name, why in run.read_meta().get("analysis", {}).get("skipped", {}).items():
-        click.echo(f"note: {name} not computed: {why}", err=True)
+    for note in skipped_notes(run.read_meta()):
+        click.echo(f"note: {note}", err=True)
+
+
+def skipped_notes(meta: dict) -> list[str]:
+    """What the analysis left out, said once per cause rather than once per table: for a collected run, the
+    events to enable when collecting; for an ingested one (nothing can be collected again), the tables its
+    traces lack."""
+    import re
+
+    skipped = meta.get("analysis", {}).get("skipped", {})
+    if not skipped:
+        return []
+    if meta.get("target", {}).get("target") == "ingested":
+        from mobiperf.schema import TABLES
+
+        lacking = sorted({t.strip() for why in skipped.values() for m in re.findall(r"needs the (.*?) table", why)
+                          for t in m.split(",")} & set(TABLES))  # event tables: what a trace holds or not
+        return [f"not computed from these traces: {', '.join(skipped)} (they have no {', '.join(lacking)} "
+                "events)"]
+    by_hint: dict[str, list[str]] = {}
+    for name, why in skipped.items():
+        hint = re.search(r"enable (.*) when collecting", why)
+        by_hint.setdefault(hint[1] if hint else why, []).append(name)
+    return [f"not computed: {', '.join(names)} (enable {hint} when collecting)" for hint, names in by_hint.items()]
 
 
 @cli.command("report", epilog=_examples("mobiperf report runs/x", "mobiperf report runs/x -o /tmp/x.html"))
@@ -256,7 +279,10 @@ def cmd_show(rundir: Path, fmt: str) -> None:
     for r in meta.get("repetitions", []):
         lost = parsed.get(str(r["index"]), {}).get("lost_events", {})
         lost_text = ", ".join(f"{source} {n}" for source, n in sorted(lost.items())) if lost else "none"
-        click.echo(f"rep {r['index']}    exit {r['exit_code']}  workload {r['workload_ns'] / 1e9:.3f} s"
+        took = f"{r['workload_ns'] / 1e9:.3f} s" if r.get("workload_ns") is not None else "unknown"
+        if r.get("workload_window") and r.get("workload_ns") is not None:  # an ingested trace: what says so
+            took += f" ({r['workload_window']})"
+        click.echo(f"rep {r['index']}    exit {r['exit_code']}  workload {took}"
                    f"  lost events: {lost_text}")
     for w in meta.get("warnings", []):
         click.echo(f"warning  {w}")

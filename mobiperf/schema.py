@@ -120,12 +120,20 @@ FILE_EXTENT = Schema("file_extent", {
    " journal / xfs log), or metadata (ext4 group descriptors, bitmaps and inode tables); physical_bytes is the"
    " offset on the device.")
 
+ANDROID_FS_EVENT = Schema("android_fs_event", {
+    **_EV, "op": STR, "phase": STR, "path": STR, "offset_bytes": I64, "size_bytes": I64, "cmdline": STR,
+    "task_pid": I32, "i_size_bytes": I64, "ino": I64,
+}, "Android's file IO events (android_fs_dataread/datawrite_start/end): op read or write, phase start or end;"
+   " path, cmdline, task_pid (the task's tgid) and i_size_bytes on starts only (null on ends). Reads are traced"
+   " where the page cache misses, writes where they enter it.")
+
 BLKTRACE_EVENT = Schema("blktrace_event", dict(BLOCK_EVENT.columns),
                         "blktrace records of a run that also has ftrace block events (which stay in block_event):"
                         " the same columns, kept apart so no request is counted twice.")
 
 TABLES = {s.name: s for s in (BLOCK_EVENT, BLOCK_RQ, TRACE_MARKER, FSYNC_EVENT, JBD2_RUN_STATS, JBD2_COMMIT,
-                              FUSE_EVENT, FUSE_REQ, SYSCALL_IO, FS_EVENT, FILE_EXTENT, BLKTRACE_EVENT)}
+                              FUSE_EVENT, FUSE_REQ, SYSCALL_IO, FS_EVENT, FILE_EXTENT, BLKTRACE_EVENT,
+                              ANDROID_FS_EVENT)}
 
 # --- result tables ---
 
@@ -158,11 +166,19 @@ SYSCALL_CLASS = Schema("syscall_class", {
    " classified: op read, write or sync; size; locality per (process, file) and per process; sync mode"
    " (buffered, o_sync, o_dsync, o_direct, fsync, fdatasync, msync, sync_file_range); file type from its path.")
 
+FILE_IO = Schema("file_io", {
+    "rep": I32, "ts": I64, "dur": I64, "pid": I32, "comm": STR, "op": STR, "path": STR, "file_type": STR,
+    "size_bytes": I64, "offset_bytes": I64, "size_class": STR, "size_log2_bytes": I64, "locality": STR,
+    "locality_tolerant": STR, "locality_global": STR, "sync_mode": STR, "ino": I64,
+}, "The file layer (Android's android_fs events): every file read where it missed the page cache and every"
+   " write where it entered it, with its path and file type, size and locality per (process, file); dur from"
+   " its start to its end event (null if none was seen).")
+
 IO_CLASS = Schema("io_class", {
     "rep": I32, "layer": STR, "op": STR, "size_class": STR, "locality": STR, "sync_mode": STR, "region": STR,
     "file_type": STR, "count": I64, "bytes": I64,
-}, "IO counts and bytes by layer (block, syscall), op, the papers' size class, strict locality, sync mode,"
-   " region (block layer; `-` at the syscall layer) and file type.")
+}, "IO counts and bytes by layer (block, syscall, file: Android's android_fs events), op, the papers' size"
+   " class, strict locality, sync mode, region (block layer; `-` at the others) and file type.")
 
 IO_SHARE = Schema("io_share", {
     "rep": I32, "layer": STR, "op": STR, "dimension": STR, "value": STR, "count": I64, "bytes": I64,
@@ -230,6 +246,6 @@ SQLITE_SUMMARY = Schema("sqlite_summary", {
    " KiB, file system journal KiB and the journal+metadata share of block write bytes; journal_mode inferred"
    " from the files (wal, delete, truncate, persist).")
 
-RESULTS = {s.name: s for s in (BLOCK_IO, PAIRING_SUMMARY, SYSCALL_CLASS, IO_CLASS, IO_SHARE, LATENCY_SUMMARY, SYSCALL_LATENCY,
-                               FS_LATENCY, FUSE_LATENCY, WATERFALL, BLOCK_CAUSE, LAYER_BREAKDOWN, AMPLIFICATION,
+RESULTS = {s.name: s for s in (BLOCK_IO, PAIRING_SUMMARY, SYSCALL_CLASS, FILE_IO, IO_CLASS, IO_SHARE,
+                               LATENCY_SUMMARY, SYSCALL_LATENCY, FS_LATENCY, FUSE_LATENCY, WATERFALL, BLOCK_CAUSE, LAYER_BREAKDOWN, AMPLIFICATION,
                                SQLITE_TXN, SQLITE_SUMMARY)}

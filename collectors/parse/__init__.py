@@ -68,6 +68,8 @@ def parse_raw_dir(raw: Path, rep: int) -> ParsedRaw:
     out.summary["lost_events"] = lost
     for src, n in lost.items():
         out.warnings.append(f"{src}: {n} events were lost (ring buffer overrun or blktrace gaps); counts are low")
+    for placed, label in sorted(labels.items(), key=lambda kv: -len(kv[0])):  # the user's names, not the copies'
+        out.warnings = [w.replace(str(raw / placed), label) for w in out.warnings]
     return out
 
 

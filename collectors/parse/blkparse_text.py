@@ -134,14 +134,14 @@ def parse_blkparse_text(path: Path, rep: int = 0, fmt: str | None = None) -> Blk
     if n_lines and not len(parsed):
         raise ParseError(path, int(df["line_no"][0]) + 1, f"not blkparse output: {df['line'][0][:80]!r}")
     act = pl.col("act").str.slice(0, 1)
+    warnings = []
+    if custom and "major" not in parsed.columns:
+        warnings.append(f"{path}: the blkparse format has no device (%D or %M,%m): events are put on device 0,0")
     if custom:
         parsed = _custom_columns(parsed)
     else:
         body = parsed["rest"].str.extract_groups(BODY).struct.unnest()
         parsed = pl.concat([parsed.drop("rest"), body, parsed.select("rest")], how="horizontal")
-    warnings = []
-    if custom and "major" not in parsed.columns:
-        warnings.append(f"{path}: the blkparse format has no device (%D or %M,%m): events are put on device 0,0")
     skipped = {f"{NO_ROW[a]} ({a})": n for a, n in parsed.group_by(act.alias("a")).len().iter_rows()
                if a in NO_ROW}
     markers = parsed.filter(pl.col("act") == "m")

@@ -272,8 +272,12 @@ def ingest(inputs: list[Path], out: Path, *, kind: str = "auto", label: str | No
         raise
     meta = rundir.read_meta()
     window = workload_window_ns(rundir)
+    record = meta["repetitions"][0]
     if window is not None:  # the traced window (or the markers' one) stands for the workload's duration
-        meta["repetitions"][0]["workload_ns"], meta["repetitions"][0]["workload_window"] = window
+        record["workload_ns"], record["workload_window"] = window
+    else:  # nothing says how long it ran (a strace log without times): no duration rather than a made-up 0
+        record.pop("workload_ns", None)
+        record["workload_window"] = "unknown"
     meta["status"] = "complete"
     rundir.write_meta(meta)
     pipeline.report(rundir)
