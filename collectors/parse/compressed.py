@@ -124,19 +124,19 @@ def _copy_stream(src, out: Path) -> None:
 def _gunzip(path: Path, out: Path, label: str):
     with gzip.open(path, "rb") as src:
         _copy_stream(src, out)
-    return [(out, label.removesuffix(".gz"))]
+    return [(out, label)]
 
 
 def _unxz(path: Path, out: Path, label: str):
     with lzma.open(path, "rb") as src:
         _copy_stream(src, out)
-    return [(out, label.removesuffix(".xz"))]
+    return [(out, label)]
 
 
 def _unbzip2(path: Path, out: Path, label: str):
     with bz2.open(path, "rb") as src:
         _copy_stream(src, out)
-    return [(out, label.removesuffix(".bz2"))]
+    return [(out, label)]
 
 
 def _unzstd(path: Path, out: Path, label: str):
@@ -147,7 +147,7 @@ def _unzstd(path: Path, out: Path, label: str):
             _copy_stream(src, out)
     except zstandard.ZstdError as e:
         raise ValueError(f"zstd: {e}") from None
-    return [(out, label.removesuffix(".zst"))]
+    return [(out, label)]
 
 
 def _unzip(path: Path, dest: Path, label: str):
