@@ -1,9 +1,10 @@
 """Block events -> one row per block request (the `block_rq` table).
 
-Three implementations of one definition: pair_block_requests runs the compiled state machine (pairing_kernel.py,
-numba; with the table work around it ~5 M events/s of CPU here), pair_block_requests_vectorized matches every
-FIFO at once with numpy (fifo.py; used when numba is missing), and pairing_oracle.py is the obvious
-event-at-a-time Python; tests hold all three equal.
+Three implementations of one definition: pair_block_requests_compiled runs the compiled state machine
+(pairing_kernel.py, numba; with the table work around it ~5 M events/s of CPU here), pair_block_requests_vectorized
+matches every FIFO at once with numpy (pairing_vectorized.py, fifo.py; for traces under COMPILED_MIN_EVENTS events,
+where starting numba would cost more than the pairing, and where numba is missing), and pairing_oracle.py is the
+obvious event-at-a-time Python; tests hold all three equal. pair_block_requests picks by size.
 
 Definitions (shared with the event-at-a-time oracle in pairing_oracle.py, which tests compare against):
 
@@ -166,8 +167,22 @@ _STAT_NAMES = ("stale queue", "stale open end", "stale pending request", "stale 
                "complete without issue")
 
 
+# Below this many events the vectorized pairing runs (about 0.6 µs of CPU an event here): starting numba for the
+# compiled one costs about a second of CPU and 90 MB, more than pairing half a million events with numpy.
+COMPILED_MIN_EVENTS = 500_000
+
+
 def pair_block_requests(block_event: pl.DataFrame, *, stale_after_ns: int = STALE_AFTER_NS
                         ) -> tuple[pl.DataFrame, PairingStats]:
+    """block_rq rows and pairing statistics: the compiled state machine for COMPILED_MIN_EVENTS events or more,
+    the vectorized pairing below (the same rows: tests hold them equal)."""
+    if len(block_event) < COMPILED_MIN_EVENTS:
+        return pair_block_requests_vectorized(block_event, stale_after_ns=stale_after_ns)
+    return pair_block_requests_compiled(block_event, stale_after_ns=stale_after_ns)
+
+
+def pair_block_requests_compiled(block_event: pl.DataFrame, *, stale_after_ns: int = STALE_AFTER_NS
+                                 ) -> tuple[pl.DataFrame, PairingStats]:
     """block_rq rows and pairing statistics; the compiled state machine (pairing_kernel.py)."""
     try:
         from mobiperf.analyzers.pairing_kernel import NULL, pair_events

@@ -14,23 +14,24 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from mobiperf import __version__
 from mobiperf import metrics as metrics_mod
 from mobiperf.analyzers import headline_metrics, registry, table_sources
-from mobiperf.collectors import plan_collectors
-from mobiperf.collectors.ftrace import EventSpec
 from mobiperf.collectors.parse import derive_tables, parse_raw_dir
 from mobiperf.errors import MissingTableError, MobiperfError, TargetError, UsageError
 from mobiperf.progress import stage
-from mobiperf.reports.page import render_report
 from mobiperf.runstore import RunDir
 from mobiperf.schema import RESULTS, TABLES
-from mobiperf.stack import REFERENCE_BIN, StackSpec, make_stack
-from mobiperf.target.probe import Capabilities
-from mobiperf.target.transport import Transport
+
+if TYPE_CHECKING:  # imported where used: analysing an ingested trace needs no stack, collector or plotly
+    from mobiperf.collectors.ftrace import EventSpec
+    from mobiperf.stack import StackSpec
+    from mobiperf.target.probe import Capabilities
+    from mobiperf.target.transport import Transport
 
 
 @dataclass
@@ -114,6 +115,9 @@ def _check_can_trace(transport: Transport, caps: Capabilities, request: RunReque
 
 def collect_repetition(transport: Transport, caps: Capabilities, request: RunRequest, rundir: RunDir,
                        rep: int) -> dict:
+    from mobiperf.collectors import plan_collectors
+    from mobiperf.stack import make_stack
+
     raw = rundir.raw_dir(rep)
     with make_stack(transport, request.stack, scheduler=request.scheduler, image_size=request.image_size,
                     counters_dir=raw, device=request.device, dirty_limit=request.dirty_limit,
@@ -162,6 +166,8 @@ def _workload_command(transport: Transport, command: list[str], workdir: str,
                       active: contextlib.ExitStack) -> tuple[list[str], dict[str, str]]:
     """The workload's argv and environment: the reference binaries on its PATH, pushed to the device when the
     target is remote (and removed afterwards)."""
+    from mobiperf.stack import REFERENCE_BIN
+
     if transport.name == "local":
         return list(command), {"PATH": f"{REFERENCE_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
     from mobiperf.target.android import android_facts, push_reference_binaries
@@ -217,7 +223,7 @@ def analyze(rundir: RunDir, *, reparse: bool = False) -> dict[str, pl.DataFrame]
         meta["warnings"] = notes + [w for w in meta.get("warnings", [])
                                     if not w.startswith(("parse:", "collect:"))] + parse_warnings
     results: dict[str, pl.DataFrame] = {}
-    available = {name: rundir.read_table(name) for name in TABLES if rundir.has_table(name)}
+    available = _TablesOnDemand(rundir)  # read when an analyzer needs one (block_event is large, none reads it)
     skipped, without = {}, {}
     for analyzer in registry():
         inputs = [results.get(need, available.get(need)) for need in analyzer.needs]
@@ -245,6 +251,26 @@ def analyze(rundir: RunDir, *, reparse: bool = False) -> dict[str, pl.DataFrame]
     meta["metrics"] = metrics_mod.median_metrics(per_rep)
     rundir.write_meta(meta)
     return results
+
+
+class _TablesOnDemand(dict):
+    """The run's event tables, each read from its file the first time it is asked for (.get, [])."""
+
+    def __init__(self, rundir: RunDir):
+        super().__init__()
+        self.rundir = rundir
+
+    def __missing__(self, name: str) -> pl.DataFrame:
+        if name not in TABLES or not self.rundir.has_table(name):
+            raise KeyError(name)
+        self[name] = self.rundir.read_table(name)
+        return self[name]
+
+    def get(self, name: str, default=None):
+        try:
+            return self[name]
+        except KeyError:
+            return default
 
 
 def workload_metrics(rundir: RunDir, rep: int) -> list[dict]:
@@ -282,6 +308,8 @@ def report(rundir: RunDir, out: Path | None = None) -> Path:
             meta.setdefault("warnings", []).append(f"report: {name} skipped: {e} (re-run `mobiperf analyze`)")
     path = out or rundir.path / "report.html"
     tmp = Path(f"{path}.tmp")
+    from mobiperf.reports.page import render_report
+
     tmp.write_text(render_report(meta, tables))
     os.replace(tmp, path)
     return path

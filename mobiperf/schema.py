@@ -42,13 +42,15 @@ class Schema:
 
 
 I64, I32, U64, STR, BOOL, F64 = pl.Int64, pl.Int32, pl.UInt64, pl.Utf8, pl.Boolean, pl.Float64
+CAT = pl.Categorical()  # a string column of few distinct values, 4 bytes a row (block events: tens of millions)
 
 BLOCK_EVENT = Schema("block_event", {
-    "rep": I32, "ts": I64, "cpu": I32, "pid": I32, "comm": STR, "event": STR,
+    "rep": I32, "ts": I64, "cpu": I32, "pid": I32, "comm": CAT, "event": CAT,
     "dev_major": I32, "dev_minor": I32, "sector": I64, "nr_sector": I64, "size_bytes": I64,
-    "rwbs": STR, "error": I32,
+    "rwbs": CAT, "error": I32,
 }, "One row per ftrace block event (block_bio_queue, block_getrq, block_rq_insert/issue/complete, merges, split,"
-   " requeue); sector/nr_sector are -1 where the event has none (plug/unplug).")
+   " requeue); sector/nr_sector are -1 where the event has none (plug/unplug). comm, event and rwbs are"
+   " categorical (strings stored once: a 1 GB trace's block events fit in memory).")
 
 BLOCK_RQ = Schema("block_rq", {
     "rep": I32, "dev_major": I32, "dev_minor": I32, "sector": I64, "size_bytes": I64, "rwbs": STR,

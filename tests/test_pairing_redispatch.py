@@ -19,14 +19,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mobiperf.analyzers.pairing import pair_block_requests, pair_block_requests_vectorized
+from mobiperf.analyzers.pairing import pair_block_requests_compiled, pair_block_requests_vectorized
 from mobiperf.analyzers.pairing_oracle import pair_block_requests_oracle
 from mobiperf.schema import BLOCK_EVENT
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_pairing_properties import simulate_block_layer  # noqa: E402
 
-PAIRINGS = (pair_block_requests, pair_block_requests_vectorized, pair_block_requests_oracle)
+PAIRINGS = (pair_block_requests_compiled, pair_block_requests_vectorized, pair_block_requests_oracle)
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 S = 1_858_816
 
@@ -137,8 +137,8 @@ def check_redispatches_change_nothing_else(before: pl.DataFrame, after: pl.DataF
 def test_redispatches_never_change_requests_or_bytes_of_issue_complete_traces(seed, n, devices):
     ev = issue_complete_only(simulate_block_layer(seed, n, devices=devices, overlap=False))
     again, added = with_redispatches(ev, seed, 0.3)
-    before, stats_before = pair_block_requests(ev)
-    after, stats = pair_block_requests(again)
+    before, stats_before = pair_block_requests_compiled(ev)
+    after, stats = pair_block_requests_compiled(again)
     n_added = sum(len(v) for v in added.values())
     check_redispatches_change_nothing_else(before, after, n_added, stats_before, stats)
     # D2C from the last dispatch: a request whose last issue got re-dispatches now has its last one as issue_ts
@@ -160,8 +160,8 @@ def test_redispatches_never_change_requests_or_bytes_of_full_traces(seed, n):
     """Traces with queue, merge, insert, requeue and flush events (no two requests in flight share sectors)."""
     ev = simulate_block_layer(seed, n, overlap=False)
     again, added = with_redispatches(ev, seed, 0.3)
-    before, stats_before = pair_block_requests(ev)
-    after, stats = pair_block_requests(again)
+    before, stats_before = pair_block_requests_compiled(ev)
+    after, stats = pair_block_requests_compiled(again)
     check_redispatches_change_nothing_else(before, after, sum(len(v) for v in added.values()), stats_before, stats)
     assert stats.matched_share == 1.0 and not stats.unmatched, stats.as_dict()
     for pair in PAIRINGS[1:]:

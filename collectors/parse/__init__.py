@@ -92,11 +92,11 @@ def _numbered(raw: Path, first: str, pattern: str) -> list[Path]:
 
 
 def _parse_ftrace_texts(raw: Path, rep: int, labels: dict, add, out: ParsedRaw) -> None:
-    from mobiperf.collectors.parse.ftrace_text import parse_ftrace_text
-
     texts = [(p, "ftrace") for p in _numbered(raw, "ftrace.txt", "ftrace-*.txt")]
     if (raw / "syscalls.txt").exists():
         texts.append((raw / "syscalls.txt", "syscalls"))
+    if texts:  # imported only when there is text to parse: a run of blktrace files never loads it
+        from mobiperf.collectors.parse.ftrace_text import parse_ftrace_text
     for trace, source in texts:
         key = labels.get(trace.name, source)
         parsed = parse_ftrace_text(trace, rep)
@@ -145,7 +145,7 @@ def _parse_block_traces(raw: Path, rep: int, labels: dict, add, out: ParsedRaw, 
     """blktrace records and blkparse text: block_event, or blktrace_event beside ftrace block events."""
     table = "blktrace_event" if has_ftrace_blocks else "block_event"
     if (raw / "blktrace").is_dir():
-        from mobiperf.collectors.parse.blktrace import blktrace_files, parse_blktrace
+        from mobiperf.collectors.parse.blktrace_format import blktrace_files, parse_blktrace
 
         for group in blktrace_files(raw / "blktrace"):
             blk = parse_blktrace(group, rep)

@@ -235,7 +235,7 @@ def _keep_one_buffer(dat: Path, text: Path) -> None:
 
 
 def ingest(inputs: list[Path], out: Path, *, kind: str = "auto", label: str | None = None,
-           blkparse_format: str | None = None):
+           blkparse_format: str | None = None, report: bool = True):
     """Build, parse, analyze and report a run directory from foreign traces; returns the RunDir.
 
     An ingest that fails before its traces are parsed, or whose traces hold no event mobiperf reads, leaves no
@@ -280,7 +280,8 @@ def ingest(inputs: list[Path], out: Path, *, kind: str = "auto", label: str | No
         record["workload_window"] = "unknown"
     meta["status"] = "complete"
     rundir.write_meta(meta)
-    pipeline.report(rundir)
+    if report:
+        pipeline.report(rundir)
     return rundir
 
 
@@ -297,9 +298,11 @@ def _user_names(message: str, raw: Path) -> str:
 
 def _refuse_if_empty(rundir, inputs: list[Path]) -> None:
     """A UsageError when the parsed tables hold no event at all (what the traces did hold, if anything)."""
+    import polars as pl
+
     from mobiperf.schema import TABLES
 
-    if any(rundir.has_table(t) and len(rundir.read_table(t)) for t in TABLES):
+    if any(rundir.has_table(t) and rundir.scan_table(t).select(pl.len()).collect().item() for t in TABLES):
         return
     meta = rundir.read_meta()
     seen: dict[str, int] = {}
@@ -327,14 +330,14 @@ def workload_window_ns(rundir) -> tuple[int, str] | None:
     import polars as pl
 
     if rundir.has_table("trace_marker"):
-        m = rundir.read_table("trace_marker")
+        m = rundir.read_table("trace_marker")  # small: the text is needed
         lo = m.filter(pl.col("text").str.contains(WINDOW_START))["ts"].min()
         hi = m.filter(pl.col("text").str.contains(WINDOW_END))["ts"].max()
         if lo is not None and hi is not None and hi > lo:
             return int(hi - lo), "markers"
     for tables, what in ((TRACE_CLOCK_TABLES, "trace span"), (("syscall_io",), "strace span")):
-        spans = [rundir.read_table(t).select(pl.col("ts").min().alias("lo"), pl.col("ts").max().alias("hi"))
-                 for t in tables if rundir.has_table(t)]
+        spans = [rundir.scan_table(t).select(pl.col("ts").min().alias("lo"), pl.col("ts").max().alias("hi"))
+                 .collect() for t in tables if rundir.has_table(t)]
         both = pl.concat(spans).drop_nulls() if spans else None
         if both is not None and len(both):
             return int(both["hi"].max() - both["lo"].min()), what
@@ -350,11 +353,13 @@ def workload_window_ns(rundir) -> tuple[int, str] | None:
 @click.option("--label", help="A description of where the traces come from (stored as the run's stack).")
 @click.option("--blkparse-format", metavar="FMT",
               help="The -f format blkparse wrote the text inputs with (default: blkparse's own).")
-def cmd_ingest(inputs, output, kind, label, blkparse_format) -> None:
+@click.option("--no-report", is_flag=True, help="Parse and analyze only (`mobiperf report RUNDIR` draws it later).")
+def cmd_ingest(inputs, output, kind, label, blkparse_format, no_report) -> None:
     """Make a run directory from traces collected elsewhere (ftrace text, systrace and atrace output, blktrace
     files, blkparse text, trace-cmd .dat, strace logs; compressed or zipped as they are shared), then parse,
     analyze and report it like `mobiperf run` does."""
-    rundir = ingest(list(inputs), output, kind=kind, label=label, blkparse_format=blkparse_format)
+    rundir = ingest(list(inputs), output, kind=kind, label=label, blkparse_format=blkparse_format,
+                    report=not no_report)
     meta = rundir.read_meta()
     for kind_name, files in meta["repetitions"][0]["ingested"].items():
         click.echo(f"{kind_name:<10} {len(files)} file(s)")
@@ -362,7 +367,7 @@ def cmd_ingest(inputs, output, kind, label, blkparse_format) -> None:
         click.echo(f"table      {table}")
     for w in meta.get("warnings", []):
         click.echo(f"warning    {w}")
-    click.echo(f"report: {rundir.path / 'report.html'}")
+    click.echo(f"report: {rundir.path / 'report.html'}" if not no_report else f"run: {rundir.path}")
 
 
 def register(group: click.Group) -> None:
