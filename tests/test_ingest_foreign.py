@@ -120,6 +120,16 @@ def test_blkparse_text_gives_the_tables_of_the_binary_records(tmp_path):
     assert any("has no device" in w for w in custom.read_meta()["warnings"])
 
 
+def test_workload_time_is_the_span_of_every_event_line(tmp_path):
+    """LISA's trace holds 6 markers among 3718 other events: the span is the whole trace's (trace-cmd report -t:
+    2084.021442860 to 2084.449525380), not the markers' 0.26 ms."""
+    with tarfile.open(FIX / "trace-cmd" / "lisa-sched_load-3.x-raw.tar.gz") as tar:
+        tar.extractall(tmp_path / "pages", filter="data")
+    record = ingest([tmp_path / "pages" / "ftrace_raw"], tmp_path / "run").read_meta()["repetitions"][0]
+    assert record["workload_window"] == "trace span"
+    assert record["workload_ns"] == 2084_449_525_380 - 2084_021_442_860
+
+
 def test_old_kernel_print_events_with_char_buf_of_size_0(tmp_path):
     """LISA's 3.x trace: `field:char buf; size:0` in the print format; its 6 markers were lost before."""
     from mobiperf.collectors.parse.ftrace_raw import parse_ftrace_raw

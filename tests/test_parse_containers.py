@@ -49,6 +49,13 @@ def test_legacy_html_escapes(tmp_path):
     assert plain_text(tmp_path, html.encode()) == LINE + BLOCK
 
 
+def test_legacy_html_drops_systraces_own_clock_sync_line(tmp_path):
+    """catapult's HTML suffix ends the trace with a line of time 0 that no kernel wrote."""
+    html = (f'<html>\n  <script>\n  var linuxPerfData = "\\\n{BLOCK.rstrip()}\\n\\\n'
+            '           dummy-0000  [000] 0.0: 0: trace_event_clock_sync: parent_ts=0.0\\n";\n  </script>\n')
+    assert plain_text(tmp_path, html.encode()) == BLOCK
+
+
 def test_current_html_skips_json_and_reads_base64_gzip(tmp_path):
     packed = base64.b64encode(gzip.compress(BLOCK.encode())).decode()
     html = (f'<!DOCTYPE html>\n<html>\n  <script class="trace-data" type="application/text">\n'

@@ -19,8 +19,8 @@ ALL = sorted(FIXTURES.glob("*.txt"))
 @pytest.mark.parametrize("path", ALL, ids=[p.name for p in ALL])
 def test_fast_path_equals_regex_oracle(path):
     fast, oracle = parse_ftrace_text(path, compiled=True), parse_ftrace_text_regex(path)
-    assert (fast.lines, fast.other_events, fast.truncated_at, fast.lost_events) == \
-        (oracle.lines, oracle.other_events, oracle.truncated_at, oracle.lost_events)
+    assert (fast.lines, fast.other_events, fast.truncated_at, fast.lost_events, fast.span) == \
+        (oracle.lines, oracle.other_events, oracle.truncated_at, oracle.lost_events, oracle.span)
     assert fast.block_event.equals(oracle.block_event)
     assert fast.trace_marker.equals(oracle.trace_marker)
     assert sorted(fast.events) == sorted(oracle.events)
@@ -198,6 +198,7 @@ def test_scan_in_line_ranges_on_threads_equals_one_scan(case, how, tmp_path, mon
     assert sorted(split.events) == sorted(whole.events)
     for name, table in split.events.items():
         assert table.equals(whole.events[name]), name
-    assert (split.lines, split.unparsed_by_event, split.other_events, split.truncated_at, split.lost_events) == (
-        whole.lines, whole.unparsed_by_event, whole.other_events, whole.truncated_at, whole.lost_events)
+    assert (split.lines, split.unparsed_by_event, split.other_events, split.truncated_at, split.lost_events,
+            split.span) == (whole.lines, whole.unparsed_by_event, whole.other_events, whole.truncated_at,
+                            whole.lost_events, whole.span)
     assert len(whole.block_event) + sum(map(len, whole.events.values())) > 0

@@ -107,7 +107,7 @@ def _parse_ftrace_texts(raw: Path, rep: int, labels: dict, add, out: ParsedRaw) 
         for name, df in parsed.events.items():
             add(name, df)
         out.summary[key] = {"lines": parsed.lines, "unparsed": parsed.unparsed_by_event,
-                            "other_events": parsed.other_events,
+                            "other_events": parsed.other_events, "span_ns": parsed.span,
                             # The saved per-CPU stats and the LOST notes in the text see the same loss.
                             "lost_events": max(_ftrace_lost(raw / f"{trace.stem}_stats.json"),
                                                parsed.lost_events)}
@@ -123,7 +123,7 @@ def _parse_ftrace_pages(raw: Path, rep: int, add, out: ParsedRaw) -> None:
         add("trace_marker", binary.trace_marker)
     for name, df in binary.events.items():  # ext4, jbd2, fuse, writeback, syscalls: as the text path
         add(name, df)
-    out.summary["ftrace_raw"] = {"events": binary.events_total, "pages": binary.pages,
+    out.summary["ftrace_raw"] = {"events": binary.events_total, "pages": binary.pages, "span_ns": binary.span,
                                  "undecoded": binary.undecoded, "other_events": binary.other_events,
                                  "unparsed": binary.unparsed_by_event, "unrendered": binary.unrendered,
                                  "lost_events": max(_ftrace_lost(raw / "ftrace_raw_stats.json"),

@@ -13,6 +13,7 @@ Containers, told apart by their first bytes (never by the file name):
     legacy    `var linuxPerfData = "\\` then one JavaScript string line per trace line, `...\\n\\` (catapult before
               2015, Android SDK systrace of that time): the escapes (`\\n`, `\\\\`, `\\"`, the line-continuation
               backslash) are removed. Copies where they were already removed (trappy's test data) read as they are.
+              The `dummy-0000 [000] 0.0: 0: trace_event_clock_sync` line systrace appends is dropped.
     current   `<script class="trace-data" type="application/text">` blocks: ftrace text as it is, base64 of
               gzip (trace2html), or JSON (Chrome trace events: not an IO trace, skipped).
 Everything is streamed into files of the destination directory (a 1 GB trace never sits in memory), nested
@@ -41,6 +42,9 @@ ATRACE_MARKER = re.compile(rb"(?:^|\n)TRACE:\r?\n")
 # at the start of a line (the viewer's own JavaScript mentions both inside longer lines)
 LEGACY_START = re.compile(rb'^\s*var\s+linuxPerfData\s*=\s*"', re.M)
 TRACE_DATA_START = re.compile(rb'^\s*<script[^>]*class="trace-data"[^>]*>', re.M)
+# legacy systrace's HTML suffix appends a clock-sync line of its own at time 0 (not from the kernel: it would
+# stretch the trace's span back to the epoch of the trace clock)
+SYSTRACE_DUMMY = re.compile(rb"^\s*dummy-0000\s+\[000\]\s+0\.0+: 0: trace_event_clock_sync: parent_ts=0\.0\s*$")
 
 
 @dataclass(frozen=True)
@@ -249,7 +253,9 @@ def _unhtml(path: Path, out: Path, label: str):
             legacy_end = mode == "legacy" and re.search(rb'(?<!\\)";\s*$', line)
             text = line[:end] if end >= 0 else (line[:legacy_end.start()] if legacy_end else line)
             if text.strip():
-                block.write(_unescape_js_line(text) if mode == "legacy" else text)
+                text = _unescape_js_line(text) if mode == "legacy" else text
+                if not SYSTRACE_DUMMY.match(text):
+                    block.write(text)
             if end >= 0 or legacy_end:
                 block.close()
                 block = None

@@ -76,6 +76,7 @@ class FtraceTables:
     other_events: dict[str, int] = field(default_factory=dict)
     truncated_at: int | None = None  # byte offset of a cut last line
     lost_events: int = 0  # from `CPU:N [LOST n EVENTS]` lines (trace_pipe) / trace-cmd's `EVENTS DROPPED`
+    span: tuple[int, int] | None = None  # first and last time of every event line, read by a table or not
 
     @property
     def warnings(self) -> list[str]:
@@ -128,6 +129,7 @@ class _Pieces:
     lost: int = 0
     truncated_at: int | None = None
     slow: bool = False
+    span: tuple[int, int] | None = None
 
 
 def _chunks(path: Path):
@@ -181,7 +183,7 @@ def _parse_compiled(path: Path, rep: int) -> FtraceTables:
                         lines=got.lines, lost_events=got.lost, unparsed_by_event=got.unparsed,
                         other_events={e: n for e, n in got.counts.items()
                                       if e not in known and not is_known_event(e)},
-                        truncated_at=got.truncated_at)
+                        truncated_at=got.truncated_at, span=got.span)
 
 
 _CATEGORICAL = [c for c, t in BLOCK_EVENT.columns.items() if t == pl.Categorical()]
@@ -219,6 +221,8 @@ def _parse_chunk(data: bytes, offset: int, line_base: int, rep: int, got: _Piece
         for ev, n in slow.group_by("event").len().iter_rows():
             got.counts[ev] = got.counts.get(ev, 0) + n
         head = pl.concat([head, slow.select(_HEAD_COLUMNS)], how="vertical_relaxed")
+    for ts in (fast_block["ts"], head["ts"]):
+        got.span = _widen(got.span, ts.min(), ts.max())
     slow_block, slow_unparsed = _regex_block(head, rep)
     for ev, n in slow_unparsed.items():
         got.unparsed[ev] = got.unparsed.get(ev, 0) + n
@@ -253,6 +257,7 @@ def parse_ftrace_text_regex(path: Path, rep: int = 0) -> FtraceTables:
     if n_bad:
         unparsed["(no header)"] = n_bad
     head = head.filter(pl.col("event").is_not_null())
+    span = _span(head["ts"])
     counts = dict(head.group_by("event").len().iter_rows())
     block, block_unparsed = _regex_block(head, rep)
     unparsed.update(block_unparsed)
@@ -266,7 +271,18 @@ def parse_ftrace_text_regex(path: Path, rep: int = 0) -> FtraceTables:
                         lost_events=lost,
                         unparsed_by_event=unparsed,
                         other_events={e: n for e, n in counts.items() if e not in known and not is_known_event(e)},
-                        truncated_at=truncated_at)
+                        truncated_at=truncated_at, span=span)
+
+
+def _span(ts) -> tuple[int, int] | None:
+    lo, hi = ts.min(), ts.max()
+    return None if lo is None else (int(lo), int(hi))
+
+
+def _widen(span: tuple[int, int] | None, lo, hi) -> tuple[int, int] | None:
+    if lo is None:
+        return span
+    return (int(lo), int(hi)) if span is None else (min(span[0], int(lo)), max(span[1], int(hi)))
 
 
 # --- fast path helpers ---

@@ -326,7 +326,8 @@ TRACE_CLOCK_TABLES = ("block_event", "trace_marker", "fsync_event", "jbd2_commit
 def workload_window_ns(rundir) -> tuple[int, str] | None:
     """How long the traced workload ran, and what says so: the window between start and end markers (the
     generator's `timed_start`/`timed_end`, LISA's TRACE_MARKER_START/STOP) when the trace has both, else the span
-    of the trace-clock events, else the span of the strace log (wall clock; never mixed with the trace clock)."""
+    of the trace clock (every event line of the ftrace sources, read by a table or not, and the trace-clock
+    tables), else the span of the strace log (wall clock; never mixed with the trace clock)."""
     import polars as pl
 
     if rundir.has_table("trace_marker"):
@@ -335,9 +336,13 @@ def workload_window_ns(rundir) -> tuple[int, str] | None:
         hi = m.filter(pl.col("text").str.contains(WINDOW_END))["ts"].max()
         if lo is not None and hi is not None and hi > lo:
             return int(hi - lo), "markers"
+    parsed = [s.get("span_ns") for summary in rundir.read_meta().get("parse", {}).get("repetitions", {}).values()
+              for s in summary.values() if isinstance(s, dict) and s.get("span_ns")]
     for tables, what in ((TRACE_CLOCK_TABLES, "trace span"), (("syscall_io",), "strace span")):
         spans = [rundir.scan_table(t).select(pl.col("ts").min().alias("lo"), pl.col("ts").max().alias("hi"))
                  .collect() for t in tables if rundir.has_table(t)]
+        if what == "trace span" and parsed:
+            spans.append(pl.DataFrame({"lo": [p[0] for p in parsed], "hi": [p[1] for p in parsed]}))
         both = pl.concat(spans).drop_nulls() if spans else None
         if both is not None and len(both):
             return int(both["hi"].max() - both["lo"].min()), what
