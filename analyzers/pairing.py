@@ -295,7 +295,9 @@ def _with_rwbs_flags(df: pl.DataFrame) -> pl.DataFrame:
         "rwbs": uniq, "op": [decoded[s].op for s in uniq],
         "is_sync": [decoded[s].is_sync for s in uniq], "is_meta": [decoded[s].is_meta for s in uniq],
         "is_fua": [decoded[s].is_fua for s in uniq], "is_preflush": [decoded[s].is_preflush for s in uniq],
-        "is_readahead": [decoded[s].is_readahead for s in uniq]}, schema_overrides={"rwbs": pl.Utf8})
+        "is_readahead": [decoded[s].is_readahead for s in uniq]},
+        schema_overrides={"rwbs": pl.Utf8, "op": pl.Utf8, **{f: pl.Boolean for f in (
+            "is_sync", "is_meta", "is_fua", "is_preflush", "is_readahead")}})  # typed when empty too
     df = df.join(flags, on="rwbs", how="left")
     # a pre-flush of no data is a flush request (3.x kernels: `FWS` + 0), not a write of 0 bytes
     empty_flush = pl.col("is_preflush") & (pl.col("size_bytes") == 0) & (pl.col("op") != "flush")

@@ -196,6 +196,36 @@ def pair_vectorized(block_event: pl.DataFrame, *, stale_after_ns: int = STALE_AF
     return _request_rows(ev, kind, ts, q_src, root, is_partial, completing, stats)
 
 
+def _range_open_before(kind, d, cons, dev, start, end, order) -> np.ndarray:
+    """Per event: for issues, whether an earlier issue of the very same (device, sector, end) is still open when
+    it comes, completions and requeues of that range closing them in order (one that finds none open closes
+    nothing: the clipped running sum of fifo.py, m = c + min(0, cummin(d - c)))."""
+    rows = np.concatenate([d, cons])
+    is_d = np.concatenate([np.ones(len(d), np.int64), np.zeros(len(cons), np.int64)])
+    perm = np.lexsort((order[rows], end[rows], start[rows], dev[rows]))
+    rows, is_d = rows[perm], is_d[perm]
+    out = np.zeros(len(kind), bool)
+    if not len(rows):
+        return out
+    first = np.empty(len(rows), bool)
+    first[0] = True
+    first[1:] = (dev[rows[1:]] != dev[rows[:-1]]) | (start[rows[1:]] != start[rows[:-1]]) \
+        | (end[rows[1:]] != end[rows[:-1]])
+    group = np.cumsum(first) - 1
+    starts = np.flatnonzero(first)
+
+    def group_cumsum(x):
+        cs = np.cumsum(x)
+        return cs - (cs - x)[starts][group]
+
+    issued, closed = group_cumsum(is_d), group_cumsum(1 - is_d)
+    span = 4 * (len(rows) + 1)
+    cm = np.minimum.accumulate((issued - closed) - group * span) + group * span
+    open_now = issued - (closed + np.minimum(cm, 0))
+    out[rows] = (is_d == 1) & (open_now - 1 > 0)
+    return out
+
+
 def _replay_redispatches(maybe, kind, completing, partial, src_end, start, nr, end, wanted_end, key, dev, order, ts,
                          stale_ns) -> np.ndarray:
     """Which of the issues that found no pending request (`maybe`) are re-dispatches, and of what: the issued
@@ -205,11 +235,17 @@ def _replay_redispatches(maybe, kind, completing, partial, src_end, start, nr, e
     own end takes it for a re-dispatch and pushes nothing). Returns per event the event whose issued element a
     re-dispatch found (an issue, or the partial completion that left the rest issued), else -1."""
     out = np.full(len(kind), -1, np.int64)
-    cand = np.flatnonzero(maybe)
-    if not len(cand):
-        return out
     d = np.flatnonzero(kind == D)
     cons = np.flatnonzero(completing | (kind == R))
+    # Only issues that can find an element of their own end are replayed: an earlier issue of the same (device,
+    # sector, end) not yet taken by a completion or requeue of that range, or a partial completion's rest that
+    # starts at their sector (an over-estimate: the replay decides). An atrace "disk" capture has no pending
+    # requests, so every one of its issues is in `maybe`; this keeps the replay to the few re-dispatched ranges.
+    rest_keys = np.unique(key(dev[partial], start[partial] + nr[partial]))
+    cand = np.flatnonzero(maybe & (_range_open_before(kind, d, cons, dev, start, end, order)
+                                   | np.isin(key(dev, start), rest_keys)))
+    if not len(cand):
+        return out
     row_ev = np.concatenate([d, partial, cons])
     row_key = np.concatenate([key(dev[d], start[d]), key(dev[partial], start[partial] + nr[partial]),
                               key(dev[cons], start[cons])])

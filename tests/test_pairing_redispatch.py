@@ -142,12 +142,12 @@ def test_redispatches_never_change_requests_or_bytes_of_issue_complete_traces(se
     n_added = sum(len(v) for v in added.values())
     check_redispatches_change_nothing_else(before, after, n_added, stats_before, stats)
     # D2C from the last dispatch: a request whose last issue got re-dispatches now has its last one as issue_ts
-    last = {(ev["sector"][i], ev["ts"][i]): max(ts) for i, ts in added.items()}
+    last = {(ev["dev_minor"][i], ev["sector"][i], ev["ts"][i]): max(ts) for i, ts in added.items()}
     keys = ["rep", "dev_minor", "sector", "size_bytes", "complete_ts"]
     joined = before.sort(keys, nulls_last=True).with_columns(
         after.sort(keys, nulls_last=True).select(pl.col("issue_ts").alias("issue_ts_after")))
-    moved = {(s, t): a for s, t, a in joined.select("sector", "issue_ts", "issue_ts_after").iter_rows()
-             if (s, t) in last}
+    moved = {(d, s, t): a for d, s, t, a in joined.select("dev_minor", "sector", "issue_ts", "issue_ts_after")
+             .iter_rows() if (d, s, t) in last}
     assert moved == last
     for pair in PAIRINGS[1:]:
         other, other_stats = pair(again)
