@@ -249,5 +249,6 @@ SQLITE_SUMMARY = Schema("sqlite_summary", {
    " from the files (wal, delete, truncate, persist).")
 
 RESULTS = {s.name: s for s in (BLOCK_IO, PAIRING_SUMMARY, SYSCALL_CLASS, FILE_IO, IO_CLASS, IO_SHARE,
-                               LATENCY_SUMMARY, SYSCALL_LATENCY, FS_LATENCY, FUSE_LATENCY, WATERFALL, BLOCK_CAUSE, LAYER_BREAKDOWN, AMPLIFICATION,
+                               LATENCY_SUMMARY, SYSCALL_LATENCY, FS_LATENCY, FUSE_LATENCY, WATERFALL, BLOCK_CAUSE,
+                               LAYER_BREAKDOWN, AMPLIFICATION,
                                SQLITE_TXN, SQLITE_SUMMARY)}

@@ -7,7 +7,6 @@ Expected figures are counted by hand in the fixtures (tests/fixtures/README.md s
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import shutil
 import subprocess
@@ -54,7 +53,8 @@ def test_legacy_systrace_excerpt_counts(tmp_path):
     assert len(markers) == 81  # 38 `0: B|...`, 38 `0: E`, 5 `0: C|...`
     assert int(markers["text"].str.starts_with("B|").sum()) == 38
     assert markers["text"][0] == "C|124|VSYNC|1" and not markers["text"].str.contains(r"\\").any()
-    summary = run.read_meta()["parse"]["repetitions"]["0"][str(FIX / "systrace" / "catapult-android_systrace-excerpt.html") + ":linuxPerfData"]
+    name = f"{FIX / 'systrace' / 'catapult-android_systrace-excerpt.html'}:linuxPerfData"  # the file's own name
+    summary = run.read_meta()["parse"]["repetitions"]["0"][name]
     assert summary["other_events"] == {"sched_switch": 582, "sched_wakeup": 333} and summary["unparsed"] == {}
 
 
@@ -153,9 +153,9 @@ def test_redispatched_requests_count_once_with_d2c_from_the_last_dispatch(tmp_pa
     lat = {r["phase"]: r for r in table(run, "latency_summary").iter_rows(named=True)}
     assert lat["d2c"]["count"] == 8 and lat["d2c"]["p50_ns"] == 350_000 and lat["d2c"]["mean_ns"] == 350_000
     assert lat["redispatch"]["count"] == 3 and lat["redispatch"]["max_ns"] == 1_400_000
-    io = table(run, "block_io").sort("sector")
-    assert io["dispatches"].to_list() == [1, 2, 1, 2, 1, 1, 2, 1]
-    assert io["redispatch_ns"].drop_nulls().to_list() == [1_400_000, 700_000, 1_400_000]
+    requests = table(run, "block_io").sort("sector")
+    assert requests["dispatches"].to_list() == [1, 2, 1, 2, 1, 1, 2, 1]
+    assert requests["redispatch_ns"].drop_nulls().to_list() == [1_400_000, 700_000, 1_400_000]
     summary = table(run, "pairing_summary").row(0, named=True)
     assert (summary["matched"], summary["matched_for"], summary["fully_matched"]) == (8, "issue+complete", 0)
     assert metric(run, "block.pairing.matched_share") == 1.0
@@ -168,7 +168,8 @@ def test_3x_empty_flush_is_a_flush_not_a_write(tmp_path):
     trace.write_text(
         "     nand-dev-rw-3714  ( 3714) [001] d..2 37268.879592: block_rq_issue: 93,32 FWS 0 () "
         "18446744073709551615 + 0 [nand-dev-rw]\n"
-        "     nand-dev-rw-3714  ( 3714) [001] d..2 37268.891845: block_rq_issue: 93,32 WS 0 () 28368 + 8 [nand-dev-rw]\n"
+        "     nand-dev-rw-3714  ( 3714) [001] d..2 37268.891845: block_rq_issue: 93,32 WS 0 () 28368 + 8 "
+        "[nand-dev-rw]\n"
         "     nand-dev-rw-3714  ( 3714) [001] d..2 37268.891882: block_rq_complete: 93,32 WS () 28368 + 8 [0]\n"
         "     nand-dev-rw-3714  ( 3714) [001] d..2 37268.891930: block_rq_issue: 93,32 FWS 0 () "
         "18446744073709551615 + 0 [nand-dev-rw]\n"
@@ -198,9 +199,9 @@ def test_android_fs_events_give_the_file_layer(tmp_path):
                               ("write", "db-wal", 3, 12288), ("write", "unknown", 1, 4096)]
 
 
-@pytest.mark.parametrize("name, calls, timed", [("dd-dsync-cat.plain.strace", {"write": (8, 32858), "read": (13, 297408)},
-                                                 False),
-                                                ("dd-dsync.tt.strace", {"write": (7, 16475), "read": (8, 26240)}, True)])
+@pytest.mark.parametrize("name, calls, timed", [
+    ("dd-dsync-cat.plain.strace", {"write": (8, 32858), "read": (13, 297408)}, False),
+    ("dd-dsync.tt.strace", {"write": (7, 16475), "read": (8, 26240)}, True)])
 def test_strace_without_ttt_is_read_for_counts_and_sizes(tmp_path, name, calls, timed):
     run = ingest([FIX / "strace" / name], tmp_path / "strace")
     io_ = table(run, "syscall_io")

@@ -83,7 +83,8 @@ def test_flushes_and_other_sizes_are_not_redispatches(pair):
 def with_redispatches(ev: pl.DataFrame, seed: int, share: float) -> tuple[pl.DataFrame, dict[int, list[int]]]:
     """ev with re-dispatches added: after some sized issues, copies of the issue row at later points before
     the next event at that (device, sector), if that is the request's whole completion or its requeue, each with
-    the time of the row it follows. Returns the new events and, per original issue row, the times of its re-dispatches."""
+    the time of the row it follows. Returns the new events and, per original issue row, the times of its
+    re-dispatches."""
     rnd = random.Random(seed)
     rows = ev.rows()
     col = {c: i for i, c in enumerate(ev.columns)}

@@ -92,7 +92,8 @@ def test_blkparse_text_is_told_by_content(tmp_path):
 
 
 def test_descriptions_are_printable():
-    assert describe_head(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03" * 20) == "binary data (1f 8b 08 00 00 00 00 00 ...)"
+    gzip_head = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03" * 20
+    assert describe_head(gzip_head) == "binary data (1f 8b 08 00 00 00 00 00 ...)"
     assert describe_head(b"\n\n  hello world  \nmore") == "first line 'hello world'"
 
 
