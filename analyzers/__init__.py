@@ -32,6 +32,7 @@ TABLE_SOURCES = {
     "trace_marker": ("ftrace (the generator writes its timed-window markers to trace_marker)",),
     "jbd2_commit": ("jbd2:jbd2_start_commit", "jbd2:jbd2_end_commit"),
     "task_role": ("a `mobiperf run` (raw/tasks.json: the workload's root, the FUSE daemons, mobiperf)",),
+    "android_fs_event": ("android_fs:android_fs_dataread_start/end", "android_fs:android_fs_datawrite_start/end"),
 }
 
 
@@ -51,7 +52,7 @@ ANALYSIS_PARAMS = {"scope": "workload", "device_private": True, "sqlite_journal"
 
 
 UPSTREAM = {"block_io": "block_rq", "syscall_class": "syscall_io", "io_span": "syscall_io",
-            "waterfall": "syscall_io", "sqlite_txn": "fsync_event"}
+            "waterfall": "syscall_io", "sqlite_txn": "fsync_event", "file_io": "android_fs_event"}
 
 
 def table_sources(tables) -> tuple[str, ...]:
@@ -81,8 +82,8 @@ def _analyzer(name: str, needs: tuple[str, ...], produces: str, run: Callable,
 
 
 def registry() -> list[Analyzer]:
-    from mobiperf.analyzers import (amplification, block_io, io_class, io_span, latency, pairing, sqlite_txn,
-                                    syscall, waterfall)
+    from mobiperf.analyzers import (amplification, block_io, file_io, io_class, io_span, latency, pairing,
+                                    sqlite_txn, syscall, waterfall)
 
     calls = ("trace_marker", "task_role", "fuse_req")
     return [
@@ -90,8 +91,10 @@ def registry() -> list[Analyzer]:
         _analyzer("block_io", ("block_rq",), "block_io", block_io.classify_block_io,
                   optional=("file_extent", "task_role", "syscall_io"), params=("scope", "device_private")),
         _analyzer("syscall_class", ("syscall_io",), "syscall_class", syscall.classify_syscalls, optional=calls),
-        _analyzer("io_class", ("block_io",), "io_class", io_class.count_io_classes, optional=("syscall_class",)),
-        _analyzer("io_share", ("block_io",), "io_share", io_class.share_io, optional=("syscall_class",)),
+        _analyzer("file_io", ("android_fs_event",), "file_io", file_io.classify_file_io),
+        _analyzer("io_class", ("block_io",), "io_class", io_class.count_io_classes,
+                  optional=("syscall_class", "file_io")),
+        _analyzer("io_share", ("block_io",), "io_share", io_class.share_io, optional=("syscall_class", "file_io")),
         _analyzer("latency_summary", ("block_io",), "latency_summary", latency.summarize_block_latency),
         _analyzer("syscall_latency", ("syscall_class",), "syscall_latency", latency.summarize_syscall_latency),
         _analyzer("fs_latency", ("fsync_event",), "fs_latency", latency.summarize_fsync_latency),

@@ -19,6 +19,9 @@ issue), D2C (issue -> complete: driver and device), Q2C (the whole life). A phas
 events was not seen (blk-mq issues many requests directly, with no insert). Unlike btt, a negative or zero delta
 is kept as measured (ftrace text has microsecond timestamps, so 0 is common), never turned into 1 ns.
 Q2C = Q2G + G2I + I2D + D2C holds whenever all five exist, by construction.
+A re-dispatched request (issued again before it completed, pairing.py) has D2C from its last dispatch and its
+wait between the first and the last dispatch as redispatch_ns (null for a request dispatched once): a part of
+I2D, or of what precedes D2C when the trace has no insert.
 """
 
 from __future__ import annotations
@@ -58,8 +61,12 @@ def classify_block_io(block_rq: pl.DataFrame, file_extent: pl.DataFrame | None =
         q2g_ns=_phase("getrq_ts", "queue_ts"), g2i_ns=_phase("insert_ts", "getrq_ts"),
         i2d_ns=_phase("issue_ts", "insert_ts"), d2c_ns=_phase("complete_ts", "issue_ts"),
         q2c_ns=_phase("complete_ts", "queue_ts"),
+        redispatch_ns=pl.when(pl.col("dispatches") > 1).then(_phase("issue_ts", "first_issue_ts")),
     )
-    df = df.sort(BLOCK_ORDER, nulls_last=True)
+    # ordered through a narrow frame of the keys: sorting the whole table moves every column (and its memory)
+    order = df.select(BLOCK_ORDER).with_row_index("_i").sort(BLOCK_ORDER, nulls_last=True,
+                                                             maintain_order=True)["_i"]
+    df = df[order]
     df = classify_locality(df, stream=["rep", "dev_major", "dev_minor", "op"],
                            global_stream=["rep", "dev_major", "dev_minor"], order_by=BLOCK_ORDER,
                            start=pl.col("sector") * 512, length=pl.col("size_bytes"))
@@ -68,4 +75,5 @@ def classify_block_io(block_rq: pl.DataFrame, file_extent: pl.DataFrame | None =
     return df.select("rep", "ts", "dev_major", "dev_minor", "sector", "size_bytes", "op", "rwbs", "size_class",
                      "size_log2_bytes", "locality", "locality_tolerant", "locality_global", "sync_mode", "region",
                      "file_type", "path", "is_meta", "queue_ts", "issue_ts", "complete_ts", "q2g_ns", "g2i_ns",
-                     "i2d_ns", "d2c_ns", "q2c_ns", "nr_bios", "pid", "comm", "scope")
+                     "i2d_ns", "d2c_ns", "q2c_ns", "nr_bios", "pid", "comm", "scope", "dispatches",
+                     "redispatch_ns")

@@ -1,4 +1,4 @@
-"""Counts and bytes of IO per class at the block and syscall layers: the papers' IO characterisation
+"""Counts and bytes of IO per class at the block, syscall and file layers: the papers' IO characterisation
 (seed 000 Fig. 4, seed 002's "IO characteristics of Android apps").
 
 io_class: one row per combination of (layer, op, size class, strict locality, sync mode, region, file type).
@@ -21,10 +21,13 @@ def _with_region(df: pl.DataFrame) -> pl.DataFrame:
     return df if "region" in df.columns else df.with_columns(region=pl.lit("-"))
 
 
-def count_io_classes(block_io: pl.DataFrame, syscall_class: pl.DataFrame | None = None) -> pl.DataFrame:
+def count_io_classes(block_io: pl.DataFrame, syscall_class: pl.DataFrame | None = None,
+                     file_io: pl.DataFrame | None = None) -> pl.DataFrame:
     frames = [_with_region(block_io).with_columns(layer=pl.lit("block"))]
     if syscall_class is not None:
         frames.append(_with_region(syscall_class).with_columns(layer=pl.lit("syscall")))
+    if file_io is not None:
+        frames.append(_with_region(file_io).with_columns(layer=pl.lit("file")))
     keys = ["rep", "layer", "op", "size_class", "locality", "sync_mode", "region", "file_type"]
     out = [f.group_by(keys).agg(count=pl.len().cast(pl.Int64), bytes=pl.col("size_bytes").sum().cast(pl.Int64))
            for f in frames]
@@ -52,9 +55,12 @@ def share_by_dimension(classified: pl.DataFrame, layer: str) -> pl.DataFrame:
                       "bytes_share").sort("rep", "layer", "op", "dimension", "value")
 
 
-def share_io(block_io: pl.DataFrame, syscall_class: pl.DataFrame | None = None) -> pl.DataFrame:
-    """Shares per dimension at the block layer, and at the syscall layer when the run has it."""
+def share_io(block_io: pl.DataFrame, syscall_class: pl.DataFrame | None = None,
+             file_io: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Shares per dimension at the block layer, and at the syscall and file layers when the run has them."""
     frames = [share_by_dimension(block_io, "block")]
     if syscall_class is not None:
         frames.append(share_by_dimension(syscall_class, "syscall"))
+    if file_io is not None:
+        frames.append(share_by_dimension(file_io, "file"))
     return pl.concat(frames)

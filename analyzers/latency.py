@@ -1,6 +1,7 @@
 """Latency per layer and phase, in aggregate (percentiles per op).
 
-  block    q2g, g2i, i2d, d2c, q2c per request (btt's definitions, see block_io.py), op read/write/flush...
+  block    q2g, g2i, i2d, d2c, q2c per request (btt's definitions, see block_io.py), op read/write/flush...;
+           redispatch (first to last dispatch) over the re-dispatched requests only, so its count is theirs
   syscall  enter -> exit of each IO call (syscall_class.dur), op the call name
   fs       sync_file: ext4_sync_file_enter -> exit (f2fs_sync_file likewise), paired per (process, inode) in
            order, op fsync or fdatasync (from the enter's datasync flag); jbd2: the commit phases jbd2_run_stats
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import polars as pl
 
-PHASES = ("q2g", "g2i", "i2d", "d2c", "q2c")
+PHASES = ("q2g", "g2i", "i2d", "d2c", "q2c", "redispatch")
 JBD2_PHASES = ("wait", "request_delay", "running", "locked", "flushing", "logging")
 
 

@@ -1,9 +1,10 @@
 """Block events -> one row per block request (the `block_rq` table).
 
-Three implementations of one definition: pair_block_requests runs the compiled state machine (pairing_kernel.py,
-numba; with the table work around it ~5 M events/s of CPU here), pair_block_requests_vectorized matches every
-FIFO at once with numpy (fifo.py; used when numba is missing), and pairing_oracle.py is the obvious
-event-at-a-time Python; tests hold all three equal.
+Three implementations of one definition: pair_block_requests_compiled runs the compiled state machine
+(pairing_kernel.py, numba; with the table work around it ~5 M events/s of CPU here), pair_block_requests_vectorized
+matches every FIFO at once with numpy (pairing_vectorized.py, fifo.py; for traces under COMPILED_MIN_EVENTS events,
+where starting numba would cost more than the pairing, and where numba is missing), and pairing_oracle.py is the
+obvious event-at-a-time Python; tests hold all three equal. pair_block_requests picks by size.
 
 Definitions (shared with the event-at-a-time oracle in pairing_oracle.py, which tests compare against):
 
@@ -18,7 +19,13 @@ Definitions (shared with the event-at-a-time oracle in pairing_oracle.py, which 
   I  block_rq_insert      the request at the front of its sector's pending queue enters the scheduler; it goes
                           to the back of that queue (a request's place is set by its latest event)
   D  block_rq_issue       pops the pending request at its sector (or starts one: direct issue, flush machinery);
-                          closes the request's open end; the request is now at the driver
+                          closes the request's open end (its first D only); the request is now at the driver.
+                          A D that finds no
+                          pending request while an issued, uncompleted request of the same (device, sector, end)
+                          is in flight is a re-dispatch of that request (blk-mq puts a request the driver refused
+                          with BLK_STS_RESOURCE back on its dispatch list and issues it again, with no requeue
+                          event; atrace "disk" captures hold only D and C): no new request, its dispatch count
+                          grows, its issue time moves to the latest D
   R  block_rq_requeue     pops the issued request and puts it back into pending; the next D re-issues it
   C  block_rq_complete    pops the issued request; a partial completion (fewer sectors than remain) keeps the
                           rest issued under the sector after the completed part
@@ -37,7 +44,9 @@ request again after the post-flush); it is counted as `flush_sequence_end` and n
 
 Per request: queue_ts is the earliest Q among its bios (the bio that got the request and any front-merged bio);
 getrq_ts the earliest G; insert_ts the latest I; issue_ts the latest D (after a requeue, the re-issue);
-complete_ts the final, non-partial C; sector, size and rwbs from the latest D (else I, else the bios).
+complete_ts the final, non-partial C; first_issue_ts the earliest D and dispatches the number of D (a requeued
+request's re-issue and re-dispatches count; issue_ts - first_issue_ts is the wait between the first and the last
+dispatch, a part of I2D); sector, size and rwbs from the latest D (else I, else the bios).
 pid/comm are the submitter's (from the Q), nr_bios counts G, M and F events, absorbed requests included.
 A request is fully matched when its queue, issue and completion were all seen (for the flush requests of
 the kernel's flush machinery, which have no bio: issue and completion).
@@ -46,7 +55,9 @@ Limits: plug/unplug carry no device in ftrace and are not used; events lost by t
 with null phases (counted in the stats, never guessed); two requests in flight at the same start sector are
 told apart by the size of a requeue or completion, else by order: a partial completion of one whose size
 equals another in-flight request at that sector completes the other; two of the same size, and queued bios,
-pending requests and open ends, are matched by order only.
+pending requests and open ends, are matched by order only. A re-dispatch while another request waits at the same
+start sector is taken for that request's issue (pending requests come first); sectorless requests (flushes)
+are never taken for re-dispatches, since two of them may well be in flight at once.
 """
 
 from __future__ import annotations
@@ -57,7 +68,6 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import polars as pl
 
-from mobiperf.analyzers.fifo import CONSUMER, NO_TAG, PEEK, PRODUCER, fifo_match
 from mobiperf.collectors.parse.rwbs import decode_rwbs
 from mobiperf.schema import BLOCK_RQ
 
@@ -75,6 +85,7 @@ class PairingStats:
     fully_matched: int = 0
     unmatched: Counter = field(default_factory=Counter)
     ignored: Counter = field(default_factory=Counter)
+    redispatches: int = 0  # issue events taken for a re-dispatch of a request in flight (no request of their own)
 
     @property
     def matched_share(self) -> float:
@@ -83,6 +94,7 @@ class PairingStats:
     def as_dict(self) -> dict:
         return {"requests": self.requests, "fully_matched": self.fully_matched,
                 "matched_share": round(self.matched_share, 6),
+                "redispatches": self.redispatches,
                 "unmatched": {k: v for k, v in sorted(self.unmatched.items()) if v},
                 "ignored": {k: v for k, v in sorted(self.ignored.items()) if v}}
 
@@ -105,9 +117,19 @@ def decode_request_rwbs(rwbs: str):
     return d
 
 
+def is_empty_flush(rwbs: str) -> bool:
+    """Whether a request (or completion) of no data with this rwbs is a flush: a flush op, or a pre-flush of
+    nothing (3.x kernels and blktrace print an empty flush bio or flush request as `FWS` + 0: REQ_FLUSH on a
+    write of no data). The flush machinery clears REQ_PREFLUSH on the request it completes at the end of a flush
+    sequence, so that zero-length completion is not taken for one."""
+    d = decode_request_rwbs(rwbs)
+    return d.op == "flush" or d.is_preflush
+
+
 def _rwbs_flush_op(rwbs: pl.Series) -> np.ndarray:
+    """is_empty_flush of each event (asked only of zero-length completions)."""
     uniq = rwbs.unique().to_list()
-    flush = {s for s in uniq if s is not None and decode_request_rwbs(s).op == "flush"}
+    flush = {s for s in uniq if s is not None and is_empty_flush(s)}
     return rwbs.is_in(list(flush)).fill_null(False).to_numpy() if flush else np.zeros(len(rwbs), bool)
 
 
@@ -145,8 +167,22 @@ _STAT_NAMES = ("stale queue", "stale open end", "stale pending request", "stale 
                "complete without issue")
 
 
+# Below this many events the vectorized pairing runs (about 0.6 µs of CPU an event here): starting numba for the
+# compiled one costs about a second of CPU and 90 MB, more than pairing half a million events with numpy.
+COMPILED_MIN_EVENTS = 500_000
+
+
 def pair_block_requests(block_event: pl.DataFrame, *, stale_after_ns: int = STALE_AFTER_NS
                         ) -> tuple[pl.DataFrame, PairingStats]:
+    """block_rq rows and pairing statistics: the compiled state machine for COMPILED_MIN_EVENTS events or more,
+    the vectorized pairing below (the same rows: tests hold them equal)."""
+    if len(block_event) < COMPILED_MIN_EVENTS:
+        return pair_block_requests_vectorized(block_event, stale_after_ns=stale_after_ns)
+    return pair_block_requests_compiled(block_event, stale_after_ns=stale_after_ns)
+
+
+def pair_block_requests_compiled(block_event: pl.DataFrame, *, stale_after_ns: int = STALE_AFTER_NS
+                                 ) -> tuple[pl.DataFrame, PairingStats]:
     """block_rq rows and pairing statistics; the compiled state machine (pairing_kernel.py)."""
     try:
         from mobiperf.analyzers.pairing_kernel import NULL, pair_events
@@ -158,11 +194,12 @@ def pair_block_requests(block_event: pl.DataFrame, *, stale_after_ns: int = STAL
     if not (kind >= 0).any():
         return BLOCK_RQ.empty(), stats
     (n_req, queue_ts, getrq_ts, insert_ts, issue_ts, complete_ts, issued_ev, inserted_ev, rwbs_ev, pid_ev,
-     error_ev, bio_sector, bio_sectors, nr_bios, has_req, into, counts) = pair_events(
+     error_ev, bio_sector, bio_sectors, nr_bios, has_req, into, first_issue_ts, dispatches, counts) = pair_events(
         kind, dev, sector, nr, ts, is_flush_op, stale_after_ns, span)
     for name, count in zip(_STAT_NAMES, counts[:10].tolist()):
         stats.unmatched[name] += count
     stats.ignored["flush_sequence_end"] += int(counts[10])
+    stats.redispatches = int(counts[11])
     keep = np.flatnonzero(has_req[:n_req] & (into[:n_req] < 0))
     src = np.where(issued_ev[keep] >= 0, issued_ev[keep], inserted_ev[keep])
 
@@ -187,7 +224,8 @@ def pair_block_requests(block_event: pl.DataFrame, *, stale_after_ns: int = STAL
         "rwbs": pl.select(pl.coalesce(gather("rwbs", src), gather("rwbs", rwbs_ev[keep]), pl.lit(""))).to_series(),
         "queue_ts": nullable(queue_ts[keep]), "getrq_ts": nullable(getrq_ts[keep]),
         "insert_ts": nullable(insert_ts[keep]), "issue_ts": nullable(issue_ts[keep]),
-        "complete_ts": nullable(complete_ts[keep]),
+        "complete_ts": nullable(complete_ts[keep]), "first_issue_ts": nullable(first_issue_ts[keep]),
+        "dispatches": dispatches[keep],
         "nr_bios": np.maximum(nr_bios[keep], 1), "pid": submitter["pid"], "comm": submitter["comm"],
         "error": pl.select(gather("error", error_ev[keep]).fill_null(0)).to_series(),
     })
@@ -196,247 +234,11 @@ def pair_block_requests(block_event: pl.DataFrame, *, stale_after_ns: int = STAL
 
 def pair_block_requests_vectorized(block_event: pl.DataFrame, *, stale_after_ns: int = STALE_AFTER_NS
                                    ) -> tuple[pl.DataFrame, PairingStats]:
-    """The same pairing without a compiler: every FIFO matched at once with numpy (fifo.py)."""
-    stats = PairingStats()
-    ev = _ordered_events(block_event)
-    deviceless = ev.filter((pl.col("dev_major") < 0) & pl.col("event").is_in(list(KINDS)).not_())
-    for name, n in deviceless.group_by("event").len().iter_rows():
-        stats.ignored["deviceless " + name] += n
-    ev = ev.filter(pl.col("event").is_in(list(KINDS)) & (pl.col("dev_major") >= 0))
-    if not len(ev):
-        return BLOCK_RQ.empty(), stats
-    kind = ev["event"].replace_strict(KINDS, return_dtype=pl.Int64).to_numpy()
-    ts = ev["ts"].cast(pl.Int64).to_numpy()
-    sector = ev["sector"].cast(pl.Int64).to_numpy()
-    nr = ev["nr_sector"].cast(pl.Int64).to_numpy()
-    composite = ((ev["rep"].to_numpy().astype(np.int64) << 40) | (ev["dev_major"].to_numpy().astype(np.int64) << 20)
-                 | ev["dev_minor"].to_numpy().astype(np.int64))
-    devices = np.sort(pl.Series(composite).unique().to_numpy())
-    dev = np.searchsorted(devices, composite).astype(np.int64)
-    is_flush_op = _rwbs_flush_op(ev["rwbs"])
-    n = len(ev)
-    order = np.arange(n, dtype=np.int64) * 4
+    """The same pairing without a compiler: every FIFO matched at once with numpy (pairing_vectorized.py)."""
+    from mobiperf.analyzers.pairing_vectorized import pair_vectorized
 
-    has_sectors = (nr > 0) & (sector >= 0)
-    flush_seq_end = (kind == C) & (nr == 0) & (sector >= 0) & ~is_flush_op
-    stats.ignored["flush_sequence_end"] += int(flush_seq_end.sum())
-    start = np.where(has_sectors, sector, FLUSH_SECTOR)
-    end = np.where(has_sectors, sector + nr, FLUSH_SECTOR)
+    return pair_vectorized(block_event, stale_after_ns=stale_after_ns)
 
-    span = int(end.max()) + 3 if n else 3   # keys stay compact so FIFO sorts can use one integer
-
-    def key(dev_ids: np.ndarray, s: np.ndarray) -> np.ndarray:
-        return dev_ids * span + (s + 2)
-
-    key_of = {"start": key(dev, start), "end": key(dev, end)}
-    key_of["front"] = np.where(has_sectors, key_of["end"], key_of["start"])
-
-    def is_kind(*kinds: int) -> np.ndarray:
-        lut = np.zeros(10, bool)
-        lut[list(kinds)] = True
-        return lut[kind]
-
-    def rows(mask: np.ndarray, where: str, role: int, sub: int):
-        idx = np.flatnonzero(mask)
-        return idx, key_of[where][idx], order[idx] + sub, np.full(len(idx), role, np.int64)
-
-    expired_by: dict[str, int] = {}
-
-    def run_fifo(parts: list, name: str, tags: list | None = None):
-        ev_idx = np.concatenate([p[0] for p in parts])
-        k = np.concatenate([p[1] for p in parts])
-        o = np.concatenate([p[2] for p in parts])
-        role = np.concatenate([p[3] for p in parts])
-        t = np.concatenate([p[4] if len(p) > 4 else ts[p[0]] for p in parts])
-        tag = np.concatenate(tags) if tags is not None else None
-        match, front, expired = fifo_match(k, o, role, t, stale_after_ns, tag)
-        expired_by[name] = expired  # the last pass of an iterated FIFO is the one that counts
-        return ev_idx, role, match, front
-
-    # --- bios: Q (+ split remainders) popped by G, M, F; X peeks ---
-    q_src = np.full(n, -1, np.int64)     # for G/M/F/X: the Q event whose bio it is
-    virtual: tuple = (np.empty(0, np.int64),) * 2   # (split event, source Q event)
-    for _ in range(64):
-        v_ev, v_src = virtual
-        v_part = (v_ev, key(dev[v_ev], start[v_ev] + nr[v_ev]), order[v_ev] + 2,
-                  np.full(len(v_ev), PRODUCER, np.int64), ts[v_src])
-        q_part = rows(kind == Q, "start", PRODUCER, 1)
-        ev_idx, role, match, front = run_fifo([
-            q_part, v_part,
-            rows(is_kind(G, M, F), "start", CONSUMER, 0),
-            rows((kind == X) & has_sectors, "start", PEEK, 0)], "queue")
-        # a virtual producer row stands for the Q it copies
-        src_of_row = ev_idx.copy()
-        src_of_row[len(q_part[0]):len(q_part[0]) + len(v_ev)] = v_src
-        got = np.flatnonzero(match >= 0)
-        q_src[ev_idx[got]] = src_of_row[match[got]]
-        peeks = np.flatnonzero(front >= 0)
-        new_virtual = (ev_idx[peeks], src_of_row[front[peeks]])
-        if np.array_equal(new_virtual[0], virtual[0]) and np.array_equal(new_virtual[1], virtual[1]):
-            break
-        virtual = new_virtual
-    stats.unmatched["getrq without queue"] += int(((kind == G) & (q_src < 0)).sum())
-
-    parent = np.arange(n, dtype=np.int64)
-
-    # --- open ends: G and M produce, M pops (back merge), D closes, rq_merge finds its absorber ---
-    sized = has_sectors
-    ev_idx, role, match, _ = run_fifo([
-        rows((kind == G) & sized, "end", PRODUCER, 1),
-        rows((kind == M) & sized, "start", CONSUMER, 0), rows((kind == M) & sized, "end", PRODUCER, 1),
-        rows((kind == D) & sized, "end", CONSUMER, 0), rows((kind == RM) & sized, "start", CONSUMER, 0)],
-        "open end")
-    cons = np.flatnonzero((role == CONSUMER) & (match >= 0))
-    end_match = np.full(n, -1, np.int64)
-    end_match[ev_idx[cons]] = ev_idx[match[cons]]
-    merged = (kind == M) & (end_match >= 0)
-    parent[merged] = end_match[merged]
-    stats.unmatched["backmerge"] += int(((kind == M) & (end_match < 0)).sum())
-
-    # --- pending requests (by start sector) ---
-    ev_idx, role, match, _ = run_fifo([
-        rows(kind == G, "start", PRODUCER, 1),
-        rows(kind == I, "start", CONSUMER, 0), rows(kind == I, "start", PRODUCER, 1),
-        rows(kind == F, "front", CONSUMER, 0), rows(kind == F, "start", PRODUCER, 1),
-        rows(kind == R, "start", PRODUCER, 1),
-        rows(kind == D, "start", CONSUMER, 0), rows(kind == RM, "start", CONSUMER, 0)], "pending request")
-    cons = np.flatnonzero((role == CONSUMER) & (match >= 0))
-    pend_match = np.full(n, -1, np.int64)
-    pend_match[ev_idx[cons]] = ev_idx[match[cons]]
-    linked = is_kind(I, F, D, RM) & (pend_match >= 0)
-    parent[linked] = pend_match[linked]
-    stats.unmatched["frontmerge"] += int(((kind == F) & (pend_match < 0)).sum())
-    stats.unmatched["request merge"] += int(((kind == RM) & (pend_match < 0)).sum())
-
-    # --- issued requests: D produces, C and R pop (preferring the exact size); a partial C re-produces the rest,
-    # tagged with the end of the issued range it belongs to ---
-    partial: np.ndarray = np.empty(0, np.int64)
-    partial_end: np.ndarray = np.empty(0, np.int64)
-    completing = (kind == C) & ~flush_seq_end
-    wanted_end = np.where(has_sectors, end, NO_TAG)
-    for _ in range(64):
-        p_part = (partial, key(dev[partial], start[partial] + nr[partial]), order[partial] + 1,
-                  np.full(len(partial), PRODUCER, np.int64))
-        parts = [rows(kind == D, "start", PRODUCER, 1), p_part,
-                 rows(completing, "start", CONSUMER, 0), rows(kind == R, "start", CONSUMER, 0)]
-        tags = [end[parts[0][0]], partial_end, wanted_end[parts[2][0]], wanted_end[parts[3][0]]]
-        ev_idx, role, match, _ = run_fifo(parts, "issued request", tags)
-        cons = np.flatnonzero((role == CONSUMER) & (match >= 0))
-        iss_match = np.full(n, -1, np.int64)
-        iss_match[ev_idx[cons]] = ev_idx[match[cons]]
-        # the issued range a completion belongs to: follow partial completions back to their D
-        src_end = np.where(kind == D, end, FLUSH_SECTOR)
-        chained = np.flatnonzero(completing & (iss_match >= 0))
-        for _ in range(64):
-            nxt = src_end[iss_match[chained]]
-            if np.array_equal(nxt, src_end[chained]):
-                break
-            src_end[chained] = nxt
-        is_partial = completing & (iss_match >= 0) & has_sectors & (sector + nr < src_end)
-        new_partial = np.flatnonzero(is_partial)
-        if np.array_equal(new_partial, partial) and np.array_equal(src_end[new_partial], partial_end):
-            break
-        partial, partial_end = new_partial, src_end[new_partial]
-    linked = is_kind(C, R) & (iss_match >= 0)
-    parent[linked] = iss_match[linked]
-    stats.unmatched["complete without issue"] += int((completing & (iss_match < 0)).sum())
-    stats.unmatched["requeue"] += int(((kind == R) & (iss_match < 0)).sum())
-
-    for name, expired in expired_by.items():
-        if expired:
-            stats.unmatched[f"stale {name}"] += expired
-    root = _resolve(parent)
-    # absorbed requests join their absorber (block_rq_merge): link roots, resolve again
-    absorbed = np.flatnonzero((kind == RM) & (pend_match >= 0) & (end_match >= 0))
-    if len(absorbed):
-        par = root.copy()
-        a, b = root[absorbed], root[end_match[absorbed]]
-        keep = a != b
-        par[a[keep]] = b[keep]
-        root = _resolve(par)
-
-    return _request_rows(ev, kind, ts, q_src, root, is_partial, completing, stats)
-
-
-def _resolve(parent: np.ndarray) -> np.ndarray:
-    """Pointer jumping: every element's root in a forest given by parent links."""
-    root = parent
-    for _ in range(64):
-        nxt = root[root]
-        if np.array_equal(nxt, root):
-            return root
-        root = nxt
-    return root
-
-
-def _per_root(root: np.ndarray, mask: np.ndarray, n: int, last: bool) -> np.ndarray:
-    """For every root id: the index of the first (or last) event selected by mask with that root, else -1.
-    Events are in trace order, so first/last are also the earliest/latest."""
-    out = np.full(n, -1, np.int64)
-    idx = np.flatnonzero(mask)
-    if not len(idx):
-        return out
-    r = root[idx]
-    perm = np.argsort(r, kind="stable")
-    r, idx = r[perm], idx[perm]
-    edge = np.empty(len(r), bool)
-    if last:
-        edge[-1] = True
-        edge[:-1] = r[:-1] != r[1:]
-    else:
-        edge[0] = True
-        edge[1:] = r[1:] != r[:-1]
-    out[r[edge]] = idx[edge]
-    return out
-
-
-def _request_rows(ev: pl.DataFrame, kind, ts, q_src, root, is_partial, completing, stats) -> tuple:
-    n = len(ev)
-    sector = ev["sector"].to_numpy()
-    nr = ev["nr_sector"].to_numpy()
-    is_req = np.isin(kind, (G, I, D))
-    roots = np.flatnonzero(_per_root(root, is_req, n, last=False) >= 0)
-    first_req = _per_root(root, is_req, n, last=False)[roots]
-    last_d = _per_root(root, kind == D, n, last=True)[roots]
-    last_i = _per_root(root, kind == I, n, last=True)[roots]
-    first_g = _per_root(root, kind == G, n, last=False)[roots]
-    final_c = _per_root(root, completing & ~is_partial, n, last=True)[roots]
-    bios = np.isin(kind, (G, M, F))
-    nr_bios = np.bincount(root[bios], minlength=n)[roots]
-    bio_sectors = np.bincount(root[bios], weights=np.maximum(nr[bios], 0), minlength=n)[roots].astype(np.int64)
-    big = np.iinfo(np.int64).max
-    q_ts = np.full(n, big, np.int64)
-    bio_sector = np.full(n, big, np.int64)
-    gf = np.flatnonzero(np.isin(kind, (G, F)))
-    with_q = gf[q_src[gf] >= 0]
-    np.minimum.at(q_ts, root[with_q], ts[q_src[with_q]])
-    np.minimum.at(bio_sector, root[gf], sector[gf])
-    q_ts, bio_sector = q_ts[roots], bio_sector[roots]
-    # the submitter: the Q of the request's first bio, else its first request event
-    who = np.where(q_src[first_req] >= 0, q_src[first_req], first_req)
-
-    def gather(col: str, idx: np.ndarray) -> pl.Series:
-        vals = ev[col].gather(np.maximum(idx, 0))
-        return pl.select(pl.when(pl.Series(idx >= 0)).then(vals)).to_series()
-
-    def gather_ts(idx: np.ndarray) -> pl.Series:
-        return pl.select(pl.when(pl.Series(idx >= 0)).then(pl.Series(ts[np.maximum(idx, 0)]))).to_series()
-
-    src = np.where(last_d >= 0, last_d, last_i)
-    out = pl.DataFrame({
-        "rep": ev["rep"].gather(first_req), "dev_major": ev["dev_major"].gather(first_req),
-        "dev_minor": ev["dev_minor"].gather(first_req),
-        "sector": pl.select(pl.coalesce(gather("sector", src),
-                                        pl.Series(np.where(bio_sector == big, -1, bio_sector)))).to_series(),
-        "size_bytes": pl.select(pl.coalesce(gather("size_bytes", src), pl.Series(bio_sectors * 512))).to_series(),
-        "rwbs": pl.select(pl.coalesce(gather("rwbs", src), gather("rwbs", first_g), pl.lit(""))).to_series(),
-        "queue_ts": pl.select(pl.when(pl.Series(q_ts != big)).then(pl.Series(q_ts))).to_series(),
-        "getrq_ts": gather_ts(first_g), "insert_ts": gather_ts(last_i), "issue_ts": gather_ts(last_d),
-        "complete_ts": gather_ts(final_c),
-        "nr_bios": np.maximum(nr_bios, 1), "pid": ev["pid"].gather(who), "comm": ev["comm"].gather(who),
-        "error": pl.select(gather("error", final_c).fill_null(0)).to_series(),
-    })
-    return _finish_requests(out, stats)
 
 
 SORT_KEYS = ["rep", "issue_ts", "queue_ts", "getrq_ts", "sector", "size_bytes", "complete_ts", "insert_ts",
@@ -493,17 +295,44 @@ def _with_rwbs_flags(df: pl.DataFrame) -> pl.DataFrame:
         "rwbs": uniq, "op": [decoded[s].op for s in uniq],
         "is_sync": [decoded[s].is_sync for s in uniq], "is_meta": [decoded[s].is_meta for s in uniq],
         "is_fua": [decoded[s].is_fua for s in uniq], "is_preflush": [decoded[s].is_preflush for s in uniq],
-        "is_readahead": [decoded[s].is_readahead for s in uniq]}, schema_overrides={"rwbs": pl.Utf8})
-    return df.join(flags, on="rwbs", how="left")
+        "is_readahead": [decoded[s].is_readahead for s in uniq]},
+        schema_overrides={"rwbs": pl.Utf8, "op": pl.Utf8, **{f: pl.Boolean for f in (
+            "is_sync", "is_meta", "is_fua", "is_preflush", "is_readahead")}})  # typed when empty too
+    df = df.join(flags, on="rwbs", how="left")
+    # a pre-flush of no data is a flush request (3.x kernels: `FWS` + 0), not a write of 0 bytes
+    empty_flush = pl.col("is_preflush") & (pl.col("size_bytes") == 0) & (pl.col("op") != "flush")
+    return df.with_columns(op=pl.when(empty_flush).then(pl.lit("flush")).otherwise("op"),
+                           is_preflush=pl.col("is_preflush") & ~empty_flush)
+
+
+PHASE_EVENTS = (("queue", "queue_ts"), ("issue", "issue_ts"), ("complete", "complete_ts"))
 
 
 def summarize_pairing(block_rq: pl.DataFrame) -> pl.DataFrame:
-    """pairing_summary: per repetition, the requests and the share fully matched (see _fully_matched)."""
+    """pairing_summary: per repetition, the requests, how many were matched for what the trace could match
+    them for, and how many lack each phase.
+
+    A trace holds the phases its events give: an atrace "disk" capture has issues and completions only, so its
+    requests can be matched for D2C and nothing more. A request is matched when it has every phase (queue, issue,
+    completion) of which its device's trace holds any event (the flush requests of the kernel's flush machinery
+    need no queue: they have no bio); matched_for names those phases. fully_matched counts requests with all
+    three (is_complete_match), whatever the trace holds."""
     flush_internal = (pl.col("op") == "flush") & pl.col("getrq_ts").is_null()
-    return block_rq.group_by("rep").agg(
+    dev = ["rep", "dev_major", "dev_minor"]
+    held = block_rq.with_columns([pl.col(ts).is_not_null().any().over(dev).alias(f"_has_{name}")
+                                  for name, ts in PHASE_EVENTS])
+    needs = [~pl.col(f"_has_{name}") | pl.col(ts).is_not_null() | (flush_internal if name == "queue" else False)
+             for name, ts in PHASE_EVENTS]
+    phases = pl.concat_str([pl.when(pl.col(f"_has_{name}")).then(pl.lit(name)) for name, _ in PHASE_EVENTS],
+                           separator="+", ignore_nulls=True)
+    held = held.with_columns(_matched=pl.all_horizontal(needs), _phases=phases)
+    return held.group_by("rep").agg(
         requests=pl.len().cast(pl.Int64), fully_matched=pl.col("is_complete_match").sum().cast(pl.Int64),
+        matched=pl.col("_matched").sum().cast(pl.Int64),
+        matched_for=pl.col("_phases").unique().sort().str.join(" | "),
         no_queue=(pl.col("queue_ts").is_null() & ~flush_internal).sum().cast(pl.Int64),
         no_issue=pl.col("issue_ts").is_null().sum().cast(pl.Int64),
         no_complete=pl.col("complete_ts").is_null().sum().cast(pl.Int64),
-    ).with_columns(matched_share=pl.col("fully_matched") / pl.col("requests")).select(
-        "rep", "requests", "fully_matched", "matched_share", "no_queue", "no_issue", "no_complete").sort("rep")
+    ).with_columns(matched_share=pl.col("matched") / pl.col("requests")).select(
+        "rep", "requests", "matched", "matched_for", "matched_share", "fully_matched", "no_queue", "no_issue",
+        "no_complete").sort("rep")

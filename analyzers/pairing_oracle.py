@@ -12,15 +12,14 @@ from collections import defaultdict, deque
 import polars as pl
 
 from mobiperf.analyzers.pairing import (C, D, F, FLUSH_SECTOR, G, I, KINDS, M, Q, R, RM, STALE_AFTER_NS, X,
-                                        SORT_KEYS, PairingStats, _fully_matched, _with_rwbs_flags,
-                                        decode_request_rwbs)
+                                        SORT_KEYS, PairingStats, _fully_matched, _with_rwbs_flags, is_empty_flush)
 from mobiperf.schema import BLOCK_RQ
 
 
 class _Req:
     __slots__ = ("rep", "dev", "sector", "size", "rwbs", "pid", "comm", "queue_ts", "getrq_ts", "insert_ts",
                  "issue_ts", "complete_ts", "nr_bios", "error", "bio_sector", "bio_sectors", "into", "has_req",
-                 "issued_rwbs", "inserted")
+                 "issued_rwbs", "inserted", "first_issue_ts", "dispatches")
 
     def __init__(self, rep, dev):
         self.rep, self.dev = rep, dev
@@ -32,6 +31,7 @@ class _Req:
         self.has_req = False
         self.issued_rwbs = None
         self.inserted = None  # (sector, size, rwbs) of the latest insert
+        self.first_issue_ts, self.dispatches = None, 0
 
     def find(self) -> "_Req":
         r = self
@@ -151,14 +151,25 @@ def pair_block_requests_oracle(block_event: pl.DataFrame, *, stale_after_ns: int
             pending[dev, s].append((ts, r))
         elif kind == D:
             hit = pop(pending[dev, s], ts, "pending request")
+            if hit is None and sized:  # a re-dispatch of an issued request of this very range?
+                again = next((item for item in issued[dev, s]
+                              if item[2] == e and ts - item[0] <= stale_after_ns), None)
+                if again is not None:
+                    root = again[1].find()
+                    root.issue_ts, root.dispatches = ts, root.dispatches + 1
+                    root.sector, root.size, root.issued_rwbs = sector, size, rwbs
+                    stats.redispatches += 1
+                    continue
             r = hit[1] if hit else new(rep, dev, pid, comm)
-            if sized:
-                pop(ends[dev, e], ts, "open end")
             root = r.find()
+            if sized and root.first_issue_ts is None:  # a re-issue after a requeue closed it the first time
+                pop(ends[dev, e], ts, "open end")
             root.has_req = True
             if root.pid is None:
                 root.pid, root.comm = pid, comm
-            root.issue_ts = ts
+            root.issue_ts, root.dispatches = ts, root.dispatches + 1
+            if root.first_issue_ts is None:
+                root.first_issue_ts = ts
             root.sector, root.size, root.issued_rwbs = sector, size, rwbs
             issued[dev, s].append((ts, r, e))
         elif kind == R:
@@ -170,7 +181,7 @@ def pair_block_requests_oracle(block_event: pl.DataFrame, *, stale_after_ns: int
                 r = hit[1]
             pending[dev, s].append((ts, r))
         elif kind == C:
-            if nr == 0 and sector >= 0 and decode_request_rwbs(rwbs).op != "flush":
+            if nr == 0 and sector >= 0 and not is_empty_flush(rwbs):
                 stats.ignored["flush_sequence_end"] += 1
                 continue
             hit = pop_issued(issued[dev, s], ts, e if sized else None)
@@ -198,12 +209,12 @@ def pair_block_requests_oracle(block_event: pl.DataFrame, *, stale_after_ns: int
                      "size_bytes": max(size or 0, 0),
                      "rwbs": rwbs or "", "queue_ts": r.queue_ts, "getrq_ts": r.getrq_ts,
                      "insert_ts": r.insert_ts, "issue_ts": r.issue_ts, "complete_ts": r.complete_ts,
+                     "first_issue_ts": r.first_issue_ts, "dispatches": r.dispatches,
                      "nr_bios": max(r.nr_bios, 1), "pid": r.pid, "comm": r.comm, "error": r.error or 0})
     if not rows:
         return BLOCK_RQ.empty(), stats
-    out = pl.DataFrame(rows, schema_overrides={"queue_ts": pl.Int64, "getrq_ts": pl.Int64, "insert_ts": pl.Int64,
-                                               "issue_ts": pl.Int64, "complete_ts": pl.Int64, "comm": pl.Utf8,
-                                               "rwbs": pl.Utf8})
+    times = ("queue_ts", "getrq_ts", "insert_ts", "issue_ts", "complete_ts", "first_issue_ts")
+    out = pl.DataFrame(rows, schema_overrides={**{t: pl.Int64 for t in times}, "comm": pl.Utf8, "rwbs": pl.Utf8})
     out = _with_rwbs_flags(out).with_columns(is_complete_match=_fully_matched())
     out = out.sort(SORT_KEYS, nulls_last=True, maintain_order=True)
     stats.requests = len(out)
@@ -217,7 +228,8 @@ def _absorb(into: _Req, r: _Req) -> None:
     into.nr_bios += r.nr_bios
     into.bio_sectors += r.bio_sectors
     into.has_req = into.has_req or r.has_req
-    for attr in ("queue_ts", "getrq_ts"):
+    into.dispatches += r.dispatches
+    for attr in ("queue_ts", "getrq_ts", "first_issue_ts"):
         a, b = getattr(into, attr), getattr(r, attr)
         if b is not None and (a is None or b < a):
             setattr(into, attr, b)

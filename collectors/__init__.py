@@ -52,7 +52,7 @@ SOURCES = ("ftrace", "ftrace_raw", "syscalls", "strace", "blktrace", "layout", "
 # layer-by-layer model (analyzers/io_span.py); strace adds paths but slows every call, so it comes only when asked.
 DEFAULT_SOURCES = ("ftrace", "syscalls", "layout", "facts")
 BATCH_INTERVAL_S = 0.2
-EVENT_SET_NAMES = ("block", "ext4", "jbd2", "f2fs", "fuse", "writeback")
+EVENT_SET_NAMES = ("block", "ext4", "jbd2", "f2fs", "fuse", "writeback", "android_fs")
 
 
 RECORDERS = ("auto", "perfetto", "tracefs")
@@ -102,6 +102,8 @@ def plan_collectors(transport, caps, stack, raw_dir: Path, *, extra_events=(), s
             if bad:
                 raise UsageError(f"unknown event set(s) {', '.join(bad)}; sets are {', '.join(EVENT_SET_NAMES)}")
             chosen = [(name, None) for name in event_sets if name != "block"]
+        if available.get("android_fs") and "android_fs" not in [name for name, _ in chosen]:
+            chosen.append(("android_fs", None))  # file IO with paths: what an Android kernel offers instead of strace
         mounts = [layer.get("mountpoint") for layer in (getattr(stack, "layers", None) or [])]
         connections = [c for c in (fuse_connection(transport, m) for m in mounts if m) if c is not None]
         for name, only in chosen:

@@ -8,7 +8,8 @@ it fall back to the top level, and then it restores every setting it touched.
 
 Event sets (EVENT_SETS): block (the request life cycle, filtered to the stack's devices; plug/unplug carry no
 device and come only when asked), ext4, jbd2, f2fs (filtered to the devices), fuse (filtered to the stack's FUSE
-connections), writeback (filtered to the devices' bdi), and syscalls. The syscalls set traces only the workload:
+connections), writeback (filtered to the devices' bdi), android_fs (Android kernels' file IO events with paths;
+every run on a kernel that has them gets them), and syscalls. The syscalls set traces only the workload:
 it runs in a second instance whose set_event_pid holds the workload's pid, with event-fork on so its children are
 added as they are forked. The pid is known before the first system call because the workload is wrapped in
 `sh -c 'echo $$ > .../set_event_pid && echo 1 > .../tracing_on && exec "$@"'`: the shell writes its own pid, turns
@@ -352,6 +353,9 @@ EVENT_SETS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
     "f2fs": ("f2fs", ("f2fs_sync_file_enter", "f2fs_sync_file_exit", "f2fs_write_checkpoint",
                       "f2fs_issue_flush"), "dev"),
     "fuse": ("fuse", ("fuse_request_send", "fuse_request_end"), "connection"),
+    # Android kernels: file data IO with its path (no device field: unfiltered); planned when the kernel has them
+    "android_fs": ("android_fs", ("android_fs_dataread_start", "android_fs_dataread_end",
+                                  "android_fs_datawrite_start", "android_fs_datawrite_end"), None),
     "writeback": ("writeback", ("writeback_dirty_folio", "writeback_dirty_page", "writeback_start",
                                 "writeback_written", "writeback_single_inode"), "bdi"),
     "syscalls": ("syscalls", tuple(f"sys_{edge}_{call}" for call in (

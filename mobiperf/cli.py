@@ -280,10 +280,27 @@ def cmd_analyze(rundir: str, fmt: str, cluster: str | None) -> None:
                        nl=False)
         else:
             _print_table(df, fmt)
+    for note in skipped_notes(run.read_meta()):
+        click.echo(f"note: {note}", err=True)
+
+
+def skipped_notes(meta: dict) -> list[str]:
+    """What the analysis left out, said once per cause rather than once per table: for a collected run, the
+    source to add when collecting; for an ingested one (nothing can be collected again), the tables its traces
+    lack."""
+    import re
+
     from mobiperf.text_table import group_notes
 
-    for note in group_notes(run.read_meta().get("analysis", {}).get("skipped", {})):
-        click.echo(f"note: {note}", err=True)
+    skipped = meta.get("analysis", {}).get("skipped", {})
+    if meta.get("target", {}).get("target") == "ingested" and skipped:
+        from mobiperf.schema import TABLES
+
+        lacking = sorted({m for why in skipped.values() for m in re.findall(r"no (\w+) table", why)} & set(TABLES))
+        if lacking:  # event tables: what a trace holds or not
+            return [f"not computed from these traces: {', '.join(skipped)} (they have no {', '.join(lacking)} "
+                    "events)"]
+    return group_notes(skipped)
 
 
 @cli.command("report", epilog=_examples("mobiperf report runs/x", "mobiperf report runs/x -o /tmp/x.html",
@@ -333,7 +350,10 @@ def cmd_show(rundir: Path, fmt: str) -> None:
     for r in meta.get("repetitions", []):
         lost = parsed.get(str(r["index"]), {}).get("lost_events", {})
         lost_text = ", ".join(f"{source} {n}" for source, n in sorted(lost.items())) if lost else "none"
-        click.echo(f"rep {r['index']}    exit {r['exit_code']}  workload {r['workload_ns'] / 1e9:.3f} s"
+        took = f"{r['workload_ns'] / 1e9:.3f} s" if r.get("workload_ns") is not None else "unknown"
+        if r.get("workload_window") and r.get("workload_ns") is not None:  # an ingested trace: what says so
+            took += f" ({r['workload_window']})"
+        click.echo(f"rep {r['index']}    exit {r['exit_code']}  workload {took}"
                    f"  lost events: {lost_text}")
     for w in meta.get("warnings", []):
         click.echo(f"warning  {w}")

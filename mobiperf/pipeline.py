@@ -15,25 +15,24 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from mobiperf import __version__
 from mobiperf import metrics as metrics_mod
 from mobiperf.analyzers import ANALYSIS_PARAMS, headline_metrics, registry, table_sources
-from mobiperf.collectors import plan_collectors
-from mobiperf.collectors.clock import read_clock_offset
-from mobiperf.collectors.ftrace import EventSpec
 from mobiperf.collectors.parse import derive_tables, parse_raw_dir
 from mobiperf.errors import MissingTableError, MobiperfError, NotApplicable, TargetError, UsageError
 from mobiperf.progress import stage
-from mobiperf.reports.page import render_report
 from mobiperf.runstore import RunDir
 from mobiperf.schema import RESULTS, TABLES
-from mobiperf.stack import REFERENCE_BIN, StackSpec, make_stack
-from mobiperf.target.probe import Capabilities
-from mobiperf.target.transport import Transport
+
+if TYPE_CHECKING:  # imported where used: analysing an ingested trace needs no stack, collector or plotly
+    from mobiperf.collectors.ftrace import EventSpec
+    from mobiperf.stack import StackSpec
+    from mobiperf.target.probe import Capabilities
+    from mobiperf.target.transport import Transport
 
 
 @dataclass
@@ -147,6 +146,10 @@ def _check_target_stack(transport: Transport, request: RunRequest) -> None:
 
 def collect_repetition(transport: Transport, caps: Capabilities, request: RunRequest, rundir: RunDir,
                        rep: int) -> dict:
+    from mobiperf.collectors import plan_collectors
+    from mobiperf.collectors.clock import read_clock_offset
+    from mobiperf.stack import make_stack
+
     raw = rundir.raw_dir(rep)
     with make_stack(transport, request.stack, scheduler=request.scheduler, image_size=request.image_size,
                     counters_dir=raw, device=request.device, dirty_limit=request.dirty_limit,
@@ -219,6 +222,8 @@ def _workload_command(transport: Transport, command: list[str], workdir: str,
     """The workload's argv and environment: the reference binaries on its PATH, pushed to the device when the
     target is remote (and removed afterwards). They go to the device's own work directory (/data/local/tmp/mobiperf
     on a phone), not to the stack's: a phone's shared storage is mounted noexec."""
+    from mobiperf.stack import REFERENCE_BIN
+
     if transport.name == "local":
         return list(command), {"PATH": f"{REFERENCE_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
     from mobiperf.target.android import android_facts, push_reference_binaries
@@ -237,6 +242,8 @@ def _workload_command(transport: Transport, command: list[str], workdir: str,
 def _reference_programs(command: list[str]) -> list[str]:
     """The reference binaries a workload runs: its program, or programs named in its `sh -c` script (a sweep's
     `sh -c 'mobibench ... && sync FILE'`)."""
+    from mobiperf.stack import REFERENCE_BIN
+
     words = [Path(command[0]).name]
     if len(command) > 2 and Path(command[0]).name == "sh" and command[1] == "-c":
         try:
@@ -289,7 +296,7 @@ def analyze(rundir: RunDir, *, reparse: bool = False) -> dict[str, pl.DataFrame]
         meta["warnings"] = notes + [w for w in meta.get("warnings", [])
                                     if not w.startswith(("parse:", "collect:"))] + parse_warnings
     results: dict[str, pl.DataFrame] = {}
-    available = {name: rundir.read_table(name) for name in TABLES if rundir.has_table(name)}
+    available = _TablesOnDemand(rundir)  # read when an analyzer needs one (block_event is large, none reads it)
     params = analysis_params(meta)
     skipped, without = {}, {}
     producers: dict[str, str] = {}  # result table -> the (last) analyzer that was to produce it
@@ -357,6 +364,26 @@ def generator_journal_mode(command: list[str]) -> str | None:
     return MOBIBENCH_JOURNALS.get(command[j] if j is not None and j < len(command) else "1", "unknown")
 
 
+class _TablesOnDemand(dict):
+    """The run's event tables, each read from its file the first time it is asked for (.get, [])."""
+
+    def __init__(self, rundir: RunDir):
+        super().__init__()
+        self.rundir = rundir
+
+    def __missing__(self, name: str) -> pl.DataFrame:
+        if name not in TABLES or not self.rundir.has_table(name):
+            raise KeyError(name)
+        self[name] = self.rundir.read_table(name)
+        return self[name]
+
+    def get(self, name: str, default=None):
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+
 def workload_metrics(rundir: RunDir, rep: int) -> list[dict]:
     """The workload's own figures, when it is the Mobibench-compatible generator."""
     stdout = rundir.path / "raw" / f"rep{rep}" / "stdout.txt"
@@ -392,6 +419,8 @@ def report(rundir: RunDir, out: Path | None = None) -> Path:
             meta.setdefault("warnings", []).append(f"report: {name} skipped: {e} (re-run `mobiperf analyze`)")
     path = out or rundir.path / "report.html"
     tmp = Path(f"{path}.tmp")
+    from mobiperf.reports.page import render_report
+
     tmp.write_text(render_report(meta, tables))
     os.replace(tmp, path)
     return path

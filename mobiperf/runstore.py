@@ -111,6 +111,13 @@ class RunDir:
         df = pl.read_parquet(path)
         return schema.validate(df) if schema else df
 
+    def scan_table(self, name: str) -> pl.LazyFrame:
+        """A table as a lazy scan: row counts and column extremes without reading the whole file."""
+        path = self._table_path(name)
+        if not path.exists():
+            raise MissingTableError(f"{self.path}: no {name} table ({path.relative_to(self.path)} is missing)")
+        return pl.scan_parquet(path)
+
     def _table_path(self, name: str) -> Path:
         kind = "tables" if name in TABLES else "results"
         return self.path / kind / f"{name}.parquet"

@@ -42,22 +42,27 @@ class Schema:
 
 
 I64, I32, U64, STR, BOOL, F64 = pl.Int64, pl.Int32, pl.UInt64, pl.Utf8, pl.Boolean, pl.Float64
+CAT = pl.Categorical()  # a string column of few distinct values, 4 bytes a row (block events: tens of millions)
 
 BLOCK_EVENT = Schema("block_event", {
-    "rep": I32, "ts": I64, "cpu": I32, "pid": I32, "comm": STR, "event": STR,
+    "rep": I32, "ts": I64, "cpu": I32, "pid": I32, "comm": CAT, "event": CAT,
     "dev_major": I32, "dev_minor": I32, "sector": I64, "nr_sector": I64, "size_bytes": I64,
-    "rwbs": STR, "error": I32,
+    "rwbs": CAT, "error": I32,
 }, "One row per ftrace block event (block_bio_queue, block_getrq, block_rq_insert/issue/complete, merges, split,"
-   " requeue); sector/nr_sector are -1 where the event has none (plug/unplug).")
+   " requeue); sector/nr_sector are -1 where the event has none (plug/unplug). comm, event and rwbs are"
+   " categorical (strings stored once: a 1 GB trace's block events fit in memory).")
 
 BLOCK_RQ = Schema("block_rq", {
     "rep": I32, "dev_major": I32, "dev_minor": I32, "sector": I64, "size_bytes": I64, "rwbs": STR,
     "op": STR, "is_sync": BOOL, "is_meta": BOOL, "is_fua": BOOL, "is_preflush": BOOL, "is_readahead": BOOL,
     "queue_ts": I64, "getrq_ts": I64, "insert_ts": I64, "issue_ts": I64, "complete_ts": I64,
-    "nr_bios": I32, "pid": I32, "comm": STR, "error": I32, "is_complete_match": BOOL,
-}, "One row per block request: its bios' queue time (first bio), get-request, insert, issue and completion times"
-   " (null where the event was not seen), device, start sector, size and decoded rwbs. op is read, write, flush,"
-   " discard or other.")
+    "nr_bios": I32, "pid": I32, "comm": STR, "error": I32, "is_complete_match": BOOL, "first_issue_ts": I64,
+    "dispatches": I32,
+}, "One row per block request: its bios' queue time (first bio), get-request, insert, issue (the latest dispatch)"
+   " and completion times (null where the event was not seen), device, start sector, size and decoded rwbs. op is"
+   " read, write, flush, discard or other. first_issue_ts is its first dispatch and dispatches the number of issue"
+   " events it had (re-dispatches and re-issues after a requeue count; 0 if it was never seen issued).",
+    added=(("first_issue_ts", None), ("dispatches", 1)))
 
 TRACE_MARKER = Schema("trace_marker", {
     "rep": I32, "ts": I64, "pid": I32, "text": STR,
@@ -132,6 +137,13 @@ FILE_EXTENT = Schema("file_extent", {
    " journal / xfs log), or metadata (ext4 group descriptors, bitmaps and inode tables); physical_bytes is the"
    " offset on the device.")
 
+ANDROID_FS_EVENT = Schema("android_fs_event", {
+    **_EV, "op": STR, "phase": STR, "path": STR, "offset_bytes": I64, "size_bytes": I64, "cmdline": STR,
+    "task_pid": I32, "i_size_bytes": I64, "ino": I64,
+}, "Android's file IO events (android_fs_dataread/datawrite_start/end): op read or write, phase start or end;"
+   " path, cmdline, task_pid (the task's tgid) and i_size_bytes on starts only (null on ends). Reads are traced"
+   " where the page cache misses, writes where they enter it.")
+
 BLKTRACE_EVENT = Schema("blktrace_event", dict(BLOCK_EVENT.columns),
                         "blktrace records of a run that also has ftrace block events (which stay in block_event):"
                         " the same columns, kept apart so no request is counted twice.")
@@ -143,7 +155,7 @@ GENERIC_EVENT = Schema("generic_event", {
 
 TABLES = {s.name: s for s in (BLOCK_EVENT, BLOCK_RQ, TRACE_MARKER, FSYNC_EVENT, JBD2_RUN_STATS, JBD2_COMMIT,
                               FUSE_EVENT, FUSE_REQ, SYSCALL_IO, TASK_ROLE, FS_EVENT, FILE_EXTENT, BLKTRACE_EVENT,
-                              GENERIC_EVENT)}
+                              GENERIC_EVENT, ANDROID_FS_EVENT)}
 
 # --- result tables ---
 
@@ -153,17 +165,21 @@ BLOCK_IO = Schema("block_io", {
     "locality_global": STR, "sync_mode": STR, "region": STR, "file_type": STR, "path": STR, "is_meta": BOOL,
     "queue_ts": I64, "issue_ts": I64, "complete_ts": I64,
     "q2g_ns": I64, "g2i_ns": I64, "i2d_ns": I64, "d2c_ns": I64, "q2c_ns": I64, "nr_bios": I32, "pid": I32,
-    "comm": STR, "scope": STR,
-}, "Every block request of the workload's scope (analyzers/scope.py: scope says whose) classified once in each dimension (size class and log2 bucket; locality strict,"
-   " tolerant and global, with `first` for a stream's first request; sync mode from its flags; region data,"
-   " metadata, journal or none; file type and path through the layout snapshot) with its btt latency phases.",
-   added=(("scope", "workload"),))
+    "comm": STR, "scope": STR, "dispatches": I32, "redispatch_ns": I64,
+}, "Every block request of the workload's scope (analyzers/scope.py: scope says whose) classified once in each"
+   " dimension (size class and log2 bucket; locality strict, tolerant and global, with `first` for a stream's"
+   " first request; sync mode from its flags; region data, metadata, journal or none; file type and path through"
+   " the layout snapshot) with its btt latency phases (D2C from its last dispatch; redispatch_ns the wait from its"
+   " first to its last dispatch, null if it was dispatched once).",
+   added=(("scope", "workload"), ("dispatches", 1), ("redispatch_ns", None)))
 
 PAIRING_SUMMARY = Schema("pairing_summary", {
-    "rep": I32, "requests": I64, "fully_matched": I64, "matched_share": F64, "no_queue": I64, "no_issue": I64,
-    "no_complete": I64,
-}, "How completely the block events paired into requests, per repetition: requests with their queue (or a"
-   " kernel flush), issue and completion all seen, and how many lack each.")
+    "rep": I32, "requests": I64, "matched": I64, "matched_for": STR, "matched_share": F64, "fully_matched": I64,
+    "no_queue": I64, "no_issue": I64, "no_complete": I64,
+}, "How completely the block events paired into requests, per repetition: requests matched for every phase"
+   " (queue, issue, completion) their device's trace holds events of (matched_for; an issue/complete-only"
+   " capture: issue+complete), their share, requests with all three seen (fully_matched; a kernel flush needs no"
+   " queue) and how many lack each.")
 
 SYSCALL_CLASS = Schema("syscall_class", {
     "rep": I32, "ts": I64, "dur": I64, "pid": I32, "comm": STR, "syscall": STR, "op": STR, "fd": I32,
@@ -177,11 +193,19 @@ SYSCALL_CLASS = Schema("syscall_class", {
    " clock_error_ns the placement's uncertainty) or wall (strace's stamps, not placeable).",
    added=(("timing", "kernel"), ("clock_error_ns", None)))
 
+FILE_IO = Schema("file_io", {
+    "rep": I32, "ts": I64, "dur": I64, "pid": I32, "comm": STR, "op": STR, "path": STR, "file_type": STR,
+    "size_bytes": I64, "offset_bytes": I64, "size_class": STR, "size_log2_bytes": I64, "locality": STR,
+    "locality_tolerant": STR, "locality_global": STR, "sync_mode": STR, "ino": I64,
+}, "The file layer (Android's android_fs events): every file read where it missed the page cache and every"
+   " write where it entered it, with its path and file type, size and locality per (process, file); dur from"
+   " its start to its end event (null if none was seen).")
+
 IO_CLASS = Schema("io_class", {
     "rep": I32, "layer": STR, "op": STR, "size_class": STR, "locality": STR, "sync_mode": STR, "region": STR,
     "file_type": STR, "count": I64, "bytes": I64,
-}, "IO counts and bytes by layer (block, syscall), op, the papers' size class, strict locality, sync mode,"
-   " region (block layer; `-` at the syscall layer) and file type.")
+}, "IO counts and bytes by layer (block, syscall, file: Android's android_fs events), op, the papers' size"
+   " class, strict locality, sync mode, region (block layer; `-` at the others) and file type.")
 
 IO_SHARE = Schema("io_share", {
     "rep": I32, "layer": STR, "op": STR, "dimension": STR, "value": STR, "count": I64, "bytes": I64,
@@ -274,6 +298,7 @@ SQLITE_SUMMARY = Schema("sqlite_summary", {
    " KiB, file system journal KiB and the journal+metadata share of block write bytes; journal_mode inferred"
    " from the files (wal, delete, truncate, persist).")
 
-RESULTS = {s.name: s for s in (BLOCK_IO, PAIRING_SUMMARY, SYSCALL_CLASS, IO_CLASS, IO_SHARE, LATENCY_SUMMARY, SYSCALL_LATENCY,
-                               FS_LATENCY, FUSE_LATENCY, IO_SPAN, WATERFALL, BLOCK_CAUSE, LAYER_BREAKDOWN, IO_BACKGROUND, AMPLIFICATION,
+RESULTS = {s.name: s for s in (BLOCK_IO, PAIRING_SUMMARY, SYSCALL_CLASS, FILE_IO, IO_CLASS, IO_SHARE,
+                               LATENCY_SUMMARY, SYSCALL_LATENCY, FS_LATENCY, FUSE_LATENCY, IO_SPAN, WATERFALL,
+                               BLOCK_CAUSE, LAYER_BREAKDOWN, IO_BACKGROUND, AMPLIFICATION,
                                SQLITE_TXN, SQLITE_SUMMARY)}

@@ -12,6 +12,7 @@ failed run says so in the title, in a banner and in the sticky navigation bar.
 
 from __future__ import annotations
 
+import re
 import statistics
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -50,7 +51,15 @@ def first_table(tables: dict[str, pl.DataFrame], names: tuple[str, ...]) -> tupl
 
 
 def absence_reason(meta: dict[str, Any], table: str) -> str:
-    """Why a result table is not in this run, in the words of the analysis that skipped it."""
+    """Why a result table is not in this run, in the words of the analysis that skipped it (for an ingested
+    run, which cannot be collected again, what its traces lack instead of what to enable)."""
+    why = _absence_reason(meta, table)
+    if meta.get("target", {}).get("target") == "ingested":
+        why = re.sub(r"; enable .* when collecting$", "; the ingested traces have no such events", why)
+    return why
+
+
+def _absence_reason(meta: dict[str, Any], table: str) -> str:
     analysis = meta.get("analysis", {})
     skipped = analysis.get("skipped", {})
     if table in skipped:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import gzip
 import shutil
 import tarfile
 import tempfile
@@ -13,7 +14,10 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-from mobiperf.collectors.parse.blktrace import parse_blktrace
+from mobiperf.collectors.parse.blkparse_text import parse_blkparse_text
+from mobiperf.collectors.parse.blktrace import parse_blktrace, parse_blktrace_compiled
+from mobiperf.collectors.parse.blktrace_numpy import parse_blktrace_numpy
+from mobiperf.collectors.parse.compressed import unpack
 from mobiperf.collectors.parse.ftrace_raw import parse_ftrace_raw
 from mobiperf.collectors.parse.ftrace_text import parse_ftrace_text
 from mobiperf.collectors.parse.strace import parse_strace
@@ -50,6 +54,23 @@ def raw_events_formats() -> Path:
 SEEDS["ftrace_raw_events"] = [_raw_events_pages()]
 # A trace-cmd .dat (v7, zstd): its header, options and compressed sections are what the edits reach.
 SEEDS["trace_cmd_dat"] = [(FIX / "trace-cmd" / "dd-block.v7zstd.dat").read_bytes()]
+SEEDS["blktrace_numpy"] = SEEDS["blktrace_compiled"] = SEEDS["blktrace"] + [
+    (FIX / "blktrace" / "takeoverjp-sample.blktrace.0").read_bytes()[:3000]]
+SEEDS["blkparse"] = [gzip.decompress((FIX / "blkparse" / "takeoverjp-sample.blkparse.txt.gz").read_bytes())[:4000]]
+# containers: atrace -z, legacy systrace HTML, a gzip'ed trace
+SEEDS["containers"] = [(FIX / "systrace" / "catapult-compressed_atrace_data.txt").read_bytes()[:6000],
+                       (FIX / "systrace" / "catapult-trivial_systrace.html").read_bytes(),
+                       gzip.compress((FIX / "ftrace" / "k4.14-android-ufs.txt").read_bytes())]
+
+
+def unpack_all(path: Path):
+    """Containers opened (their damage is a UsageError, which ingest reports like a ParseError)."""
+    from mobiperf.errors import UsageError
+
+    try:
+        return unpack(path, path.parent / "unpacked")
+    except UsageError as e:
+        raise ParseError(path, 0, str(e)) from None
 
 
 def parse_dat(path: Path):
@@ -94,7 +115,9 @@ def parse_perfetto_file(path: Path):
 
 
 PARSERS = {"ftrace": lambda p: parse_ftrace_text(p), "strace": lambda p: parse_strace(p),
-           "blktrace": lambda p: parse_blktrace([p]),
+           "blktrace": lambda p: parse_blktrace([p]), "blktrace_numpy": lambda p: parse_blktrace_numpy([p]),
+           "blktrace_compiled": lambda p: parse_blktrace_compiled([p]),
+           "blkparse": lambda p: parse_blkparse_text(p), "containers": unpack_all,
            "ftrace_raw": lambda p: parse_ftrace_raw(p.parent, RAW_FORMATS),
            "ftrace_raw_events": lambda p: parse_ftrace_raw(p.parent, raw_events_formats()),
            "trace_cmd_dat": parse_dat, "perfetto": parse_perfetto_file}

@@ -76,12 +76,12 @@ def test_golden_tables(name, analyzed):
 def test_golden_pairing_is_complete(name, analyzed):
     """Real traces of this kernel pair completely: every request has its queue (or is a kernel flush), issue
     and completion, and the oracle agrees with the fast pairing row for row."""
-    from mobiperf.analyzers.pairing import pair_block_requests, pair_block_requests_vectorized
+    from mobiperf.analyzers.pairing import pair_block_requests_compiled, pair_block_requests_vectorized
     from mobiperf.analyzers.pairing_oracle import pair_block_requests_oracle
 
     run, _ = analyzed(name)
     events = run.read_table("block_event")
-    fast, stats = pair_block_requests(events)
+    fast, stats = pair_block_requests_compiled(events)
     slow, oracle_stats = pair_block_requests_oracle(events)
     vec, vec_stats = pair_block_requests_vectorized(events)
     assert fast.equals(slow) and vec.equals(slow)

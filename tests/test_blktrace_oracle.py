@@ -14,7 +14,12 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from mobiperf.collectors.parse.blktrace import ACTION_EVENT, MAX_SEQUENCE_GROUPS, parse_blktrace
+from mobiperf.collectors.parse.blktrace import ACTION_EVENT, MAX_SEQUENCE_GROUPS, parse_blktrace_compiled
+from mobiperf.collectors.parse.blktrace_numpy import parse_blktrace_numpy
+
+# both decoders: the compiled one (large sets) and numpy's (small sets: no compiler start-up)
+DECODERS = pytest.mark.parametrize("parse_blktrace", [parse_blktrace_compiled, parse_blktrace_numpy],
+                                   ids=["compiled", "numpy"])
 from mobiperf.schema import BLOCK_EVENT
 
 NOTIFY = 0x400 << 16
@@ -127,8 +132,9 @@ def random_files(rnd: random.Random, version: int, big: bool, n_files: int, in_o
     return files
 
 
+@DECODERS
 @pytest.mark.parametrize("seed", range(60))
-def test_parser_equals_oracle(tmp_path, seed):
+def test_parser_equals_oracle(tmp_path, seed, parse_blktrace):
     rnd = random.Random(seed)
     version, big = rnd.choice([7, 8]), rnd.random() < 0.5
     n_files = rnd.choice([1, 1, 2, 2, 3, 8])
@@ -146,7 +152,8 @@ def test_parser_equals_oracle(tmp_path, seed):
         (summary["records"], summary["lost"], summary["skipped"])
 
 
-def test_many_sequence_groups_take_the_exact_count(tmp_path):
+@DECODERS
+def test_many_sequence_groups_take_the_exact_count(tmp_path, parse_blktrace):
     """More (device, cpu) pairs than the on-the-fly count follows: the sort-based count gives the same."""
     records = [{"seq": s, "time": i, "sector": 8, "bytes": 4096, "action": 1 | (0x2 << 16), "pid": 1,
                 "cpu": i % (MAX_SEQUENCE_GROUPS + 10), "error": 0, "dev": 8 << 20, "pdu": b""}
@@ -158,7 +165,8 @@ def test_many_sequence_groups_take_the_exact_count(tmp_path):
     assert len(got.block_event) == len(records)
 
 
-def test_sequences_going_backwards_take_the_exact_count(tmp_path):
+@DECODERS
+def test_sequences_going_backwards_take_the_exact_count(tmp_path, parse_blktrace):
     records = [{"seq": s, "time": i, "sector": 8, "bytes": 4096, "action": 1 | (0x2 << 16), "pid": 1,
                 "cpu": c, "error": 0, "dev": 8 << 20, "pdu": b""}
                for i, (s, c) in enumerate([(1, 0), (9, 1), (5, 0), (3, 0), (10, 1), (12, 1)])]
@@ -167,7 +175,8 @@ def test_sequences_going_backwards_take_the_exact_count(tmp_path):
     assert parse_blktrace([path]).lost_records == 3  # cpu 0: 1 3 5 (2 and 4 missing); cpu 1: 9 10 12 (11)
 
 
-def test_empty_and_missing_inputs(tmp_path):
+@DECODERS
+def test_empty_and_missing_inputs(tmp_path, parse_blktrace):
     (tmp_path / "e.blktrace.0").write_bytes(b"")
     got = parse_blktrace([tmp_path / "e.blktrace.0"])
     assert got.block_event.schema == pl.Schema(BLOCK_EVENT.columns) and len(got.block_event) == 0

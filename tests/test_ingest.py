@@ -25,7 +25,9 @@ def test_ingest_phone_ftrace_and_strace(tmp_path):
     assert "ftrace     1 file(s)" in done.stdout and "strace     1 file(s)" in done.stdout
     meta = json.loads((out / "run.json").read_text())
     assert meta["status"] == "complete" and meta["stack"] == "Android 4.14 UFS"
-    assert meta["repetitions"][0]["workload_ns"] == 1_520_101_030_000 - 1_520_100_001_000
+    # the span of the trace-clock events: the first block_bio_queue to the last line, f2fs_sync_file_exit
+    assert meta["repetitions"][0]["workload_ns"] == 1_520_102_100_000 - 1_520_100_001_000
+    assert meta["repetitions"][0]["workload_window"] == "trace span"
     events = pl.read_parquet(out / "tables" / "block_event.parquet")
     assert len(events) == 12 and set(events["dev_major"]) - {-1} == {259}
     calls = pl.read_parquet(out / "tables" / "syscall_io.parquet")
@@ -98,7 +100,7 @@ def test_ingest_trace_cmd_dat(tmp_path):
 
 
 def test_lost_events_are_reported_per_source(tmp_path):
-    """`CPU:N [LOST n EVENTS]` in a phone's trace: run.json's parse summary names the source, show warns."""
+    """`CPU:N [LOST n EVENTS]` in a phone's trace: run.json's parse summary names the file, show warns."""
     trace = tmp_path / "lossy.txt"
     lines = (FIX / "ftrace" / "k4.14-android-ufs.txt").read_text().splitlines()
     lines.insert(5, "CPU:2 [LOST 4321 EVENTS]")
@@ -106,9 +108,9 @@ def test_lost_events_are_reported_per_source(tmp_path):
     out = tmp_path / "lossy"
     assert ingest(str(trace), "-o", str(out)).returncode == 0
     meta = json.loads((out / "run.json").read_text())
-    assert meta["parse"]["repetitions"]["0"]["lost_events"] == {"ftrace": 4321}
+    assert meta["parse"]["repetitions"]["0"]["lost_events"] == {str(trace): 4321}  # filed under the user's name
     show = subprocess.run([*MOBIPERF, "show", str(out)], capture_output=True, text=True, timeout=60)
-    assert "ftrace: 4321 events were lost" in show.stdout
+    assert f"{trace}: 4321 events were lost" in show.stdout
 
 
 def test_ingest_binary_pages_with_their_formats(tmp_path):

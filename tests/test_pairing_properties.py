@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mobiperf.analyzers.fifo import CONSUMER, PEEK, PRODUCER, fifo_match
-from mobiperf.analyzers.pairing import pair_block_requests, pair_block_requests_vectorized
+from mobiperf.analyzers.pairing import pair_block_requests_compiled, pair_block_requests_vectorized
 from mobiperf.analyzers.pairing_oracle import pair_block_requests_oracle
 from mobiperf.schema import BLOCK_EVENT
 
@@ -121,7 +121,7 @@ FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthChe
 def test_compiled_and_vectorized_pairing_equal_the_oracle(seed, n, lost, devices):
     events = simulate_block_layer(seed, n, lost, devices)
     slow, slow_stats = pair_block_requests_oracle(events)
-    for pair in (pair_block_requests, pair_block_requests_vectorized):
+    for pair in (pair_block_requests_compiled, pair_block_requests_vectorized):
         fast, fast_stats = pair(events)
         assert fast.equals(slow), (pair.__name__, fast, slow)
         assert fast_stats.as_dict() == slow_stats.as_dict(), pair.__name__
@@ -131,7 +131,7 @@ def test_compiled_and_vectorized_pairing_equal_the_oracle(seed, n, lost, devices
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 120))
 def test_clean_traces_match_fully_with_additive_phases(seed, n):
     events = simulate_block_layer(seed, n, overlap=False)
-    rq, stats = pair_block_requests(events)
+    rq, stats = pair_block_requests_compiled(events)
     assert stats.matched_share == 1.0 and not stats.unmatched, stats.as_dict()
     bios = int((events["event"] == "block_bio_queue").sum())
     assert int(rq["nr_bios"].sum()) + int((rq["op"] == "flush").sum()) >= bios  # every bio in one request
@@ -155,7 +155,7 @@ def test_pairing_independent_of_row_order(seed, n, shuffle_seed):
     events = simulate_block_layer(seed, n).with_row_index("_i").with_columns(
         ts=pl.col("ts") * 1000 + pl.col("_i").cast(pl.Int64)).drop("_i")
     shuffled = events.sample(fraction=1.0, shuffle=True, seed=shuffle_seed)
-    assert pair_block_requests(shuffled)[0].equals(pair_block_requests(events)[0])
+    assert pair_block_requests_compiled(shuffled)[0].equals(pair_block_requests_compiled(events)[0])
 
 
 def test_stale_queue_entries_expire():
@@ -166,7 +166,7 @@ def test_stale_queue_entries_expire():
             (0, 20_000_002_000, 0, 1, "a", "block_rq_issue", 7, 0, 800, 8, 4096, "W", 0),
             (0, 20_000_003_000, 0, 1, "a", "block_rq_complete", 7, 0, 800, 8, 4096, "W", 0)]
     events = BLOCK_EVENT.validate(pl.DataFrame(rows, schema=list(BLOCK_EVENT.columns), orient="row"))
-    for pair in (pair_block_requests, pair_block_requests_vectorized, pair_block_requests_oracle):
+    for pair in (pair_block_requests_compiled, pair_block_requests_vectorized, pair_block_requests_oracle):
         rq, stats = pair(events)
         assert rq["queue_ts"].to_list() == [20_000_000_000]
         assert rq["q2c" if "q2c" in rq.columns else "complete_ts"][0] - rq["queue_ts"][0] == 3000

@@ -23,6 +23,7 @@ def test_queue_table_equals_dict_of_deques(seed):
     node_next = np.full(n_ops, -1, np.int64)
     node_ts = np.zeros(n_ops, np.int64)
     stats = np.zeros(4, np.int64)
+    free = np.full(3, -1, np.int64)  # expired nodes go onto the free list at free[0]
     model: dict[int, deque] = {}
     keys = [rnd.randrange(1 << 40) for _ in range(3000)] + [k * 1024 for k in range(200)]
     hot = keys[:50]
@@ -48,7 +49,7 @@ def test_queue_table_equals_dict_of_deques(seed):
             else:
                 assert tab[row, 0] == EMPTY
         else:  # nodes older than 500 steps expire
-            got = _pop_fresh(tab, used, node_next, node_ts, key, step, 500, stats, 0)
+            got = _pop_fresh(tab, used, node_next, node_ts, key, step, 500, stats, 0, free)
             want = -1
             q = model.get(key, deque())
             while q:
@@ -66,3 +67,7 @@ def test_queue_table_equals_dict_of_deques(seed):
                 row = _slot(tab, k)
                 assert (tab[row, 0], tab[row, 1], tab[row, 2]) == (k, q[0], q[-1])
     assert stats[0] == expired and len(tab) > 1024
+    on_free_list, node = 0, free[0]
+    while node >= 0:
+        on_free_list, node = on_free_list + 1, node_next[node]
+    assert on_free_list == expired

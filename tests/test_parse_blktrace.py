@@ -11,7 +11,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from mobiperf.collectors.parse.blktrace import parse_blktrace
+from mobiperf.collectors.parse.blktrace import parse_blktrace_compiled
+from mobiperf.collectors.parse.blktrace_numpy import parse_blktrace_numpy
+
+DECODERS = pytest.mark.parametrize("parse_blktrace", [parse_blktrace_compiled, parse_blktrace_numpy],
+                                   ids=["compiled", "numpy"])
 from mobiperf.errors import ParseError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "blktrace" / "loop-dd-4k-direct.blkbin"
@@ -49,9 +53,10 @@ def sample_stream(version: int, big: bool) -> bytes:
     ])
 
 
+@DECODERS
 @pytest.mark.parametrize("version", [7, 8])
 @pytest.mark.parametrize("big", [False, True], ids=["le", "be"])
-def test_synthetic_records_every_layout(tmp_path, version, big):
+def test_synthetic_records_every_layout(tmp_path, version, big, parse_blktrace):
     path = tmp_path / "sda.blktrace.0"
     path.write_bytes(sample_stream(version, big))
     t = parse_blktrace([path])
@@ -72,7 +77,8 @@ def test_synthetic_records_every_layout(tmp_path, version, big):
     assert t.warnings == []
 
 
-def test_per_cpu_files_merge_in_time_order(tmp_path):
+@DECODERS
+def test_per_cpu_files_merge_in_time_order(tmp_path, parse_blktrace):
     a = record(7, False, seq=1, time=3000, sector=8, nbytes=4096, action=1 | (TC_WRITE << 16), cpu=0)
     b = record(7, False, seq=1, time=1000, sector=16, nbytes=4096, action=1 | (TC_WRITE << 16), cpu=1)
     (tmp_path / "d.blktrace.0").write_bytes(a)
@@ -81,7 +87,8 @@ def test_per_cpu_files_merge_in_time_order(tmp_path):
     assert t.block_event["sector"].to_list() == [16, 8] and t.block_event["cpu"].to_list() == [1, 0]
 
 
-def test_truncated_and_damaged_files_keep_complete_records(tmp_path):
+@DECODERS
+def test_truncated_and_damaged_files_keep_complete_records(tmp_path, parse_blktrace):
     data = sample_stream(7, False)
     cut = tmp_path / "cut.blktrace.0"
     cut.write_bytes(data[:-10])
@@ -93,7 +100,8 @@ def test_truncated_and_damaged_files_keep_complete_records(tmp_path):
     assert len(t.block_event) == 5 and any("not blktrace records" in w for w in t.warnings)
 
 
-def test_not_blktrace_is_a_parse_error(tmp_path):
+@DECODERS
+def test_not_blktrace_is_a_parse_error(tmp_path, parse_blktrace):
     path = tmp_path / "x.blktrace.0"
     path.write_bytes(b"hello world, not a trace")
     with pytest.raises(ParseError, match=r"x.blktrace.0:0: not blktrace data"):
@@ -103,7 +111,8 @@ def test_not_blktrace_is_a_parse_error(tmp_path):
         parse_blktrace([path])
 
 
-def test_real_blk_tracer_capture_agrees_with_blkparse():
+@DECODERS
+def test_real_blk_tracer_capture_agrees_with_blkparse(parse_blktrace):
     t = parse_blktrace([FIXTURE])
     b = t.block_event
     assert len(b) == 300 and t.lost_records == 0
@@ -123,10 +132,20 @@ def test_real_blk_tracer_capture_agrees_with_blkparse():
     assert set(b.filter(pl.col("event") == "block_rq_issue")["rwbs"]) == {f[6] for f in lines if f[5] == "D"}
 
 
-def test_damaged_note_fields_do_not_overflow(tmp_path):
+@DECODERS
+def test_damaged_note_fields_do_not_overflow(tmp_path, parse_blktrace):
     """Found by bench/fuzz_parsers.py: a message note with a u32 pid above 2**31 and a time above 2**63."""
     path = tmp_path / "n.blktrace.0"
     path.write_bytes(record(7, False, seq=0, time=(1 << 64) - 5, action=2 | (TC_NOTIFY << 16), pid=0xFFFFFFF0,
                             pdu=b"abc"))
     t = parse_blktrace([path])
     assert t.trace_marker.rows() == [(0, -1, -16, "abc")] and len(t.block_event) == 0
+
+
+def test_the_decoders_agree_on_public_and_captured_sets():
+    """The numpy and compiled decoders make the same tables (the fixtures: a merged NVMe stream with remaps, and
+    a blk tracer capture)."""
+    for path in (Path(__file__).parent / "fixtures" / "blktrace").iterdir():
+        a, b = parse_blktrace_compiled([path]), parse_blktrace_numpy([path])
+        assert a.block_event.equals(b.block_event) and a.trace_marker.equals(b.trace_marker), path.name
+        assert (a.summary, a.warnings) == (b.summary, b.warnings), path.name

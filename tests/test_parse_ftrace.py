@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from pathlib import Path
 
 import polars as pl
@@ -16,7 +18,9 @@ ALL = sorted(FIXTURES.glob("*.txt"))
 
 @pytest.mark.parametrize("path", ALL, ids=[p.name for p in ALL])
 def test_fast_path_equals_regex_oracle(path):
-    fast, oracle = parse_ftrace_text(path), parse_ftrace_text_regex(path)
+    fast, oracle = parse_ftrace_text(path, compiled=True), parse_ftrace_text_regex(path)
+    assert (fast.lines, fast.other_events, fast.truncated_at, fast.lost_events, fast.span) == \
+        (oracle.lines, oracle.other_events, oracle.truncated_at, oracle.lost_events, oracle.span)
     assert fast.block_event.equals(oracle.block_event)
     assert fast.trace_marker.equals(oracle.trace_marker)
     assert sorted(fast.events) == sorted(oracle.events)
@@ -119,17 +123,18 @@ def test_unknown_lines_are_counted_not_dropped(tmp_path):
     src.insert(5, "this line has no ftrace header at all")
     path = tmp_path / "t.txt"
     path.write_text("\n".join(src) + "\n")
-    t = parse_ftrace_text(path)
-    assert t.unparsed_by_event == {"block_rq_issue": 1, "(no header)": 1}
-    assert len(t.block_event) == 733
-    assert any("block_rq_issue" in w for w in t.warnings)
+    for compiled in (True, False):
+        t = parse_ftrace_text(path, compiled=compiled)
+        assert t.unparsed_by_event == {"block_rq_issue": 1, "(no header)": 1}
+        assert len(t.block_event) == 733
+        assert any("block_rq_issue" in w for w in t.warnings)
 
 
 def test_lost_event_notes_are_counted(tmp_path):
     path = tmp_path / "t.txt"
     path.write_text("cpus=2\n              dd-1 [000]   1.000001: block_plug: [dd]\nCPU:1 [LOST 1234 EVENTS]\n"
                     "              dd-1 [000]   1.000002: block_unplug: [dd] 1\n")
-    for parse in (parse_ftrace_text, parse_ftrace_text_regex):
+    for parse in (functools.partial(parse_ftrace_text, compiled=True), parse_ftrace_text_regex):
         t = parse(path)
         assert t.lost_events == 1234 and len(t.block_event) == 2 and t.unparsed_by_event == {}
 
@@ -139,32 +144,37 @@ def test_truncated_file_keeps_complete_lines_and_warns(tmp_path):
     cut = data[:data.rindex(b"\n", 0, len(data) - 1) + 40]  # 40 bytes into the last line
     path = tmp_path / "cut.txt"
     path.write_bytes(cut)
-    t = parse_ftrace_text(path)
-    assert len(t.block_event) == 732 and t.truncated_at is not None
-    assert any("truncated" in w for w in t.warnings) and t.unparsed_by_event == {}
+    for compiled in (True, False):
+        t = parse_ftrace_text(path, compiled=compiled)
+        assert len(t.block_event) == 732 and t.truncated_at == len(cut) - 39  # where the cut line starts
+        assert any("truncated" in w for w in t.warnings) and t.unparsed_by_event == {}
 
 
 def test_not_ftrace_is_a_parse_error_naming_the_line(tmp_path):
     path = tmp_path / "x.txt"
     path.write_text("hello\nworld\n")
-    with pytest.raises(ParseError) as err:
-        parse_ftrace_text(path)
-    assert str(err.value).startswith(f"{path}:1:")
+    for compiled in (True, False):
+        with pytest.raises(ParseError) as err:
+            parse_ftrace_text(path, compiled=compiled)
+        assert str(err.value).startswith(f"{path}:1:")
 
 
 def test_empty_file_gives_empty_tables(tmp_path):
     path = tmp_path / "empty.txt"
     path.write_text("# tracer: nop\n#\n")
-    t = parse_ftrace_text(path)
-    assert len(t.block_event) == 0 and t.lines == 0
+    for compiled in (True, False):
+        t = parse_ftrace_text(path, compiled=compiled)
+        assert len(t.block_event) == 0 and t.lines == 0
 
 
 SPLIT_CASES = ALL + ["unknown-lines", "truncated", "lost-notes"]
 
 
+@pytest.mark.parametrize("how", ["threads", "chunks"])
 @pytest.mark.parametrize("case", SPLIT_CASES, ids=[getattr(c, "name", c) for c in SPLIT_CASES])
-def test_scan_in_line_ranges_on_threads_equals_one_scan(case, tmp_path, monkeypatch):
-    """Big files are scanned in one line range per CPU: the joined tables must equal a single scan's."""
+def test_scan_in_line_ranges_on_threads_equals_one_scan(case, how, tmp_path, monkeypatch):
+    """Big files are read in chunks of whole lines and each chunk is scanned in one line range per CPU: the
+    joined tables must equal a single scan's."""
     import mobiperf.collectors.parse.ftrace_text as ftrace_text
 
     if isinstance(case, Path):
@@ -176,15 +186,19 @@ def test_scan_in_line_ranges_on_threads_equals_one_scan(case, tmp_path, monkeypa
         path = tmp_path / "t.txt"
         data = "\n".join(lines) + "\n"
         path.write_text(data[:-30] if case == "truncated" else data)
-    whole = parse_ftrace_text(path)
-    monkeypatch.setattr(ftrace_text, "PARALLEL_MIN_BYTES", 1)
-    monkeypatch.setattr(ftrace_text.os, "cpu_count", lambda: 7)  # more ranges than this machine has CPUs
-    split = parse_ftrace_text(path)
+    whole = parse_ftrace_text(path, compiled=True)
+    if how == "threads":
+        monkeypatch.setattr(ftrace_text, "PARALLEL_MIN_BYTES", 1)
+        monkeypatch.setattr(ftrace_text.os, "cpu_count", lambda: 7)  # more ranges than this machine has CPUs
+    else:
+        monkeypatch.setattr(ftrace_text, "CHUNK_BYTES", 333)  # lines cut by chunk ends, some longer than one
+    split = parse_ftrace_text(path, compiled=True)
     assert split.block_event.equals(whole.block_event)
     assert split.trace_marker.equals(whole.trace_marker)
     assert sorted(split.events) == sorted(whole.events)
     for name, table in split.events.items():
         assert table.equals(whole.events[name]), name
-    assert (split.lines, split.unparsed_by_event, split.other_events, split.truncated_at, split.lost_events) == (
-        whole.lines, whole.unparsed_by_event, whole.other_events, whole.truncated_at, whole.lost_events)
+    assert (split.lines, split.unparsed_by_event, split.other_events, split.truncated_at, split.lost_events,
+            split.span) == (whole.lines, whole.unparsed_by_event, whole.other_events, whole.truncated_at,
+                            whole.lost_events, whole.span)
     assert len(whole.block_event) + sum(map(len, whole.events.values())) > 0

@@ -36,10 +36,10 @@ def _public(tmp_path: Path, name: str) -> Path:
 
 def test_android_fs_reads_of_the_perfetto_authors(tmp_path):
     got = parse_perfetto(_public(tmp_path, "android-fs-dataread"))
-    fs = got.events["fs_event"]
-    assert fs.select("ts", "pid", "event", "ino").rows() == [
-        (46448185788840, 5892, "android_fs_dataread_start", 836), (46448185789530, 156, "android_fs_dataread_end", 836)]
-    assert "pathbuf=/system/bin/cmd" in fs["body"][0] and "bytes=4096" in fs["body"][0]
+    fs = got.events["android_fs_event"]  # the same rows as the kernel's text gives (parse/android_fs.py)
+    assert fs.select("ts", "pid", "op", "phase", "path", "size_bytes", "cmdline", "task_pid", "ino").rows() == [
+        (46448185788840, 5892, "read", "start", "/system/bin/cmd", 4096, "am", 5892, 836),
+        (46448185789530, 156, "read", "end", None, 4096, None, None, 836)]
     assert set(fs["comm"]) == {"<...>"}  # no process tree or rename names these pids
 
 

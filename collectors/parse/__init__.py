@@ -23,85 +23,44 @@ def parse_raw_dir(raw: Path, rep: int) -> ParsedRaw:
     """Every trace one repetition's raw directory holds, each by the parser of its kind.
 
       ftrace.txt        ftrace text of the main instance: block_event, trace_marker, and the other event tables
+      ftrace-N.txt      further ftrace text files of an ingested run (each parsed on its own)
       ftrace_raw/       binary per-CPU trace_pipe_raw pages (with formats/): every table ftrace.txt gives
       trace.pftrace     a Perfetto trace (formats/ and kernel_hz beside it where saved): every table ftrace.txt
                         gives, and generic_event (collectors/parse/perfetto_trace.py)
       syscalls.txt      ftrace text of the workload-only instance: syscall_io (source ftrace)
       strace.log        strace -f -ttt -T -y: syscall_io (source strace), on the trace clock with tasks.json's
-                        clock readings
+                        clock readings; strace-N.log further ingested logs
       tasks.json        who is who (the workload's root, the FUSE daemons' threads, mobiperf): task_role
       blktrace/         blk_io_trace records (per-CPU files or a blk-tracer stream): block_event when no ftrace
                         block events exist, else blktrace_event (the same columns, kept apart)
+      blkparse/         blkparse text output (ingested): the same tables as blktrace/ (format in format.txt)
       layout/           the layout snapshot: file_extent
+      inputs.json       (ingested runs) the user's name of each file above, under which its statistics are filed
     Lost events are reported per source in the summary (ring-buffer overruns, blktrace sequence gaps).
     """
-    from mobiperf.collectors.parse.blktrace import blktrace_files, parse_blktrace
-    from mobiperf.collectors.parse.ftrace_text import parse_ftrace_text
     from mobiperf.collectors.parse.layout import parse_layout
-    from mobiperf.collectors.parse.strace import parse_strace
-    from mobiperf.collectors.parse.tasks import read_tasks, task_roles, wall_to_trace_clock
+    from mobiperf.collectors.parse.tasks import read_tasks, task_roles
 
     out = ParsedRaw()
     parts: dict[str, list[pl.DataFrame]] = {}
+    labels = _input_labels(raw)
 
     def add(name: str, df: pl.DataFrame) -> None:
         parts.setdefault(name, []).append(df)
 
-    for trace_name, source in (("ftrace.txt", "ftrace"), ("syscalls.txt", "syscalls")):
-        trace = raw / trace_name
-        if not trace.exists():
-            continue
-        parsed = parse_ftrace_text(trace, rep)
-        if len(parsed.block_event) or source == "ftrace":
-            add("block_event", parsed.block_event)
-        if len(parsed.trace_marker):
-            add("trace_marker", parsed.trace_marker)
-        for name, df in parsed.events.items():
-            add(name, df)
-        out.summary[source] = {"lines": parsed.lines, "unparsed": parsed.unparsed_by_event,
-                               "other_events": parsed.other_events,
-                               # The saved per-CPU stats and the LOST notes in the text see the same loss.
-                               "lost_events": max(_ftrace_lost(raw / f"{trace.stem}_stats.json"),
-                                                  parsed.lost_events)}
-        out.warnings += [f"{trace_name}: {w}" for w in parsed.warnings]
+    _parse_ftrace_texts(raw, rep, labels, add, out)
     if (raw / "ftrace_raw").is_dir():
-        from mobiperf.collectors.parse.ftrace_raw import parse_ftrace_raw
-
-        binary = parse_ftrace_raw(raw / "ftrace_raw", raw / "formats", rep)
-        add("block_event", binary.block_event)
-        if len(binary.trace_marker):
-            add("trace_marker", binary.trace_marker)
-        for name, df in binary.events.items():  # ext4, jbd2, fuse, writeback, syscalls: as the text path
-            add(name, df)
-        out.summary["ftrace_raw"] = {"events": binary.events_total, "pages": binary.pages,
-                                     "undecoded": binary.undecoded, "other_events": binary.other_events,
-                                     "unparsed": binary.unparsed_by_event, "unrendered": binary.unrendered,
-                                     "lost_events": max(_ftrace_lost(raw / "ftrace_raw_stats.json"),
-                                                        binary.lost_events)}
-        out.warnings += [f"ftrace_raw: {w}" for w in binary.warnings]
+        _parse_ftrace_pages(raw, rep, add, out)
     tasks = read_tasks(raw / "tasks.json")
     if tasks:
         add("task_role", task_roles(tasks, rep))
-    if (raw / "trace.pftrace").exists():  # a Perfetto trace (recorded through the device's perfetto, or ingested)
+    if (raw / "trace.pftrace").exists():
         from mobiperf.collectors.parse.perfetto_trace import add_perfetto_tables
 
         add_perfetto_tables(raw, rep, add, out)
-    strace_log = raw / "strace.log"
-    if strace_log.exists():
-        parsed_strace = parse_strace(strace_log, rep)
-        add("syscall_io", wall_to_trace_clock(parsed_strace.syscall_io, tasks.get("clock", [])))
-        out.summary["strace"] = parsed_strace.summary
-        out.warnings += parsed_strace.warnings
-    if (raw / "blktrace").is_dir():
-        for group in blktrace_files(raw / "blktrace"):
-            blk = parse_blktrace(group, rep)
-            table = "blktrace_event" if "block_event" in parts else "block_event"
-            add(table, blk.block_event)
-            if len(blk.trace_marker):
-                add("trace_marker", blk.trace_marker)
-            out.summary.setdefault("blktrace", {})[group[0].name] = {**blk.summary, "table": table,
-                                                                    "lost_events": blk.lost_records}
-            out.warnings += blk.warnings
+    _parse_strace_logs(raw, rep, labels, add, out, clock=tasks.get("clock", []))
+    if (raw / "blktrace").is_dir() or (raw / "blkparse").is_dir():
+        _parse_block_traces(raw, rep, labels, add, out, has_ftrace_blocks="block_event" in parts)
     if (raw / "layout").is_dir():
         extents, warnings = parse_layout(raw / "layout", rep)
         add("file_extent", extents)
@@ -121,7 +80,107 @@ def parse_raw_dir(raw: Path, rep: int) -> ParsedRaw:
     out.summary["lost_events"] = lost
     for src, n in lost.items():
         out.warnings.append(f"{src}: {n} events were lost (ring buffer overrun or blktrace gaps); counts are low")
+    for placed, label in sorted(labels.items(), key=lambda kv: -len(kv[0])):  # the user's names, not the copies'
+        out.warnings = [w.replace(str(raw / placed), label) for w in out.warnings]
     return out
+
+
+def _input_labels(raw: Path) -> dict[str, str]:
+    """Placed file name -> the user's name of it (ingested runs keep this in raw/inputs.json), else {}."""
+    import json
+
+    try:
+        labels = json.loads((raw / "inputs.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
+
+
+def _numbered(raw: Path, first: str, pattern: str) -> list[Path]:
+    """`first` and the numbered siblings an ingest adds (ftrace-1.txt, ...), in their order."""
+    extra = sorted(raw.glob(pattern), key=lambda p: int(p.stem.rpartition("-")[2] or 0)
+                   if p.stem.rpartition("-")[2].isdigit() else 0)
+    return [p for p in [raw / first, *extra] if p.exists()]
+
+
+def _parse_ftrace_texts(raw: Path, rep: int, labels: dict, add, out: ParsedRaw) -> None:
+    texts = [(p, "ftrace") for p in _numbered(raw, "ftrace.txt", "ftrace-*.txt")]
+    if (raw / "syscalls.txt").exists():
+        texts.append((raw / "syscalls.txt", "syscalls"))
+    if texts:  # imported only when there is text to parse: a run of blktrace files never loads it
+        from mobiperf.collectors.parse.ftrace_text import parse_ftrace_text
+    for trace, source in texts:
+        key = labels.get(trace.name, source)
+        parsed = parse_ftrace_text(trace, rep)
+        if len(parsed.block_event) or source == "ftrace":
+            add("block_event", parsed.block_event)
+        if len(parsed.trace_marker):
+            add("trace_marker", parsed.trace_marker)
+        for name, df in parsed.events.items():
+            add(name, df)
+        out.summary[key] = {"lines": parsed.lines, "unparsed": parsed.unparsed_by_event,
+                            "other_events": parsed.other_events, "span_ns": parsed.span,
+                            # The saved per-CPU stats and the LOST notes in the text see the same loss.
+                            "lost_events": max(_ftrace_lost(raw / f"{trace.stem}_stats.json"),
+                                               parsed.lost_events)}
+        out.warnings += [f"{labels.get(trace.name, trace.name)}: {w}" for w in parsed.warnings]
+
+
+def _parse_ftrace_pages(raw: Path, rep: int, add, out: ParsedRaw) -> None:
+    from mobiperf.collectors.parse.ftrace_raw import parse_ftrace_raw
+
+    binary = parse_ftrace_raw(raw / "ftrace_raw", raw / "formats", rep)
+    add("block_event", binary.block_event)
+    if len(binary.trace_marker):
+        add("trace_marker", binary.trace_marker)
+    for name, df in binary.events.items():  # ext4, jbd2, fuse, writeback, syscalls: as the text path
+        add(name, df)
+    out.summary["ftrace_raw"] = {"events": binary.events_total, "pages": binary.pages, "span_ns": binary.span,
+                                 "undecoded": binary.undecoded, "other_events": binary.other_events,
+                                 "unparsed": binary.unparsed_by_event, "unrendered": binary.unrendered,
+                                 "lost_events": max(_ftrace_lost(raw / "ftrace_raw_stats.json"),
+                                                    binary.lost_events)}
+    out.warnings += [f"ftrace_raw: {w}" for w in binary.warnings]
+
+
+def _parse_strace_logs(raw: Path, rep: int, labels: dict, add, out: ParsedRaw, clock: list[dict]) -> None:
+    from mobiperf.collectors.parse.strace import parse_strace
+    from mobiperf.collectors.parse.tasks import wall_to_trace_clock
+
+    for log in _numbered(raw, "strace.log", "strace-*.log"):
+        parsed = parse_strace(log, rep)
+        add("syscall_io", wall_to_trace_clock(parsed.syscall_io, clock))
+        out.summary[labels.get(log.name, "strace")] = parsed.summary
+        out.warnings += parsed.warnings
+
+
+def _parse_block_traces(raw: Path, rep: int, labels: dict, add, out: ParsedRaw, has_ftrace_blocks: bool) -> None:
+    """blktrace records and blkparse text: block_event, or blktrace_event beside ftrace block events."""
+    table = "blktrace_event" if has_ftrace_blocks else "block_event"
+    if (raw / "blktrace").is_dir():
+        from mobiperf.collectors.parse.blktrace_format import blktrace_files, parse_blktrace
+
+        for group in blktrace_files(raw / "blktrace"):
+            blk = parse_blktrace(group, rep)
+            add(table, blk.block_event)
+            if len(blk.trace_marker):
+                add("trace_marker", blk.trace_marker)
+            name = labels.get(f"blktrace/{group[0].name}", group[0].name)
+            out.summary.setdefault("blktrace", {})[name] = {**blk.summary, "table": table,
+                                                            "lost_events": blk.lost_records}
+            out.warnings += blk.warnings
+    if (raw / "blkparse").is_dir():
+        from mobiperf.collectors.parse.blkparse_text import parse_blkparse_text
+
+        fmt_file = raw / "blkparse" / "format.txt"
+        fmt = fmt_file.read_text().rstrip("\n") if fmt_file.exists() else None
+        for text in sorted(p for p in (raw / "blkparse").iterdir() if p.name != "format.txt"):
+            parsed = parse_blkparse_text(text, rep, fmt)
+            add(table, parsed.block_event)
+            if len(parsed.trace_marker):
+                add("trace_marker", parsed.trace_marker)
+            out.summary[labels.get(f"blkparse/{text.name}", text.name)] = {**parsed.summary, "table": table}
+            out.warnings += parsed.warnings
 
 
 def _ftrace_lost(stats_path: Path) -> int:
@@ -143,8 +202,16 @@ def derive_tables(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataFra
 
     derived, summary = {}, {}
     if "block_event" in tables:
+        from mobiperf.analyzers.pairing import summarize_pairing
+
         derived["block_rq"], pairing = pair_block_requests(tables["block_event"])
         summary["block_pairing"] = pairing.as_dict()
+        per_rep = summarize_pairing(derived["block_rq"])
+        if len(per_rep):  # matched for what the trace holds (an issue/complete capture: D2C), not only Q..C
+            matched = int(per_rep["matched"].sum())
+            summary["block_pairing"].update(
+                matched=matched, matched_for=" | ".join(sorted(set(per_rep["matched_for"]))),
+                matched_share=round(matched / pairing.requests, 6) if pairing.requests else 1.0)
     if "fuse_event" in tables:
         from mobiperf.collectors.parse.fuse_requests import pair_fuse_requests
 

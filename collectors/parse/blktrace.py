@@ -1,4 +1,5 @@
-"""blktrace binary records (struct blk_io_trace, versions 0x07 and 0x08, either byte order) -> block_event rows.
+"""blktrace binary records (struct blk_io_trace, versions 0x07 and 0x08, either byte order) -> block_event rows:
+the compiled decoder (numba), for large sets; blktrace_format.parse_blktrace picks it or blktrace_numpy.py by size.
 
 Sources: per-CPU files of the blktrace tool (`NAME.blktrace.<cpu>`), a merged stream (`blkparse -d`), or the
 kernel's `blk` tracer read from trace_pipe with the `bin` option (sequence always 0, no process notes).
@@ -22,47 +23,18 @@ with a warning naming the offset.
 
 from __future__ import annotations
 
-import mmap
-import os
-import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 from numba import njit
 
-from mobiperf.errors import ParseError
-from mobiperf.schema import BLOCK_EVENT, TRACE_MARKER
-
-MAGIC = 0x65617400
-HEADER_SIZE = {0x07: 48, 0x08: 64}
-TC_SHIFT = 16
-TC = {"read": 1 << 0, "write": 1 << 1, "flush": 1 << 2, "sync": 1 << 3, "queue": 1 << 4, "requeue": 1 << 5,
-      "issue": 1 << 6, "complete": 1 << 7, "fs": 1 << 8, "pc": 1 << 9, "notify": 1 << 10, "ahead": 1 << 11,
-      "meta": 1 << 12, "discard": 1 << 13, "drv_data": 1 << 14, "fua": 1 << 15}
-CGROUP_FLAG = 0x100
-ACTION_EVENT = {1: "block_bio_queue", 2: "block_bio_backmerge", 3: "block_bio_frontmerge", 4: "block_getrq",
-                5: "block_sleeprq", 6: "block_rq_requeue", 7: "block_rq_issue", 8: "block_rq_complete",
-                9: "block_plug", 10: "block_unplug", 11: "block_unplug", 12: "block_rq_insert",
-                13: "block_split"}
-NOTE_PROCESS, NOTE_TIMESTAMP, NOTE_MESSAGE = 0, 1, 2
-
-
-@dataclass
-class BlktraceTables:
-    block_event: pl.DataFrame
-    trace_marker: pl.DataFrame
-    records: int = 0
-    lost_records: int = 0
-    skipped_actions: dict[str, int] = field(default_factory=dict)
-    start_wallclock_ns: int | None = None
-    warnings: list[str] = field(default_factory=list)
-
-    @property
-    def summary(self) -> dict:
-        return {"records": self.records, "lost_records": self.lost_records, "skipped": self.skipped_actions,
-                "start_wallclock_ns": self.start_wallclock_ns}
+from mobiperf.collectors.parse.blktrace_format import (  # noqa: F401  (re-exported: the format's names)
+    ACTION_EVENT, CGROUP_FLAG, HEADER_SIZE, MAGIC, NOTE_MESSAGE, NOTE_PROCESS, NOTE_TIMESTAMP, TC, TC_SHIFT,
+    BlktraceTables, blktrace_files, comm_lookup, detect_format, map_file, note_record, note_tables, parse_blktrace,
+    rwbs_text, sequence_gaps)
+from mobiperf.schema import BLOCK_EVENT
 
 
 @njit(cache=True, nogil=True)
@@ -109,21 +81,6 @@ def _walk(buf, big_endian, version, offs):
                     break
                 p += 1
     return offs[:k], p, resyncs, first_resync
-
-
-def detect_format(head: bytes, path: Path) -> tuple[int, bool]:
-    """(version, big_endian) from the first record's magic; ParseError if it is not blktrace data."""
-    if len(head) < 4:
-        raise ParseError(path, 0, "too short for a blktrace record")
-    le = int.from_bytes(head[:4], "little")
-    be = int.from_bytes(head[:4], "big")
-    for value, big in ((le, False), (be, True)):
-        if value & 0xFFFFFF00 == MAGIC:
-            version = value & 0xFF
-            if version not in HEADER_SIZE:
-                raise ParseError(path, 0, f"blktrace version 0x{version:02x} is not supported (0x07, 0x08)")
-            return version, big
-    raise ParseError(path, 0, f"not blktrace data (magic 0x{le:08x})")
 
 
 @njit(cache=True, nogil=True)
@@ -376,21 +333,6 @@ def _emit(buf, offs, big, version, dest, base, comm_pid, rwbs_id, rwbs_keys, out
         out_comm[d] = c
 
 
-def _map_file(path: Path) -> np.ndarray:
-    """The bytes of a file as a read-only uint8 array: mapped (no copy, page-cache pages) when it is a regular
-    file, else read."""
-    try:
-        with open(path, "rb") as f:
-            st = os.fstat(f.fileno())
-            if stat.S_ISREG(st.st_mode):
-                if st.st_size == 0:
-                    return np.zeros(0, np.uint8)
-                return np.frombuffer(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), np.uint8)
-            return np.frombuffer(f.read(), np.uint8)
-    except OSError as e:
-        raise ParseError(path, 0, f"cannot read: {e.strerror}") from None
-
-
 @dataclass
 class _File:
     path: Path
@@ -401,7 +343,7 @@ class _File:
     base: int = 0            # index of its first record in the concatenation of all files' records
 
 
-def parse_blktrace(paths: list[Path], rep: int = 0) -> BlktraceTables:
+def parse_blktrace_compiled(paths: list[Path], rep: int = 0) -> BlktraceTables:
     """block_event and trace_marker rows of a set of blktrace files (per-CPU files or one stream).
 
     Three passes over the records, all compiled: index (times, notes, action counts, sequence gaps), merge
@@ -409,7 +351,7 @@ def parse_blktrace(paths: list[Path], rep: int = 0) -> BlktraceTables:
     straight into its output row). Files are mapped, not copied."""
     files: list[_File] = []
     for path in paths:
-        buf = _map_file(path)
+        buf = map_file(path)
         if len(buf):
             version, big = detect_format(bytes(buf[:4]), path)
             files.append(_File(path, buf, version, big))
@@ -438,28 +380,17 @@ def parse_blktrace(paths: list[Path], rep: int = 0) -> BlktraceTables:
         f.offs, f.base = offs[:m], n_records
         if not regular:  # sequences out of order or too many (device, cpu): the exact count, by sorting
             dev, cpu, seq = _sequence_columns(f.buf, f.offs, f.big, f.version)
-            file_lost = _sequence_gaps(dev, cpu, seq)
+            file_lost = sequence_gaps(dev, cpu, seq)
         lost += file_lost
         all_sorted &= bool(is_sorted)
         n_records += m
         bounds.append(n_records)
         order = "big" if f.big else "little"
         for o in note_offs.tolist():
-            notes.append(_note(f.buf, o, f.big, f.version, order))
+            notes.append(note_record(f.buf, o, f.big, f.version, order))
     times, known = times[:n_records], known[:n_records]
 
-    comm_of = {}
-    start_wall = None
-    markers = []
-    for kind, pid, t, payload, byteorder in notes:
-        if kind == NOTE_PROCESS:
-            comm_of[pid] = payload.split(b"\0", 1)[0].decode("utf-8", errors="replace")
-        elif kind == NOTE_TIMESTAMP and len(payload) >= 8:
-            sec, nsec = int.from_bytes(payload[:4], byteorder), int.from_bytes(payload[4:8], byteorder)
-            start_wall = sec * 1_000_000_000 + nsec
-        elif kind == NOTE_MESSAGE:
-            markers.append({"rep": rep, "ts": t, "pid": pid,
-                            "text": payload.split(b"\0", 1)[0].decode("utf-8", errors="replace").strip()})
+    comm_of, start_wall, marker_df = note_tables(notes, rep)
 
     codes = np.flatnonzero(action_count)
     skipped = {f"action {int(a)}": int(action_count[a]) for a in codes if int(a) not in ACTION_EVENT}
@@ -474,12 +405,7 @@ def parse_blktrace(paths: list[Path], rep: int = 0) -> BlktraceTables:
             _merge_destinations(times, known, np.array(bounds, np.int64), dest)
         else:
             _destinations(np.argsort(times, kind="stable"), known, dest)
-    # comm by pid, as the record's i32 pid column holds it (the u32 wraps the same way for both)
-    comm_pid = np.array(list(comm_of), np.int64).astype(np.int32).astype(np.int64)
-    comm_order = np.argsort(comm_pid)
-    comm_pid = comm_pid[comm_order]
-    names = list(comm_of.values())
-    comm_text = [""] + [names[i] for i in comm_order.tolist()]
+    comm_pid, comm_text = comm_lookup(comm_of)
     col = {name: np.empty(n_rows, dt) for name, dt in (  # _emit's order; codes are u32, what polars gathers by
         ("ts", np.int64), ("cpu", np.int32), ("pid", np.int32), ("comm", np.uint32), ("event", np.uint32),
         ("dev_major", np.int32), ("dev_minor", np.int32), ("sector", np.int64), ("nr_sector", np.int64),
@@ -489,7 +415,7 @@ def parse_blktrace(paths: list[Path], rep: int = 0) -> BlktraceTables:
     for f in files:
         _emit(f.buf, f.offs, f.big, f.version, dest, f.base, comm_pid, rwbs_id, rwbs_keys, *col.values())
     event_names = pl.Series("event", [ACTION_EVENT.get(c, "") for c in range(14)], dtype=pl.Utf8)
-    rwbs_texts = pl.Series("rwbs", [_rwbs_text(k) for k in rwbs_keys[1:rwbs_keys[0] + 1].tolist()], dtype=pl.Utf8)
+    rwbs_texts = pl.Series("rwbs", [rwbs_text(k) for k in rwbs_keys[1:rwbs_keys[0] + 1].tolist()], dtype=pl.Utf8)
     block = pl.DataFrame({
         "ts": col["ts"], "cpu": col["cpu"], "pid": col["pid"],
         "event": event_names.gather(col["event"]), "dev_major": col["dev_major"], "dev_minor": col["dev_minor"],
@@ -498,71 +424,8 @@ def parse_blktrace(paths: list[Path], rep: int = 0) -> BlktraceTables:
     }).with_columns(  # constant columns stay scalars (no 5 M-row copies of one value)
         rep=pl.lit(rep, dtype=pl.Int32),
         comm=pl.Series("comm", comm_text, dtype=pl.Utf8).gather(col["comm"]) if comm_of else pl.lit("", pl.Utf8))
-    marker_df = pl.DataFrame({  # pid is u32 in the record: a damaged one must not overflow the i32 column
-        "rep": np.full(len(markers), rep, np.int32), "ts": np.array([m["ts"] for m in markers], np.int64),
-        "pid": np.array([m["pid"] for m in markers], np.int64).astype(np.int32),
-        "text": pl.Series([m["text"] for m in markers], dtype=pl.Utf8)}) if markers else TRACE_MARKER.empty()
-    return BlktraceTables(block_event=BLOCK_EVENT.validate(block), trace_marker=TRACE_MARKER.validate(marker_df),
+    return BlktraceTables(block_event=BLOCK_EVENT.validate(block), trace_marker=marker_df,
                           records=n_records, lost_records=lost, skipped_actions=skipped,
                           start_wallclock_ns=start_wall, warnings=warnings)
 
 
-def _note(buf: np.ndarray, o: int, big: bool, version: int, byteorder: str) -> tuple[int, int, int, bytes, str]:
-    """(kind, pid, time, payload, byte order) of the note record at offset o."""
-    hdr = HEADER_SIZE[version]
-    head = bytes(buf[o:o + hdr])
-    u = lambda at, size: int.from_bytes(head[at:at + size], byteorder)  # noqa: E731
-    action = u(28, 4) if version == 7 else u(32, 8)
-    pid = u(32, 4) if version == 7 else u(28, 4)
-    t = u(8, 8)
-    plen = u(46 if version == 7 else 50, 2)
-    return (action & 0xFF, pid, t if t < 1 << 63 else -1, bytes(buf[o + hdr:o + hdr + plen]), byteorder)
-
-
-def _rwbs_text(key: int) -> str:
-    """blkparse's fill_rwbs of key = category bits * 2 + (bytes > 0)."""
-    bits, has_bytes = key >> 1, key & 1
-    s = "F" if bits & TC["flush"] else ""
-    if bits & TC["discard"]:
-        s += "D"
-    elif bits & TC["write"]:
-        s += "W"
-    elif has_bytes:
-        s += "R"
-    else:
-        s += "N"
-    s += "F" if bits & TC["fua"] else ""
-    s += "A" if bits & TC["ahead"] else ""
-    s += "S" if bits & TC["sync"] else ""
-    s += "M" if bits & TC["meta"] else ""
-    return s
-
-
-def _sequence_gaps(device: np.ndarray, cpu: np.ndarray, seq: np.ndarray) -> int:
-    """Records missing from the per-(device, cpu) sequence (0 = not kept, as with the blk tracer)."""
-    has = seq > 0
-    if not has.any():
-        return 0
-    d, c, s = device[has], cpu[has], seq[has]
-    if (d == d[0]).all() and (c == c[0]).all():  # one (device, cpu): time order is sequence order
-        step = np.diff(s.astype(np.int64)) - 1
-        return int(step[step > 0].sum())
-    order = np.lexsort((s, c, d))
-    d, c, s = d[order], c[order], s[order]
-    same = (d[1:] == d[:-1]) & (c[1:] == c[:-1])
-    gaps = np.where(same, s[1:].astype(np.int64) - s[:-1].astype(np.int64) - 1, 0)
-    return int(gaps[gaps > 0].sum())
-
-
-def blktrace_files(raw: Path) -> list[list[Path]]:
-    """The blktrace record sets in a directory: each NAME.blktrace.<cpu> group, and *.blktrace / *.bin streams."""
-    groups: dict[str, list[Path]] = {}
-    for p in sorted(raw.iterdir()):
-        name = p.name
-        stem, sep, cpu = name.rpartition(".blktrace.")
-        if sep and cpu.isdigit():
-            groups.setdefault(stem, []).append(p)
-        elif name.endswith((".blktrace", ".blkbin")):
-            groups[name] = [p]
-    return [sorted(v, key=lambda q: int(q.name.rpartition(".")[2]) if q.name.rpartition(".")[2].isdigit() else 0)
-            for _, v in sorted(groups.items())]

@@ -12,6 +12,7 @@ A format file lists the binary layout of one event's payload and how the kernel 
         field:__data_loc char[] cmd;       offset:60; size:4;  signed:0;     <- u32 (len << 16 | offset in payload)
         field:__rel_loc char[] name;       ...                               <- the same, offset from the field's end
         field:char buf[];                  offset:16; size:0;  signed:0;     <- a string up to the payload's end
+        field:char buf;                    offset:16; size:0;  signed:0;     <- the same, as 3.x kernels declare it
         field:unsigned int x[10];          offset:12; size:40; signed:0;     <- an array of integers
     print fmt: "dev %d,%d ino %lu ...", ((unsigned int) ((REC->dev) >> 20)), ...
 
@@ -104,6 +105,8 @@ def parse_field(line: str) -> FieldFormat | None:
     if d["array"] is not None:
         kind = "string" if base in CHAR_TYPES else "array"
         count = int(d["array"][1:-1]) if d["array"][1:-1].isdigit() else 0
+    elif size == 0 and base in CHAR_TYPES:
+        kind = "string"  # `char buf; size:0` (print on 3.x kernels): a string up to the payload's end
     elif size in (1, 2, 4, 8):
         kind = "int"
     else:

@@ -15,6 +15,7 @@ event family, written from the kernels' TP_printk formats (see specs/trace-forma
   syscalls:sys_enter_*   name: 0x%08lx, ... (hex!)      sys_exit_*  0x%lx          (trace-cmd, format files)
   the kernel's own text  sys_write(fd: 1, buf: 7ffd, count: 5)   sys_write -> 0x5  (hex without 0x)
   raw_syscalls           NR %ld (%lx, %lx, ...) / NR %ld = %ld  (names are ABI-specific: kept as nr_<N>)
+  android_fs_data*       entry_name %s, offset %llu, bytes %d, ... / ino %lu, offset %llu, bytes %d (android_fs.py)
 
 Lines that match no pattern are counted per event, never dropped silently.
 """
@@ -25,6 +26,7 @@ import errno as errno_mod
 
 import polars as pl
 
+from mobiperf.collectors.parse.android_fs import ANDROID_FS_EVENTS, parse_android_fs_events
 from mobiperf.collectors.parse.fd_flags import CLONE_FILES, arm_bits_as_x86, track_open_flags
 from mobiperf.schema import FS_EVENT, FSYNC_EVENT, FUSE_EVENT, JBD2_COMMIT, JBD2_RUN_STATS, SYSCALL_IO
 
@@ -58,7 +60,7 @@ SYSCALL_ARG_BYTES = {  # which argument of an IO syscall is its size and which i
     "sync_file_range": ("nbytes", "offset"),
 }
 # Every event this module reads (the ftrace text parser hands it these rows).
-KNOWN_EVENTS = {*FSYNC_BODIES, "jbd2_run_stats", *JBD2_PHASES, *FUSE_BODIES}
+KNOWN_EVENTS = {*FSYNC_BODIES, "jbd2_run_stats", *JBD2_PHASES, *FUSE_BODIES, *ANDROID_FS_EVENTS}
 
 
 def is_known_event(name: str) -> bool:
@@ -116,6 +118,10 @@ def parse_other_events(head: pl.DataFrame, rep: int) -> tuple[dict[str, pl.DataF
     if fuse:
         tables["fuse_event"] = FUSE_EVENT.validate(pl.concat(fuse, how="vertical_relaxed")
                                                    .sort("ts", maintain_order=True))
+
+    android_fs = parse_android_fs_events(head, rep, unparsed)  # android_fs.py
+    if android_fs is not None:
+        tables["android_fs_event"] = android_fs
 
     ev = pl.col("event")
     fs_rows = head.filter(pl.any_horizontal(ev.str.starts_with(p) for p in FS_EVENT_PREFIXES)

@@ -68,6 +68,7 @@ class RawTables:
     unparsed_by_event: dict[str, int] = field(default_factory=dict)  # rendered bodies the table parsers rejected
     fields: dict[str, pl.DataFrame] = field(default_factory=dict)  # event -> its raw field columns
     warnings: list[str] = field(default_factory=list)
+    span: tuple[int, int] | None = None  # first and last record time (every event, read by a table or not)
 
 
 @njit(cache=True, nogil=True)
@@ -316,7 +317,8 @@ def parse_ftrace_raw(raw_dir: Path, formats: Path, rep: int = 0, hz: int | None 
     by_type = merged[np.argsort(types[merged], kind="stable")]
     bounds = np.flatnonzero(np.diff(types[by_type])) + 1
     out = RawTables(block_event=BLOCK_EVENT.empty(), trace_marker=TRACE_MARKER.empty(), events_total=len(ts),
-                    pages=pages, pages_with_lost_events=lost, lost_events=lost_events, warnings=warnings)
+                    pages=pages, pages_with_lost_events=lost, lost_events=lost_events, warnings=warnings,
+                    span=(int(ts.min()), int(ts.max())) if len(ts) else None)
     rank = np.empty(len(ts), np.int64)
     rank[merged] = np.arange(len(ts))
     blocks, markers, heads = [], [], []

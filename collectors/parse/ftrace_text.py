@@ -17,6 +17,7 @@ line is cut (no newline, not parseable) keeps every complete line and says so in
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -25,9 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
-from mobiperf.collectors.parse import ftrace_scan as scan
 from mobiperf.collectors.parse.ftrace_events import is_known_event, known_event_expr, parse_other_events
 from mobiperf.errors import ParseError
 from mobiperf.schema import BLOCK_EVENT, TRACE_MARKER
@@ -57,11 +56,10 @@ BLOCK_EVENT_BODY = {
     "block_rq_abort": "rq_done",
     "block_split": "split", "block_plug": "plug", "block_unplug": "unplug",
 }
-MARKER_EVENTS = ("tracing_mark_write", "print")
+# `0` is what 3.x kernels print for a trace_marker write (`0: B|655|name`: the print event's ip, 0 for markers)
+MARKER_EVENTS = ("tracing_mark_write", "print", "0")
 SPLIT_EVENTS = [e for e, k in BLOCK_EVENT_BODY.items() if k == "split"]
 RQ_EVENTS = [e for e, k in BLOCK_EVENT_BODY.items() if k == "rq"]
-_KNOWN_HASH = np.array([scan.fnv1a(e) for e in BLOCK_EVENT_BODY], np.uint64)
-_KNOWN_KIND = np.array([scan.BODY_KINDS.index(k) for k in BLOCK_EVENT_BODY.values()], np.int64)
 # sector_t is unsigned; flush requests may carry (sector_t)-1. Above this it is "no sector".
 _MAX_SECTOR = (1 << 63) - 1
 _EVENT_IN_LINE = re.compile(r"\]\s+(?:\S{1,8}\s+)?\d+\.\d+:\s+(\w+)(?::| ->|\()")
@@ -78,6 +76,7 @@ class FtraceTables:
     other_events: dict[str, int] = field(default_factory=dict)
     truncated_at: int | None = None  # byte offset of a cut last line
     lost_events: int = 0  # from `CPU:N [LOST n EVENTS]` lines (trace_pipe) / trace-cmd's `EVENTS DROPPED`
+    span: tuple[int, int] | None = None  # first and last time of every event line, read by a table or not
 
     @property
     def warnings(self) -> list[str]:
@@ -96,55 +95,145 @@ def read_trace_bytes(path: Path) -> bytes:
         raise ParseError(path, 0, f"cannot read: {e.strerror}") from None
 
 
-def parse_ftrace_text(path: Path, rep: int = 0) -> FtraceTables:
-    """The event tables of one ftrace text file (fast path, regex for what it rejects)."""
-    data = read_trace_bytes(path)
+# Below this size the regex path parses the file (about 0.1 s of CPU per MB): starting numba for the compiled
+# scanners costs about a second of CPU and 90 MB, more than a small trace's whole parse.
+COMPILED_MIN_BYTES = 4 << 20
+# The compiled path reads the file in pieces of whole lines: a 1 GB trace is never in memory at once.
+CHUNK_BYTES = 16 << 20
+
+
+def parse_ftrace_text(path: Path, rep: int = 0, *, compiled: bool | None = None) -> FtraceTables:
+    """The event tables of one ftrace text file: the compiled scanners (streamed in CHUNK_BYTES pieces, regex
+    for the lines they reject) when the file is COMPILED_MIN_BYTES or larger or `compiled` asks for them, else
+    the regex path alone. Both give the same tables (tests hold them equal)."""
+    if compiled is None:
+        try:
+            compiled = os.stat(path).st_size >= COMPILED_MIN_BYTES
+        except OSError as e:
+            raise ParseError(path, 0, f"cannot read: {e.strerror}") from None
+    if not compiled:
+        return parse_ftrace_text_regex(path, rep)
+    return _parse_compiled(path, rep)
+
+
+@dataclass
+class _Pieces:
+    """What the chunks of one file gave, gathered: rows, counts, and what the end of the file decides."""
+    block: list = field(default_factory=list)
+    head: list = field(default_factory=list)   # markers and the events ftrace_events.py reads, per chunk
+    counts: dict = field(default_factory=dict)
+    unparsed: dict = field(default_factory=dict)
+    lines: int = 0
+    bad: int = 0
+    first_bad: tuple | None = None  # (line number, text) of the first line without a header
+    lost: int = 0
+    truncated_at: int | None = None
+    slow: bool = False
+    span: tuple[int, int] | None = None
+
+
+def _chunks(path: Path):
+    """(bytes offset, whole lines) pieces of the file, each about CHUNK_BYTES; the last may end in a cut line."""
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise ParseError(path, 0, f"cannot read: {e.strerror}") from None
+    with f:
+        carry, offset = b"", 0
+        while True:
+            try:
+                data = f.read(CHUNK_BYTES)
+            except OSError as e:
+                raise ParseError(path, offset, f"cannot read: {e.strerror}") from None
+            if not data:
+                if carry:
+                    yield offset, carry
+                return
+            data = carry + data
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:  # one line longer than a chunk: read on
+                carry = data
+                continue
+            yield offset, data[:cut]
+            offset += cut
+            carry = data[cut:]
+
+
+def _parse_compiled(path: Path, rep: int) -> FtraceTables:
+    got = _Pieces()
+    line_base = 0
+    for offset, chunk in _chunks(path):
+        line_base += _parse_chunk(chunk, offset, line_base, rep, got)
+    if got.lines and got.bad == got.lines:
+        raise ParseError(path, got.first_bad[0] + 1, f"not ftrace text: {got.first_bad[1][:80]!r}")
+    block = pl.concat(got.block, how="vertical_relaxed") if got.block else \
+        BLOCK_EVENT.empty().with_columns(line=pl.lit(None, pl.Int64))
+    if got.slow:
+        block = block.sort("line")  # file order: events of one microsecond keep their order
+    block = BLOCK_EVENT.validate(block)
+    head = pl.concat(got.head, how="vertical_relaxed").sort("line") if got.head else \
+        pl.DataFrame(schema={"line": pl.Int64, "ts": pl.Int64, "cpu": pl.Int32, "pid": pl.Int32, "comm": pl.Utf8,
+                             "event": pl.Utf8, "body": pl.Utf8})
+    markers = head.filter(pl.col("event").is_in(MARKER_EVENTS)).select(
+        pl.lit(rep, pl.Int32).alias("rep"), "ts", "pid", _marker_text(pl.col("body")).alias("text"))
+    events, event_unparsed = parse_other_events(head.filter(known_event_expr()), rep)
+    got.unparsed.update(event_unparsed)
+    known = set(BLOCK_EVENT_BODY) | set(MARKER_EVENTS)
+    return FtraceTables(block_event=block, trace_marker=TRACE_MARKER.validate(markers), events=events,
+                        lines=got.lines, lost_events=got.lost, unparsed_by_event=got.unparsed,
+                        other_events={e: n for e, n in got.counts.items()
+                                      if e not in known and not is_known_event(e)},
+                        truncated_at=got.truncated_at, span=got.span)
+
+
+_CATEGORICAL = [c for c, t in BLOCK_EVENT.columns.items() if t == pl.Categorical()]
+
+
+def _parse_chunk(data: bytes, offset: int, line_base: int, rep: int, got: _Pieces) -> int:
+    """Rows of one chunk of whole lines (line numbers from line_base) into got; returns its number of lines."""
     buf = np.frombuffer(data, np.uint8)
-    n_lines, names, block_cols, text_cols, (bad, bad_s, bad_e) = _scan(data, buf)
-    truncated_at = None
+    n_lines, names, block_cols, text_cols, (bad, bad_s, bad_e), n_all = _scan(data, buf)
     if len(bad) and not data.endswith(b"\n") and bad_e[-1] >= len(data.rstrip(b"\r")):
-        truncated_at = int(bad_s[-1])  # a cut last line: keep everything before it, say so
+        got.truncated_at = offset + int(bad_s[-1])  # a cut last line: keep everything before it, say so
         bad, bad_s, bad_e, n_lines = bad[:-1], bad_s[:-1], bad_e[:-1], n_lines - 1
-    if n_lines and len(bad) == n_lines:
-        first = data[bad_s[0]:bad_e[0]].decode("utf-8", errors="replace")
-        raise ParseError(path, int(bad[0]) + 1, f"not ftrace text: {first[:80]!r}")
+    got.lines += n_lines
+    got.bad += len(bad)
+    if len(bad) and got.first_bad is None:
+        got.first_bad = (line_base + int(bad[0]), data[bad_s[0]:bad_e[0]].decode("utf-8", errors="replace"))
     name_series = pl.Series("event", names, dtype=pl.Utf8)
-    counts = dict(zip(names, (np.bincount(block_cols[4], minlength=len(names))
-                              + np.bincount(text_cols[6], minlength=len(names))).tolist()))
-    fast_block = _fast_block_frame(buf, block_cols, name_series, rep)
+    for name, n in zip(names, (np.bincount(block_cols[4], minlength=len(names))
+                               + np.bincount(text_cols[6], minlength=len(names))).tolist()):
+        got.counts[name] = got.counts.get(name, 0) + n
+    fast_block = _fast_block_frame(buf, block_cols, name_series, rep).with_columns(pl.col("line") + line_base)
     # Everything else goes through the text path: rejected block lines, other events, markers, bad headers.
-    head = _head_frame(buf, text_cols, name_series)
-    unparsed: dict[str, int] = {}
+    head = _head_frame(buf, text_cols, name_series).with_columns(pl.col("line") + line_base)
     if len(bad):
         lines = pl.Series("line", [data[s:e].decode("utf-8", errors="replace") for s, e in zip(bad_s, bad_e)],
                           dtype=pl.Utf8)
         lines, lost = _drop_notes(lines)
+        got.lost += lost
         slow = _regex_head(lines.drop_nulls()).with_columns(
-            line=pl.Series(bad, dtype=pl.Int64).filter(lines.is_not_null()))
+            line=pl.Series(bad + line_base, dtype=pl.Int64).filter(lines.is_not_null()))
         n_bad = int(slow["event"].is_null().sum())
         if n_bad:
-            unparsed["(no header)"] = n_bad
+            got.unparsed["(no header)"] = got.unparsed.get("(no header)", 0) + n_bad
         slow = slow.filter(pl.col("event").is_not_null())
         for ev, n in slow.group_by("event").len().iter_rows():
-            counts[ev] = counts.get(ev, 0) + n
+            got.counts[ev] = got.counts.get(ev, 0) + n
         head = pl.concat([head, slow.select(_HEAD_COLUMNS)], how="vertical_relaxed")
-
+    for ts in (fast_block["ts"], head["ts"]):
+        got.span = _widen(got.span, ts.min(), ts.max())
     slow_block, slow_unparsed = _regex_block(head, rep)
-    unparsed.update(slow_unparsed)
-    block = pl.concat([fast_block, slow_block], how="vertical_relaxed") if len(slow_block) else fast_block
+    for ev, n in slow_unparsed.items():
+        got.unparsed[ev] = got.unparsed.get(ev, 0) + n
+    # strings as categoricals chunk by chunk: a big file's block events never exist as one string per row
+    got.block.append(fast_block.with_columns(pl.col(_CATEGORICAL).cast(pl.Categorical())))
     if len(slow_block):
-        block = block.sort("line")  # file order: events of one microsecond keep their order
-    block = BLOCK_EVENT.validate(block)
-    head = head.sort("line")
-    markers = head.filter(pl.col("event").is_in(MARKER_EVENTS)).select(
-        pl.lit(rep, pl.Int32).alias("rep"), "ts", "pid", _marker_text(pl.col("body")).alias("text"))
-    events, event_unparsed = parse_other_events(head.filter(known_event_expr()), rep)
-    unparsed.update(event_unparsed)
-    known = set(BLOCK_EVENT_BODY) | set(MARKER_EVENTS)
-    return FtraceTables(block_event=block, trace_marker=TRACE_MARKER.validate(markers), events=events,
-                        lines=n_lines, lost_events=lost if len(bad) else 0, unparsed_by_event=unparsed,
-                        other_events={e: n for e, n in counts.items() if e not in known and not is_known_event(e)},
-                        truncated_at=truncated_at)
+        got.block.append(slow_block.with_columns(pl.col(_CATEGORICAL).cast(pl.Categorical())))
+        got.slow = True
+    # only what the end of the file still reads: markers and the events of ftrace_events.py (not every body)
+    got.head.append(head.filter(pl.col("event").is_in(MARKER_EVENTS) | known_event_expr()))
+    return n_all
 
 
 def parse_ftrace_text_regex(path: Path, rep: int = 0) -> FtraceTables:
@@ -153,12 +242,14 @@ def parse_ftrace_text_regex(path: Path, rep: int = 0) -> FtraceTables:
     lines = pl.Series("line", data.decode("utf-8", errors="replace").splitlines(), dtype=pl.Utf8)
     truncated_at = None
     lines = lines.filter(~lines.str.strip_chars_start().str.starts_with("#") & (lines.str.strip_chars() != ""))
+    n_lines = len(lines)  # notes (LOST events, trace-cmd's preamble) count as lines, as on the fast path
     lines, lost = _drop_notes(lines)
     lines = lines.drop_nulls()
     head = _regex_head(lines).with_row_index("line").with_columns(pl.col("line").cast(pl.Int64))
     if len(head) and head["event"][-1] is None and not data.endswith(b"\n"):
         truncated_at = len(data) - len(data.rsplit(b"\n", 1)[-1])
         head = head.head(len(head) - 1)
+        n_lines -= 1
     unparsed: dict[str, int] = {}
     n_bad = int(head["event"].is_null().sum())
     if n_bad == len(head) and n_bad:
@@ -166,6 +257,7 @@ def parse_ftrace_text_regex(path: Path, rep: int = 0) -> FtraceTables:
     if n_bad:
         unparsed["(no header)"] = n_bad
     head = head.filter(pl.col("event").is_not_null())
+    span = _span(head["ts"])
     counts = dict(head.group_by("event").len().iter_rows())
     block, block_unparsed = _regex_block(head, rep)
     unparsed.update(block_unparsed)
@@ -175,11 +267,22 @@ def parse_ftrace_text_regex(path: Path, rep: int = 0) -> FtraceTables:
     unparsed.update(event_unparsed)
     known = set(BLOCK_EVENT_BODY) | set(MARKER_EVENTS)
     return FtraceTables(block_event=BLOCK_EVENT.validate(block.sort("line")),
-                        trace_marker=TRACE_MARKER.validate(markers), events=events, lines=len(lines),
+                        trace_marker=TRACE_MARKER.validate(markers), events=events, lines=n_lines,
                         lost_events=lost,
                         unparsed_by_event=unparsed,
                         other_events={e: n for e, n in counts.items() if e not in known and not is_known_event(e)},
-                        truncated_at=truncated_at)
+                        truncated_at=truncated_at, span=span)
+
+
+def _span(ts) -> tuple[int, int] | None:
+    lo, hi = ts.min(), ts.max()
+    return None if lo is None else (int(lo), int(hi))
+
+
+def _widen(span: tuple[int, int] | None, lo, hi) -> tuple[int, int] | None:
+    if lo is None:
+        return span
+    return (int(lo), int(hi)) if span is None else (min(span[0], int(lo)), max(span[1], int(hi)))
 
 
 # --- fast path helpers ---
@@ -189,20 +292,22 @@ PARALLEL_MIN_BYTES = 8 << 20
 
 
 def _scan(data: bytes, buf: np.ndarray):
-    """scan_trace over the whole file, in one line range per CPU (the scanner releases the GIL), joined.
+    """scan_trace over a buffer of whole lines, in one line range per CPU (the scanner releases the GIL), joined.
 
-    Returns (n_lines, event names, block columns, text columns, bad lines): scan_trace's tables with the
-    event ids of every range mapped to one numbering, in file order."""
+    Returns (n_lines, event names, block columns, text columns, bad lines, lines in the buffer): scan_trace's
+    tables with the event ids of every range mapped to one numbering, in file order (n_lines leaves blank and
+    comment lines out, the last count does not)."""
+    scan, known_hash, known_kind = _scanner()
     newlines = scan.find_newlines(buf)
     total = scan.line_count(buf, newlines)
     parts = min(os.cpu_count() or 1, max(1, len(buf) // PARALLEL_MIN_BYTES), total) or 1
     bounds = [total * i // parts for i in range(parts + 1)]
     ranges = list(zip(bounds[:-1], bounds[1:]))
     if parts == 1:
-        results = [scan.scan_trace(buf, newlines, 0, total, _KNOWN_HASH, _KNOWN_KIND)]
+        results = [scan.scan_trace(buf, newlines, 0, total, known_hash, known_kind)]
     else:
         with ThreadPoolExecutor(parts) as pool:
-            results = list(pool.map(lambda r: scan.scan_trace(buf, newlines, r[0], r[1], _KNOWN_HASH, _KNOWN_KIND),
+            results = list(pool.map(lambda r: scan.scan_trace(buf, newlines, r[0], r[1], known_hash, known_kind),
                                     ranges))
     names: dict[str, int] = {}
     block_parts, text_parts, bad_parts = [], [], []
@@ -220,7 +325,7 @@ def _scan(data: bytes, buf: np.ndarray):
     ascii_only = all(b[15] for b in block_parts)
     text = tuple(np.concatenate(cols) for cols in zip(*text_parts))
     bad = tuple(np.concatenate(cols) for cols in zip(*bad_parts))
-    return n_lines, list(names), (*block, *comm, *rwbs, ascii_only), text, bad
+    return n_lines, list(names), (*block, *comm, *rwbs, ascii_only), text, bad, total
 
 
 def _join_arrow_strings(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
@@ -231,14 +336,28 @@ def _join_arrow_strings(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.
     offsets = np.concatenate([parts[0][0]] + [off[1:] + shift for (off, _), shift in zip(parts[1:], shifts[1:])])
     return offsets, np.concatenate([dat for _, dat in parts])
 
+
+@functools.cache
+def _scanner():
+    """The compiled scanners (imported on first use: numba starts only for files that take the compiled path)
+    and the hashes and body kinds of the block events they parse."""
+    from mobiperf.collectors.parse import ftrace_scan as scan
+
+    known_hash = np.array([scan.fnv1a(e) for e in BLOCK_EVENT_BODY], np.uint64)
+    known_kind = np.array([scan.BODY_KINDS.index(k) for k in BLOCK_EVENT_BODY.values()], np.int64)
+    return scan, known_hash, known_kind
+
+
 def _strings(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, name: str) -> pl.Series:
     """A string column from byte spans, built as Arrow buffers (no Python object per row)."""
-    offsets, chars, ascii_only = scan.gather_spans(buf, np.ascontiguousarray(starts, np.int64),
+    offsets, chars, ascii_only = _scanner()[0].gather_spans(buf, np.ascontiguousarray(starts, np.int64),
                                                    np.ascontiguousarray(ends, np.int64))
     return _arrow_strings(offsets, chars, ascii_only, name)
 
 
 def _arrow_strings(offsets: np.ndarray, chars: np.ndarray, ascii_only: bool, name: str) -> pl.Series:
+    import pyarrow as pa  # the compiled path's strings only: the regex path never needs it
+
     arr = pa.LargeStringArray.from_buffers(len(offsets) - 1, pa.py_buffer(offsets), pa.py_buffer(chars))
     if not ascii_only:
         try:
@@ -261,11 +380,11 @@ def _event_name(data: bytes, start: int) -> str:
 def _fast_block_frame(buf, cols, names: pl.Series, rep: int) -> pl.DataFrame:
     (line, ts, cpu, pid, ev, major, minor, sector, nr, size, err, c_off, c_dat, r_off, r_dat, ascii_only) = cols
     return pl.DataFrame({
-        "line": line, "rep": np.full(len(line), rep, np.int32), "ts": ts, "cpu": cpu, "pid": pid,
+        "line": line, "ts": ts, "cpu": cpu, "pid": pid,
         "comm": _arrow_strings(c_off, c_dat, ascii_only, "comm"), "event": names.gather(ev), "dev_major": major,
         "dev_minor": minor, "sector": sector, "nr_sector": nr, "size_bytes": size,
         "rwbs": _arrow_strings(r_off, r_dat, ascii_only, "rwbs"), "error": err,
-    })
+    }).with_columns(rep=pl.lit(rep, pl.Int32))  # a constant stays a scalar column: no 4 bytes a row
 
 
 def _head_frame(buf, cols, names: pl.Series) -> pl.DataFrame:

@@ -4,8 +4,9 @@ A Perfetto trace carries each event's fields, not how the kernel prints them; th
 read from the kernel's text. When a trace comes with the formats/ of its kernel (as `mobiperf run` saves them
 beside a trace it records), those are used. Otherwise these are: the format files (fields and print fmt) of the
 events whose text the tables read, as this machine's kernel (6.18) declares them in tracefs, common fields left
-out; f2fs_sync_file_enter/exit, which this kernel is built without, are written from the TP_printk of the
-kernel's include/trace/events/f2fs.h (the cp_reason form of 4.14 and later: show_fsync_cpreason's names).
+out; f2fs_sync_file_enter/exit and Android's android_fs_*, which this kernel is built without, are written from the
+TP_printk of the kernel's include/trace/events/f2fs.h (the cp_reason form of 4.14 and later: show_fsync_cpreason's
+names) and of the Android common kernels' android_fs_template.h.
 The print fmts of these events have been stable across kernels for years; sys_enter_* / sys_exit_* of the
 syscalls system are all printed by one macro, which perfetto_bodies.py writes for any call.
 
@@ -189,7 +190,54 @@ FORMATS = (
         "hardlink" }, { 4, "sb needs cp" }, { 5, "wrong pino" }, { 6, "no space roll forward" }, { 7, "node needs
         cp" }, { 8, "fastboot mode" }, { 9, "log type is 2" }, { 10, "dir needs recovery" }), REC->datasync,
         REC->ret
-"""),)
+"""),
+    # Android's android_fs events (android_fs_template.h of the Android common kernels), which a mainline kernel
+    # is built without: their text is what parse/android_fs.py reads.
+    ("android_fs", """
+    name: android_fs_dataread_start
+    ID: 0
+    field:__data_loc char[] pathbuf; offset:8; size:4; signed:0;
+    field:loff_t offset; offset:16; size:8; signed:1;
+    field:int bytes; offset:24; size:4; signed:1;
+    field:loff_t i_size; offset:32; size:8; signed:1;
+    field:__data_loc char[] cmdline; offset:40; size:4; signed:0;
+    field:pid_t pid; offset:44; size:4; signed:1;
+    field:ino_t ino; offset:48; size:8; signed:0;
+    print fmt: "entry_name %s, offset %llu, bytes %d, cmdline %s, pid %d, i_size %llu, ino %lu",
+        __get_str(pathbuf), REC->offset, REC->bytes, __get_str(cmdline), REC->pid, REC->i_size,
+        (unsigned long) REC->ino
+"""),
+    ("android_fs", """
+    name: android_fs_dataread_end
+    ID: 0
+    field:ino_t ino; offset:8; size:8; signed:0;
+    field:loff_t offset; offset:16; size:8; signed:1;
+    field:int bytes; offset:24; size:4; signed:1;
+    print fmt: "ino %lu, offset %llu, bytes %d", (unsigned long) REC->ino, REC->offset, REC->bytes
+"""),
+    ("android_fs", """
+    name: android_fs_datawrite_start
+    ID: 0
+    field:__data_loc char[] pathbuf; offset:8; size:4; signed:0;
+    field:loff_t offset; offset:16; size:8; signed:1;
+    field:int bytes; offset:24; size:4; signed:1;
+    field:loff_t i_size; offset:32; size:8; signed:1;
+    field:__data_loc char[] cmdline; offset:40; size:4; signed:0;
+    field:pid_t pid; offset:44; size:4; signed:1;
+    field:ino_t ino; offset:48; size:8; signed:0;
+    print fmt: "entry_name %s, offset %llu, bytes %d, cmdline %s, pid %d, i_size %llu, ino %lu",
+        __get_str(pathbuf), REC->offset, REC->bytes, __get_str(cmdline), REC->pid, REC->i_size,
+        (unsigned long) REC->ino
+"""),
+    ("android_fs", """
+    name: android_fs_datawrite_end
+    ID: 0
+    field:ino_t ino; offset:8; size:8; signed:0;
+    field:loff_t offset; offset:16; size:8; signed:1;
+    field:int bytes; offset:24; size:4; signed:1;
+    print fmt: "ino %lu, offset %llu, bytes %d", (unsigned long) REC->ino, REC->offset, REC->bytes
+"""),
+)
 
 
 @lru_cache(maxsize=1)

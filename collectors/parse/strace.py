@@ -1,5 +1,9 @@
 """strace logs (`strace -f -ttt -T -y`, strace 4.x to 6.x) -> syscall_io rows (source "strace").
 
+Logs written without -ttt (time of day with -t/-tt, or no time at all) and without -T (no durations) are read
+too, for counts, sizes and files, with a warning saying what is missing (ts null without any time, dur null
+without -T).
+
 Line forms (specs/trace-formats.md section 3), each optionally preceded by the pid column of -f:
     1795333660.117527 pwrite64(3</data/f>, "..."..., 512, 4096) = 512 <0.000019>
     1795333660.117527 fsync(3</data/f> <unfinished ...>
@@ -41,7 +45,10 @@ from mobiperf.collectors.parse.fd_flags import (CLONE_FILES, CLOSE_RANGE_CLOEXEC
 from mobiperf.errors import ParseError
 from mobiperf.schema import SYSCALL_IO
 
-LINE = r"^(?:(?P<pid>\d+)\s+)?(?P<secs>\d+)\.(?P<usecs>\d+) (?P<rest>.*)$"
+# [pid] (-f: `123 ` in a log file, `[pid   123] ` on a terminal), then the time: -ttt epoch.usecs, -t/-tt
+# HH:MM:SS[.usecs] (time of day), or none
+LINE = (r"^(?:\[pid\s+(?P<pid_b>\d+)\]\s+|(?P<pid>\d+)\s+)?(?:(?P<secs>\d+)\.(?P<usecs>\d+) |"
+        r"(?P<hh>\d\d):(?P<mm>\d\d):(?P<ss>\d\d)(?:\.(?P<frac>\d+))? )?(?P<rest>.*)$")
 RESUMED = r"^<\.\.\. (?P<name>\w+) resumed>(?P<args>.*)$"
 UNFINISHED = r"^(?P<name>\w+)\((?P<args>.*?) ?<unfinished \.\.\.>\s*$"
 CALL = r"^(?P<name>\w+)\((?P<args>.*)$"
@@ -113,13 +120,10 @@ def parse_strace(path: Path, rep: int = 0) -> StraceTable:
     n_lines = len(df)
     head = df.with_columns(pl.col("line").str.extract_groups(LINE).alias("h")).unnest("h")
     no_head = head.filter(pl.col("rest").is_null())
-    if n_lines and len(no_head) == n_lines:
-        raise ParseError(path, int(no_head["line_no"][0]) + 1, f"not strace -ttt output: {no_head['line'][0][:80]!r}")
     head = head.filter(pl.col("rest").is_not_null()).with_columns(
-        pid=pl.col("pid").cast(pl.Int32, strict=False).fill_null(0),
-        ts=pl.col("secs").cast(pl.Int64, strict=False) * 1_000_000_000
-        + pl.col("usecs").str.pad_end(9, "0").str.slice(0, 9).cast(pl.Int64, strict=False),
-    )
+        pid=pl.coalesce(pl.col("pid"), pl.col("pid_b")).cast(pl.Int32, strict=False).fill_null(0),
+        ts=_timestamp_ns())
+    warnings += _timing_notes(path, head)
     notes = pl.col("rest").str.starts_with("+++") | pl.col("rest").str.starts_with("---")
     head = head.filter(~notes)
     resumed = head.with_columns(pl.col("rest").str.extract_groups(RESUMED).alias("g")).unnest("g") \
@@ -130,6 +134,8 @@ def parse_strace(path: Path, rep: int = 0) -> StraceTable:
     calls = rest.filter(~pl.col("rest").str.contains(r"<unfinished \.\.\.>\s*$")) \
         .with_columns(pl.col("rest").str.extract_groups(CALL).alias("g")).unnest("g")
     unparsed = int(calls["name"].is_null().sum()) + len(no_head)
+    if n_lines and unparsed == n_lines:
+        raise ParseError(path, int(df["line_no"][0]) + 1, f"not strace output: {df['line'][0][:80]!r}")
     calls = calls.filter(pl.col("name").is_not_null()).select("line_no", "pid", "ts", "name", "args")
 
     # One outstanding call per thread: a resumed line belongs to the latest unfinished line of its pid.
@@ -157,6 +163,35 @@ def parse_strace(path: Path, rep: int = 0) -> StraceTable:
                         "running when strace stopped, or a cut log)")
     return StraceTable(syscall_io=table, lines=n_lines, unparsed=unparsed, unpaired=unpaired,
                        truncated_at=truncated_at, warnings=warnings)
+
+
+def _timestamp_ns() -> pl.Expr:
+    """ns of the -ttt epoch time, or of the -t/-tt time of day; null when the log has no time."""
+    def num(c: str) -> pl.Expr:
+        return pl.col(c).cast(pl.Int64, strict=False)
+
+    def nanos(frac: str) -> pl.Expr:
+        return pl.col(frac).fill_null("0").str.pad_end(9, "0").str.slice(0, 9).cast(pl.Int64, strict=False)
+
+    day = ((num("hh") * 60 + num("mm")) * 60 + num("ss")) * 1_000_000_000 + nanos("frac")
+    return pl.when(pl.col("secs").is_not_null()).then(num("secs") * 1_000_000_000 + nanos("usecs")).otherwise(day)
+
+
+def _timing_notes(path: Path, head: pl.DataFrame) -> list[str]:
+    """What a log without -ttt and -T cannot tell, said once."""
+    calls = head.filter(~pl.col("rest").str.starts_with("+++") & ~pl.col("rest").str.starts_with("---"))
+    if not len(calls):
+        return []
+    if calls["ts"].is_null().all():
+        return [f"{path}: strace log without timestamps (strace -ttt): read for counts and sizes; times, durations "
+                "and the alignment with the trace clock are missing"]
+    notes = []
+    if calls["secs"].is_null().all():
+        notes.append(f"{path}: strace log with the time of day (-t/-tt), not -ttt: times are not on the trace "
+                     "clock and a log that passes midnight goes back in time")
+    if not calls["rest"].str.contains(r"<\d+\.\d+>\s*$").any():
+        notes.append(f"{path}: strace log without durations (strace -T): system call latencies are missing")
+    return notes
 
 
 def _call_columns(calls: pl.DataFrame, rep: int) -> pl.DataFrame:

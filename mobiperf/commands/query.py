@@ -23,8 +23,10 @@ def run_query(rundir: Path, sql: str) -> pl.DataFrame:
     from mobiperf.runstore import RunDir
 
     run = RunDir.open(rundir)
-    frames = {p.stem: pl.scan_parquet(p) for sub in ("tables", "results")
-              for p in sorted((run.path / sub).glob("*.parquet"))}
+    # categorical columns (block_event's comm, event, rwbs) read as the strings they are: LIKE and string
+    # functions work on them
+    frames = {p.stem: pl.scan_parquet(p).with_columns(pl.col(pl.Categorical).cast(pl.Utf8))
+              for sub in ("tables", "results") for p in sorted((run.path / sub).glob("*.parquet"))}
     if not frames:
         raise UsageError(f"{rundir}: no tables yet (run `mobiperf analyze {rundir}` first)")
     ctx = pl.SQLContext(frames=frames)
