@@ -38,6 +38,7 @@ from pathlib import Path
 from mobiperf.collectors import Collector
 from mobiperf.errors import TargetError, UsageError
 from mobiperf.target.transport import BackgroundProcess, Transport
+from mobiperf.undo_journal import journal_for
 
 # Block events of the request life cycle, in the order a request meets them.
 BLOCK_EVENTS = ("block_bio_queue", "block_bio_backmerge", "block_bio_frontmerge", "block_getrq",
@@ -107,6 +108,7 @@ class FtraceCollector(Collector):
         self.root: str | None = None
         self._reader: BackgroundProcess | None = None
         self._restore: list[tuple[str, bytes]] = []
+        self._entries: list[int] = []   # undo journal entries of what this session changed on the target
         self._started_ns = 0
         self.stats: CollectionStats | None = None
 
@@ -122,13 +124,23 @@ class FtraceCollector(Collector):
     def __enter__(self) -> "FtraceCollector":
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._check_events()
+        journal = journal_for(self.transport)  # what a killed mobiperf leaves, the next run undoes
         if self.transport.exists(f"{self.tracefs}/instances"):
-            self.root = f"{self.tracefs}/instances/{self.instance_name}"
-            self.transport.run(["mkdir", self.root], timeout=10).check()
+            root = f"{self.tracefs}/instances/{self.instance_name}"
+            entry = journal.record("tracefs_instance", path=root)
+            made = self.transport.run(["mkdir", root], timeout=10)
+            if made.returncode != 0:
+                journal.done(entry)
+                made.check()
+            self._entries.append(entry)
+            self.root = root
         else:
             self.root = self.tracefs
             for knob in ("tracing_on", "buffer_size_kb", "trace_clock"):
                 self._restore.append((knob, self._read(knob).strip()))
+                self._entries.append(journal.record("sysfs", path=f"{self.root}/{knob}", old=self._restore[-1][1]))
+            for ev in self.events:
+                self._entries.append(journal.record("sysfs", path=f"{self.tracefs}/{ev.path}/enable", old="0"))
         try:
             self._configure()
         except BaseException:
@@ -276,6 +288,8 @@ class FtraceCollector(Collector):
                     value = value.split("[")[1].split("]")[0] if "[" in value else value
                 self._write(knob, value)
         self.root = None
+        while self._entries:
+            journal_for(self.transport).done(self._entries.pop())
 
     # --- tracefs access ---
 

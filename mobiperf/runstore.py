@@ -9,6 +9,8 @@
 A run directory is never overwritten. It is created with status "incomplete" and only the last stage marks it
 "complete" (or "failed" when the workload failed), so an interrupted run stays on disk, labelled for what it is.
 run.json is replaced atomically (write to a temporary file, then rename), so a crash never leaves half of it.
+While a run collects, RUNDIR/.reserve holds a little space (reserve_space) that is given back when the file system
+fills up, so that run.json can still say why the run stopped (mobiperf.run_stop).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ import polars as pl
 from mobiperf.errors import MissingTableError, UsageError
 from mobiperf.schema import RESULTS, TABLES, Schema
 
+RESERVE_NAME = ".reserve"
+RESERVE_BYTES = 1 << 20   # run.json of a stopped run, with room to spare
 FORMAT_NAME = "mobiperf-run"
 FORMAT_VERSION = 1
 STATUSES = ("incomplete", "complete", "failed")
@@ -55,6 +59,17 @@ class RunDir:
         run = cls(path)
         run.read_meta()
         return run
+
+    def reserve_space(self, size: int = RESERVE_BYTES) -> None:
+        """Set space aside for the last words of a run whose file system fills up (best effort)."""
+        try:
+            with open(self.path / RESERVE_NAME, "wb") as f:
+                f.write(b"\0" * size)  # written, not sparse: the blocks are really taken
+        except OSError:
+            pass
+
+    def release_reserve(self) -> None:
+        (self.path / RESERVE_NAME).unlink(missing_ok=True)
 
     @property
     def meta_path(self) -> Path:

@@ -295,25 +295,35 @@ def push_reference_binaries(transport: Transport, names: Sequence[str], abi: str
             how = "make -C reference-impl" if path.parent == bin_dir else f"make -C reference-impl ARCH={arch}"
             raise TargetError(f"reference binary {name!r} for ABI {abi} is not built ({path} is missing): run `{how}`")
         local[name] = path
+    from mobiperf.undo_journal import journal_for
+
+    journal = journal_for(transport)  # a killed mobiperf's pushed files are removed by the next run
     created_workdir = not transport.exists(workdir, timeout=timeout)
+    entries = []
+    if created_workdir and not keep:
+        entries.append(journal.record("dir", path=workdir, only_if_empty=True))  # others may use it later
     if created_workdir:
         transport.run(["mkdir", "-p", workdir], timeout=timeout).check()
     remote = {name: f"{workdir.rstrip('/')}/{name}" for name in names}
     pushed: list[str] = []
     try:
         for name, path in local.items():
+            if not keep:
+                entries.append(journal.record("file", path=remote[name]))
             pushed.append(remote[name])
             transport.push(path, remote[name], timeout=timeout)
         if pushed:
             transport.run(["chmod", "755", *pushed], timeout=timeout).check()
         yield remote
     finally:
-        if not keep:
-            _remove_pushed(transport, pushed, workdir if created_workdir else None)
+        if not keep and _remove_pushed(transport, pushed, workdir if created_workdir else None):
+            for entry in reversed(entries):
+                journal.done(entry)
 
 
-def _remove_pushed(transport: Transport, paths: Sequence[str], created_dir: str | None) -> None:
-    # Best effort with a short timeout: on a device that went away this must not hang or hide the real error.
+def _remove_pushed(transport: Transport, paths: Sequence[str], created_dir: str | None) -> bool:
+    """True when the files are gone. Best effort with a short timeout: on a device that went away this must not
+    hang or hide the real error (the undo journal keeps them for the next run)."""
     script = "rm -f -- " + " ".join(shlex.quote(p) for p in paths) if paths else "true"
     if created_dir:
         script += f"; rmdir -- {shlex.quote(created_dir)} 2>/dev/null; true"
@@ -322,5 +332,7 @@ def _remove_pushed(transport: Transport, paths: Sequence[str], created_dir: str 
         if done.returncode != 0:
             log.warning("could not remove the reference binaries from %s: %s", transport.name,
                         done.stderr.decode(errors="replace").strip())
+        return done.returncode == 0
     except TargetError as e:
         log.warning("could not remove the reference binaries from %s: %s", transport.name, e)
+        return False
