@@ -26,7 +26,7 @@ from typing import Callable
 
 from mobiperf import undo_steps
 from mobiperf.errors import MobiperfError
-from mobiperf.undo_journal import LOCAL_DIR, SUFFIX, JournalState, boot_id, device_base, parse_journal
+from mobiperf.undo_journal import LOCAL_DIR, SUFFIX, JournalState, boot_id, device_journal_dir, parse_journal
 
 
 @dataclass
@@ -162,7 +162,7 @@ def _journal_texts(transport) -> list[tuple[str, str]]:
                 except OSError:
                     continue
         return out
-    directory = f"{device_base(transport)}/journal"
+    directory = device_journal_dir(transport)
     # One call: every journal, each introduced by a line with its path.
     script = (f"for f in {shlex.quote(directory)}/*{SUFFIX}; do [ -f \"$f\" ] || continue; "
               "printf '\\036%s\\n' \"$f\"; cat \"$f\"; echo; done; true")

@@ -11,9 +11,13 @@ writing to the device under test. Two ties:
   forked (start helpers from the main thread, or from a thread that outlives them); the helper's own children do
   not inherit it (a workload's `sh -c 'a; b'` leaves `a` behind); and exec of a set-uid program clears it.
 - The owner token, MOBIPERF_OWNER=<pid>-<hex> in each helper's environment (`helper_env`). Children inherit it,
-  so every descendant of every helper carries it. The undo journal records the token; once its owner is dead,
-  `kill_owned` ends every process that still carries it (what PDEATHSIG missed: grandchildren, processes that a
-  killed helper left). Over adb the remote commands carry it too (mobiperf.target.adb).
+  so every descendant of every helper carries it. A watchdog (one small `sh` per mobiperf process, started with
+  the first helper, in a session of its own) waits on a pipe that only mobiperf holds open; when mobiperf ends,
+  however it ends, the pipe reaches EOF and the watchdog, after WATCHDOG_GRACE_S for the FUSE daemons to unmount,
+  SIGKILLs every process still carrying the token: what PDEATHSIG misses (a workload's `sleep` in `sh -c 'a;
+  sleep'`, strace's tracees). The undo journal records the token too; `kill_owned` is the same sweep, done by the
+  next run or `mobiperf doctor` if the watchdog itself was killed. Over adb the remote commands carry the token
+  too (mobiperf.target.adb).
 
 The token identifies one mobiperf process for its lifetime: a process whose environment holds it descends from a
 helper of that process, and nothing else sets it (the adb server, which mobiperf may start and which must outlive
@@ -33,6 +37,13 @@ from typing import Callable, Mapping
 OWNER_ENV = "MOBIPERF_OWNER"
 PR_SET_PDEATHSIG = 1
 KILL_TIMEOUT_S = 5.0
+WATCHDOG_GRACE_S = 2.0
+# $1: the needle (in argv, not in the environment: the watchdog and its grep must not carry the token themselves)
+WATCHDOG_SCRIPT = (f"read -r _; sleep {WATCHDOG_GRACE_S:g}; i=0; while [ $i -lt 25 ]; do "
+                   "p=$(grep -lsF \"$1\" /proc/[0-9]*/environ | cut -d/ -f3); [ -n \"$p\" ] || exit 0; "
+                   "kill -9 $p 2>/dev/null; i=$((i+1)); sleep 0.2; done")
+
+_watchdog: tuple[int, int] | None = None   # (pid of its owner, the pipe's write end, held open until we exit)
 
 _token: tuple[int, str] | None = None   # (pid, token): a forked child makes its own
 try:
@@ -50,11 +61,32 @@ def owner_token() -> str:
 
 
 def helper_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of a helper: ours, then `extra`, then the owner token."""
+    """The environment of a helper: ours, then `extra`, then the owner token (and the watchdog is started)."""
+    start_watchdog()
     env = dict(os.environ)
     env.update(extra or {})
     env[OWNER_ENV] = owner_token()
     return env
+
+
+def start_watchdog() -> None:
+    """Start this process's watchdog once (see the module docstring); a failure to start it is not fatal."""
+    global _watchdog
+    if _watchdog is not None and _watchdog[0] == os.getpid():
+        return
+    import subprocess
+
+    read, write = os.pipe()   # not inheritable: no other child keeps the pipe open
+    try:
+        subprocess.Popen(["sh", "-c", WATCHDOG_SCRIPT, "mobiperf-watchdog", f"{OWNER_ENV}={owner_token()}"],
+                         stdin=read, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         env=without_token(), start_new_session=True)
+    except OSError:
+        os.close(write)
+        return
+    finally:
+        os.close(read)
+    _watchdog = (os.getpid(), write)
 
 
 def without_token(env: Mapping[str, str] | None = None) -> dict[str, str]:

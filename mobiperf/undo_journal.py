@@ -9,9 +9,10 @@ exit, Ctrl-C, SIGTERM and SIGHUP. SIGKILL, an OOM kill or a crash of the host sk
 Where: on the target, since that is where the changes are.
   local  /var/tmp/mobiperf/journal/<pid>-<hex>.jsonl, fsync'ed after every line and flock'ed by its owner for as
          long as the owner lives: a journal that another process can lock has a dead owner.
-  adb    <base>/journal/<pid>-<hex>.jsonl on the device (base: /data/local/tmp/mobiperf, or /tmp/mobiperf where
-         the device has no /data/local/tmp). The owner flocks a lock file of the same name on its own host, and
-         the header names that host and its boot, so that host can tell whether the owner still lives.
+  adb    /data/local/tmp/mobiperf-journal/<pid>-<hex>.jsonl on the device (/tmp/mobiperf-journal where it has no
+         /data/local/tmp), a directory shared like /tmp (mode 1777: root through su and the shell user may both
+         run mobiperf on one phone). The owner flocks a lock file of the same name on its own host, and the
+         header names that host and its boot, so that host can tell whether the owner still lives.
 
 Format: JSON lines. A header, then one line per change, written *before* the change is made
 (`{"id": 3, "kind": "mount", "path": ...}`), facts learned after it (`{"update": 3, "device": "/dev/loop7"}`), and
@@ -54,7 +55,7 @@ from mobiperf.lifeline import owner_token
 FORMAT = "mobiperf-undo-journal"
 VERSION = 1
 LOCAL_DIR = "/var/tmp/mobiperf/journal"
-DEVICE_BASES = ("/data/local/tmp/mobiperf", "/tmp/mobiperf")  # the first whose parent exists on the device
+DEVICE_DIRS = ("/data/local/tmp/mobiperf-journal", "/tmp/mobiperf-journal")  # the first whose parent exists
 SUFFIX = ".jsonl"
 KINDS = ("dir", "file", "mount", "loop", "sysfs", "bdi", "cgroup", "tracefs_instance", "blktrace")
 
@@ -92,7 +93,7 @@ class UndoJournal:
         self.path: str | None = None      # the journal file on the target, while one is open
         self._fd: int | None = None       # local: the journal itself; adb: the lock file on this host
         self._lock_path: str | None = None
-        self._device_base: str | None = None
+        self._device_dir: str | None = None
 
     @property
     def pending(self) -> set[int]:
@@ -142,24 +143,35 @@ class UndoJournal:
                 self._lock_path = f"{self.local_dir}/{name}.lock"
                 self._fd = os.open(self._lock_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
                 fcntl.flock(self._fd, fcntl.LOCK_EX)
-                base = self.device_base()
-                self.path = f"{base}/journal/{name}{SUFFIX}"
+                directory = self.device_dir()
+                self.path = f"{directory}/{name}{SUFFIX}"
                 header["lock"] = self._lock_path
-                header["pid_dir"] = f"{base}/journal/{owner_token()}.pids"
-                self.transport.pid_dir = header["pid_dir"]  # AdbProcess writes its pid files there
-                self._run(f"mkdir -p {shlex.quote(base + '/journal')}")
+                header["pid_dir"] = f"{directory}/{owner_token()}.pids"
+                d = shlex.quote(directory)
+                self._run(f"[ -d {d} ] || {{ mkdir -p {d} && chmod 1777 {d}; }}; [ -w {d} ]")
+            self._append(header)
         except (OSError, StackError) as e:
-            self._release()
+            self._abandon()
             raise JournalError(f"cannot start the undo journal ({e}); nothing was changed") from None
-        self._append(header)
-        if self.local:
+        if not self.local:
+            self.transport.pid_dir = header["pid_dir"]  # AdbProcess writes its pid files there
+        else:
             _fsync_dir(self.local_dir)
 
-    def device_base(self) -> str:
-        """Where mobiperf keeps its own files on an adb device."""
-        if self._device_base is None:
-            self._device_base = device_base(self.transport)
-        return self._device_base
+    def _abandon(self) -> None:
+        """A journal that could not be started leaves nothing behind."""
+        for path in (self.path if self.local else None, self._lock_path):
+            if path:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+        self._release()
+
+    def device_dir(self) -> str:
+        if self._device_dir is None:
+            self._device_dir = device_journal_dir(self.transport)
+        return self._device_dir
 
     def _append(self, line: dict[str, Any]) -> None:
         text = json.dumps(line, separators=(",", ":"), default=str) + "\n"
@@ -204,16 +216,16 @@ class UndoJournal:
         self._lock_path = None
 
 
-def device_base(transport) -> str:
-    """/data/local/tmp/mobiperf on a phone, /tmp/mobiperf on a device without /data/local/tmp."""
-    parents = " ".join(shlex.quote(os.path.dirname(b)) for b in DEVICE_BASES)
-    done = transport.run(["sh", "-c", f"for d in {parents}; do [ -d \"$d\" ] && echo \"$d\" && break; done"],
+def device_journal_dir(transport) -> str:
+    """Where the journals are on an adb device: under /data/local/tmp on a phone, else under /tmp."""
+    parents = " ".join(shlex.quote(os.path.dirname(d)) for d in DEVICE_DIRS)
+    done = transport.run(["sh", "-c", f"for d in {parents}; do [ -d \"$d\" ] && echo \"$d\" && break; done; true"],
                          timeout=30)
     found = done.text.strip()
-    for base in DEVICE_BASES:
-        if os.path.dirname(base) == found:
-            return base
-    return DEVICE_BASES[-1]
+    for directory in DEVICE_DIRS:
+        if os.path.dirname(directory) == found:
+            return directory
+    return DEVICE_DIRS[-1]
 
 
 def _fsync_dir(path: str) -> None:
