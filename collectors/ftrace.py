@@ -37,6 +37,7 @@ from pathlib import Path
 
 from mobiperf.collectors import Collector
 from mobiperf.errors import TargetError, UsageError
+from mobiperf.run_stop import storage_full
 from mobiperf.target.transport import BackgroundProcess, Transport
 from mobiperf.undo_journal import journal_for
 
@@ -194,7 +195,8 @@ class FtraceCollector(Collector):
         self._write("tracing_on", "0")
         duration = time.monotonic_ns() - self._started_ns
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and self._buffered_entries() > 0:
+        # (not into a full file system: the reader's writes fail, and what it drains is lost anyway)
+        while time.monotonic() < deadline and self._buffered_entries() > 0 and not storage_full(self.out_dir):
             time.sleep(0.05)
         time.sleep(0.1 + (self.batch_interval_s or 0))  # the reader may still hold the last page it took
         if self._reader is not None:

@@ -154,7 +154,7 @@ def collect_repetition(transport: Transport, caps: Capabilities, request: RunReq
         proc = transport.start(argv, stdout_path=raw / "stdout.txt", stderr_path=raw / "stderr.txt",
                                cwd=stack.workdir, env=env)
         try:
-            exit_code = _wait(proc, request.timeout_s)
+            exit_code = _wait(proc, request.timeout_s, raw)
         finally:
             if proc.poll() is None:  # Ctrl-C or a timeout: the workload must not outlive its stack
                 proc.kill()
@@ -217,8 +217,11 @@ def _workload_command(transport: Transport, command: list[str], workdir: str,
     return [remote[wanted[0]], *command[1:]], {"PATH": f"{bindir}:/system/bin:/usr/bin:/bin"}
 
 
-def _wait(proc, timeout_s: float | None) -> int:
+def _wait(proc, timeout_s: float | None, raw: Path) -> int:
+    """The workload's exit status. It is stopped early when the time is up, and when the run directory's file
+    system fills up: the traces can no longer be written, and the run would only go on for nothing."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    next_check = time.monotonic()
     while True:
         code = proc.poll()
         if code is not None:
@@ -226,6 +229,10 @@ def _wait(proc, timeout_s: float | None) -> int:
         if deadline is not None and time.monotonic() > deadline:
             proc.kill()
             raise TargetError(f"the workload did not finish within {timeout_s:g} s and was killed")
+        if time.monotonic() > next_check:
+            next_check = time.monotonic() + 0.5
+            if storage_full(raw):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(raw))
         time.sleep(0.02)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,7 +122,16 @@ class RunDir:
         kind = "tables" if schema.name in TABLES else "results"
         path = self.path / kind / f"{schema.name}.parquet"
         tmp = path.with_suffix(".parquet.tmp")
-        schema.validate(df).write_parquet(tmp)
+        try:
+            schema.validate(df).write_parquet(tmp)
+        except (OSError, pl.exceptions.ComputeError) as e:
+            tmp.unlink(missing_ok=True)
+            # Polars reports a full or failing disk as a ComputeError ("... (os error 28)"): say it as the OSError
+            # it is, so that it ends in one line like any other storage error.
+            m = re.search(r"os error (\d+)", str(e))
+            if isinstance(e, OSError) or not m:
+                raise
+            raise OSError(int(m[1]), os.strerror(int(m[1])), str(path)) from None
         os.replace(tmp, path)
         return path
 
