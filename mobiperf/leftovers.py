@@ -57,10 +57,10 @@ class DeadJournal:
             self.lock_fd = None
 
 
-def find_leftovers(transport, *, other_hosts: bool = False) -> list[DeadJournal]:
+def find_leftovers(transport, *, other_hosts: bool = False, local_dir: str = LOCAL_DIR) -> list[DeadJournal]:
     """The dead journals on the target, each checked for what is still in place (locks held until release())."""
     dead = []
-    for path, text in _journal_texts(transport):
+    for path, text in _journal_texts(transport, local_dir):
         try:
             state = parse_journal(path, text)
         except ValueError:
@@ -106,11 +106,11 @@ def undo_leftovers(transport, dead: DeadJournal) -> list[str]:
     return failures
 
 
-def recover(transport, *, fix: bool = True, other_hosts: bool = False,
-            say: Callable[[str], None] = print) -> list[DeadJournal]:
+def recover(transport, *, fix: bool = True, other_hosts: bool = False, say: Callable[[str], None] = print,
+            local_dir: str = LOCAL_DIR) -> list[DeadJournal]:
     """Report (and with fix, undo) what dead mobiperf processes left on the target; returns the dead journals.
     Journals whose changes are all gone already are removed without a word."""
-    dead = find_leftovers(transport, other_hosts=other_hosts)
+    dead = find_leftovers(transport, other_hosts=other_hosts, local_dir=local_dir)
     for item in dead:
         if item.empty and item.verdict == "dead":
             _mark_done(transport, item.state.path, [e["id"] for e in item.state.pending], remove=True)
@@ -147,18 +147,18 @@ def describe_leftovers(item: DeadJournal) -> list[str]:
 
 # --- the journals on a target ---
 
-def _journal_texts(transport) -> list[tuple[str, str]]:
+def _journal_texts(transport, local_dir: str) -> list[tuple[str, str]]:
     if transport.name == "local":
         out = []
         try:
-            names = sorted(os.listdir(LOCAL_DIR))
+            names = sorted(os.listdir(local_dir))
         except OSError:
             return []
         for name in names:
             if name.endswith(SUFFIX):
                 try:
-                    with open(f"{LOCAL_DIR}/{name}") as f:
-                        out.append((f"{LOCAL_DIR}/{name}", f.read()))
+                    with open(f"{local_dir}/{name}") as f:
+                        out.append((f"{local_dir}/{name}", f.read()))
                 except OSError:
                     continue
         return out
@@ -184,7 +184,9 @@ def _judge_owner(transport, state: JournalState, other_hosts: bool) -> tuple[str
     if owner.get("boot_id") and owner.get("boot_id") != boot_id():
         return "dead", None   # this host rebooted since: the owner is certainly gone
     lock = state.header.get("lock")
-    if not lock or not os.path.exists(lock):
+    if not lock or os.path.dirname(lock) != LOCAL_DIR:   # not written by a mobiperf of this host as it should be
+        return ("dead" if other_hosts else "other host"), None
+    if not os.path.exists(lock):
         return "dead", None
     return _lock_if_free(lock)
 
@@ -215,7 +217,7 @@ def _mark_done(transport, path: str, ids: list[int], *, remove: bool) -> None:
             pass
     if remove:
         transport.run(["rm", "-f", path], timeout=30)
-        if lock and os.path.dirname(lock) == LOCAL_DIR:
+        if lock and os.path.dirname(lock) == LOCAL_DIR:  # never a path a device could choose
             try:
                 os.unlink(lock)
             except OSError:
