@@ -100,7 +100,7 @@ def undo_leftovers(transport, dead: DeadJournal) -> list[str]:
                 undone.append(entry["id"])
             except MobiperfError as e:
                 failures.append(f"{undo_steps.describe(entry)}: {e}")
-        _mark_done(transport, state.path, undone, remove=not failures)
+        _mark_done(transport, state, undone, remove=not failures)
     finally:
         dead.release()
     return failures
@@ -113,7 +113,7 @@ def recover(transport, *, fix: bool = True, other_hosts: bool = False, say: Call
     dead = find_leftovers(transport, other_hosts=other_hosts, local_dir=local_dir)
     for item in dead:
         if item.empty and item.verdict == "dead":
-            _mark_done(transport, item.state.path, [e["id"] for e in item.state.pending], remove=True)
+            _mark_done(transport, item.state, [e["id"] for e in item.state.pending], remove=True)
             item.release()
             continue
         for line in describe_leftovers(item):
@@ -206,17 +206,16 @@ def _lock_if_free(path: str) -> tuple[str | None, int | None]:
     return "dead", fd
 
 
-def _mark_done(transport, path: str, ids: list[int], *, remove: bool) -> None:
+def _mark_done(transport, state: JournalState, ids: list[int], *, remove: bool) -> None:
     """Write the undone entries down (a crash of the recoverer then does not redo them); remove the journal when
-    nothing is left, and with an adb journal its lock file on this host."""
-    lock = None
-    if transport.name != "local":
-        try:
-            lock = parse_journal(path, transport.read_file(path).decode(errors="replace")).header.get("lock")
-        except (MobiperfError, ValueError):
-            pass
+    nothing is left, and with an adb journal its pid files there and its lock file on this host."""
+    path = state.path
     if remove:
         transport.run(["rm", "-f", path], timeout=30)
+        pid_dir = state.header.get("pid_dir")
+        if transport.name != "local" and pid_dir and pid_dir.endswith(".pids"):
+            transport.run(["rm", "-rf", pid_dir], timeout=30)
+        lock = state.header.get("lock") if transport.name != "local" else None
         if lock and os.path.dirname(lock) == LOCAL_DIR:  # never a path a device could choose
             try:
                 os.unlink(lock)

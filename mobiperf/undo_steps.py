@@ -81,7 +81,7 @@ def end_owned_processes(transport, token: str, pid_dir: str | None = None) -> di
         killed.update(found)
         transport.run(["sh", "-c", "kill -9 " + " ".join(map(str, found)) + " 2>/dev/null; true"], timeout=30)
         time.sleep(0.1)
-    if pid_dir:
+    if pid_dir and pid_dir.endswith(".pids"):  # (a journal's word, but only ever a pid directory)
         transport.run(["rm", "-rf", pid_dir], timeout=30)
     return killed
 
