@@ -204,7 +204,9 @@ def cmd_run(target, stack_spec, scheduler, repeat, output, image_size, device_pr
     except KeyboardInterrupt as e:
         from mobiperf import signals
 
-        signals.say(f"\n{signals.signal_name(e)}: stopped; the partial run is kept at {out} (marked incomplete)")
+        kept = f"the partial run is kept at {out} (marked incomplete)" if (out / "run.json").exists() else \
+            "before the run directory was created"
+        signals.say(f"\n{signals.signal_name(e)}: stopped; {kept}")
         signals.flush_std_streams()
         sys.exit(signals.exit_status(e))
     meta = rundir.read_meta()
@@ -332,9 +334,10 @@ def main() -> None:
     from mobiperf.run_stop import is_storage_error
 
     signals.install()  # SIGTERM and SIGHUP stop every command the way Ctrl-C does
-    register_all(cli)
     try:
+        register_all(cli)
         cli.main(standalone_mode=False)
+        signals.finished()
     except click.exceptions.Abort as e:  # click's name for a KeyboardInterrupt (a Stopped by any stop signal)
         stop = e.__cause__ if isinstance(e.__cause__, KeyboardInterrupt) else KeyboardInterrupt()
         signals.say(f"{signals.signal_name(stop)}: stopped")

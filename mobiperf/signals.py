@@ -62,6 +62,15 @@ def install() -> None:
         signal.signal(sig, _on_stop_signal)
 
 
+def finished() -> None:
+    """The command's work is done and said: a stop signal from now on has nothing left to stop (it would only
+    turn a finished run's exit status into a failure)."""
+    if threading.current_thread() is threading.main_thread():
+        for sig in STOP_SIGNALS:
+            if signal.getsignal(sig) is _on_stop_signal:
+                signal.signal(sig, signal.SIG_IGN)
+
+
 def stopping() -> str | None:
     """The name of the stop signal this process received, None while none did."""
     return None if _stopping is None else signal.Signals(_stopping).name

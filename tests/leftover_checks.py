@@ -94,12 +94,12 @@ def remaining(header: dict, entries: list[dict]) -> list[str]:
         elif kind in ("dir", "cgroup", "tracefs_instance", "file") and os.path.exists(e["path"]):
             left.append(f"{kind} {e['path']}")
         elif kind in ("sysfs", "bdi"):
-            left += _changed_values(e, entries)
+            left += changed_values(e, entries)
     left += [f"process {pid} ({name})" for pid, name in owned_pids(header["token"]).items()]
     return left
 
 
-def _changed_values(e: dict, entries: list[dict]) -> list[str]:
+def changed_values(e: dict, entries: list[dict]) -> list[str]:
     """A value not back to its old one, unless another process has attached the loop device since (then the
     value is that process's business)."""
     ours = next((x for x in entries if x["kind"] == "loop" and x.get("device")), None)
