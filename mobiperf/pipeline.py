@@ -30,6 +30,7 @@ from mobiperf.reanalysis import WeakerDataError, events_lost
 from mobiperf.reports.page import render_report
 from mobiperf.run_stop import add_missing_repetitions, keep_incomplete, storage_full
 from mobiperf.runstore import RunDir
+from mobiperf.signals import raise_if_stopping
 from mobiperf.schema import RESULTS, TABLES
 from mobiperf.stack import REFERENCE_BIN, StackSpec, make_stack
 from mobiperf.target.probe import Capabilities
@@ -89,6 +90,7 @@ def _run_stages(transport: Transport, caps: Capabilities, request: RunRequest, r
     started = time.time()
     with stage("collect", total=request.repeat) as advance:
         for rep in range(request.repeat):
+            raise_if_stopping()
             where.update(stage=f"collect rep {rep}", rep=rep)
             advance(0, description=f"collect rep {rep}")
             record = collect_repetition(transport, caps, request, rundir, rep)
@@ -97,6 +99,7 @@ def _run_stages(transport: Transport, caps: Capabilities, request: RunRequest, r
             rundir.write_meta(meta)
             advance()
     timings["collect_s"] = round(time.time() - started, 3)
+    raise_if_stopping()
     where.update(stage="parse and analyze", rep=None)
     with stage("parse and analyze"):
         t0 = time.time()
@@ -223,6 +226,7 @@ def _wait(proc, timeout_s: float | None, raw: Path) -> int:
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     next_check = time.monotonic()
     while True:
+        raise_if_stopping()   # a stop signal that landed where Python drops exceptions (mobiperf.signals)
         code = proc.poll()
         if code is not None:
             return code

@@ -13,6 +13,11 @@ half-removed stack, so it is ignored with a note; SIGKILL still ends the process
 `shielded()` holds stop signals back around a teardown that must not be cut (also where `install()` was not
 called, e.g. a library user or a test): a signal that arrives inside is delivered when the block ends.
 A SIGINT that the process inherited as ignored stays ignored.
+
+Python drops an exception raised where it cannot propagate: in an at-fork callback (every subprocess started
+with a preexec_fn runs them), a finalizer, a weakref callback. A stop signal that lands there is lost to the
+code it should stop, so the places where a run goes forward (the wait for the workload, the start of each stage)
+call `raise_if_stopping()`, which raises it again.
 """
 
 from __future__ import annotations
@@ -69,6 +74,13 @@ def finished() -> None:
         for sig in STOP_SIGNALS:
             if signal.getsignal(sig) is _on_stop_signal:
                 signal.signal(sig, signal.SIG_IGN)
+
+
+def raise_if_stopping() -> None:
+    """Raise Stopped if a stop signal was received: call it only where the work goes forward, never on the way
+    out (its exception may already be unwinding the stack, and the teardown must not be cut)."""
+    if _stopping is not None:
+        raise Stopped(_stopping)
 
 
 def stopping() -> str | None:

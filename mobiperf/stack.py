@@ -29,14 +29,14 @@ Set-up mirrors Android: the filesystem is the data partition, mounted at PRIVATE
 PRIVATE/data/media/0 at PRIVATE/sdcard. The workload runs in the top layer's directory.
 
 Teardown always runs, in reverse order, also when the workload fails or the run is stopped by Ctrl-C, SIGTERM or
-SIGHUP (a stop signal during teardown waits until it is over, so it cannot leave a half-removed stack). Every
-change is written to the undo journal (mobiperf.undo_journal) before it is made, so the changes of a mobiperf
-killed with SIGKILL are undone by the next run. A loop device gets the settings of a fresh one before use
-(mobiperf.device_settings). Everything goes through a Transport, so the same code would drive a rooted device.
+SIGHUP (a stop signal waits until it is over: a half-removed stack is worse). Each change is first written to the
+undo journal, for the next run to undo if mobiperf is killed (mobiperf.undo_journal); a loop device gets a fresh
+one's settings before use (mobiperf.device_settings). Everything goes through a Transport, as for a rooted device.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -201,9 +201,7 @@ class LocalStack:
         self.cpu_share = cpu_share
         self.fuse_wakeup_ns = fuse_wakeup_ns
         self._cpu = None
-        # Undo steps (kind, arg[, journal entry]), newest last. Each change is written to the undo journal before
-        # it is made, so that a mobiperf killed with SIGKILL leaves a record the next run undoes.
-        self._undo: list[tuple] = []
+        self._undo: list[tuple] = []   # (kind, arg[, undo journal entry]), newest last
         self._journal = journal_for(transport)
         self.device_reset: dict[str, dict[str, str]] = {}
         self.facts: StackFacts | None = None
@@ -213,6 +211,7 @@ class LocalStack:
     def __enter__(self) -> StackFacts:
         try:
             self.facts = self._build()
+            self.facts.device_reset = self.device_reset
         except BaseException:
             self._teardown()
             raise
@@ -264,8 +263,7 @@ class LocalStack:
                           filesystem=fs.name, mount_options=opts, scheduler=scheduler,
                           image_size_bytes=self.image_size, layers=layers, journal_device=journal,
                           device_profile=self.device, dirty_limit_bytes=self.dirty_limit,
-                          cpu_share=self.cpu_share, cpu_procs_files=cpu_files, fuse_wakeup_ns=self.fuse_wakeup_ns,
-                          device_reset=self.device_reset)
+                          cpu_share=self.cpu_share, cpu_procs_files=cpu_files, fuse_wakeup_ns=self.fuse_wakeup_ns)
 
     def _build_raw(self) -> StackFacts:
         """The bare loop device on the device model: the workload writes $MOBIPERF_DEVICE (its path)."""
@@ -281,8 +279,7 @@ class LocalStack:
         return StackFacts(spec=str(self.spec), workdir=workdir, device=device, dev_major=major, dev_minor=minor,
                           filesystem=RAW, mount_options="", scheduler=scheduler, image_size_bytes=self.image_size,
                           device_profile=self.device, dirty_limit_bytes=self.dirty_limit, cpu_share=self.cpu_share,
-                          cpu_procs_files=cpu_files, fuse_wakeup_ns=self.fuse_wakeup_ns,
-                          device_reset=self.device_reset)
+                          cpu_procs_files=cpu_files, fuse_wakeup_ns=self.fuse_wakeup_ns)
 
     def _make_private_dir(self) -> None:
         entry = self._journal.record("dir", path=self.private)
@@ -322,12 +319,8 @@ class LocalStack:
             raise StackError(f"{daemon} is not built; run `make -C reference-impl` (or `make setup`)")
         store = ThrottledStore(Path(self.private) / f"backing-{name}", size, self.device,
                                Path(self.private) / f"devmodel-{name}", daemon)
-        entry = self._journal.record("mount", path=str(store.mountpoint))
-        try:
+        with self._journal.attempt("mount", path=str(store.mountpoint)) as entry:
             path = store.__enter__()
-        except BaseException:
-            self._journal.done(entry)
-            raise
         self._undo.append(("store", (name, store), entry))
         return str(path)
 
@@ -360,8 +353,7 @@ class LocalStack:
         device = done.text.strip()
         self._journal.update(entry, device=device)
         self._undo.append(("losetup", device, entry))
-        # A loop device keeps its scheduler and dirty limits across users: start from those of a fresh one.
-        found = reset_loop_device(self.transport, device)
+        found = reset_loop_device(self.transport, device)  # the settings an earlier user left: a fresh one's
         if found:
             self.device_reset[device] = found
         return device
@@ -401,13 +393,9 @@ class LocalStack:
             options["counters"] = counters
         argv = [str(daemon), "-f", "-o", ",".join(f"{k}={v}" for k, v in options.items()), source, mountpoint]
         log = (self.counters_dir or Path(self.private)) / f"{layer.name}-daemon.log"
-        entry = self._journal.record("mount", path=mountpoint)
-        try:  # SIGTERM if we die: the daemon unmounts and writes its counters
+        with self._journal.attempt("mount", path=mountpoint) as entry:  # if we die: SIGTERM, the daemon unmounts
             proc = self.transport.start(argv, stdout_path=log, stderr_path=log, env=self._daemon_env(),
                                         death_signal=signal.SIGTERM)
-        except BaseException:
-            self._journal.done(entry)
-            raise
         self._undo.append(("fuse", (mountpoint, proc), entry))
         if self._cpu is not None:
             # Before it mounts: the daemon's threads (and its FUSE INIT) run on the phone's CPU from the start.
@@ -459,17 +447,19 @@ class LocalStack:
 
     def _undo_fuse(self, arg: tuple[str, BackgroundProcess]) -> None:
         mountpoint, proc = arg
-        if self._is_mounted(mountpoint):
-            if self._sh(["fusermount3", "-u", mountpoint], check=False).returncode != 0:
-                self._sh(["fusermount3", "-uz", mountpoint], check=False)
+        if not self._is_mounted(mountpoint):
+            proc.kill()  # stopped while it was mounting: SIGTERM (unmounts if it got there), then SIGKILL
+        elif self._sh(["fusermount3", "-u", mountpoint], check=False).returncode != 0:
+            self._sh(["fusermount3", "-uz", mountpoint], check=False)
         try:
             proc.wait(timeout=30)  # the daemon flushes its buffers and writes its counters on the way out
         except TargetError:
             proc.kill()
+        if self._is_mounted(mountpoint):  # a daemon killed before it unmounted leaves its mount behind
+            self._sh(["fusermount3", "-uz", mountpoint], check=False)
 
     def _undo_sysfs(self, arg: tuple[str, str]) -> None:
-        knob, old = arg
-        self.transport.write_file(knob, old.encode())
+        self.transport.write_file(arg[0], arg[1].encode())  # (knob, old value)
 
     def _undo_dirty(self, limit) -> None:
         limit.__exit__(None, None, None)
@@ -499,11 +489,9 @@ class LocalStack:
             self._write_counters(f"device-counters-{Path(name).stem}.json", store.counters())
 
     def _write_counters(self, name: str, data: dict) -> None:
-        """Counters go to the run directory; a full one loses them (the run says which it lacks), not the undo."""
-        try:
+        """Into the run directory; a full one loses them (the run says which it lacks), but not the undo step."""
+        with contextlib.suppress(OSError):
             (self.counters_dir / name).write_text(json.dumps(data, indent=2))
-        except OSError:
-            pass
 
     def _undo_losetup(self, device: str) -> None:
         self._sh(["losetup", "-d", device])

@@ -45,16 +45,18 @@ import secrets
 import shlex
 import sys
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Iterator
 
 from mobiperf.errors import StackError
 from mobiperf.lifeline import owner_token
 
 FORMAT = "mobiperf-undo-journal"
 VERSION = 1
-LOCAL_DIR = "/var/tmp/mobiperf/journal"
+# MOBIPERF_JOURNAL_DIR and MOBIPERF_DEVICE_JOURNAL_DIR move them (tests: journals no other mobiperf recovers)
+LOCAL_DIR = os.environ.get("MOBIPERF_JOURNAL_DIR") or "/var/tmp/mobiperf/journal"
 DEVICE_DIRS = ("/data/local/tmp/mobiperf-journal", "/tmp/mobiperf-journal")  # the first whose parent exists
 SUFFIX = ".jsonl"
 KINDS = ("dir", "file", "mount", "loop", "sysfs", "bdi", "cgroup", "tracefs_instance", "blktrace")
@@ -111,6 +113,17 @@ class UndoJournal:
             self._append({"id": entry, "kind": kind, **fields})
             self._pending.add(entry)
             return entry
+
+    @contextmanager
+    def attempt(self, kind: str, **fields: Any) -> Iterator[int]:
+        """record() around a block that makes the change: if the block fails, the change is taken as not made
+        (the block cleans up after itself), and the entry is done."""
+        entry = self.record(kind, **fields)
+        try:
+            yield entry
+        except BaseException:
+            self.done(entry)
+            raise
 
     def update(self, entry: int, **fields: Any) -> None:
         with self._lock:
@@ -218,6 +231,8 @@ class UndoJournal:
 
 def device_journal_dir(transport) -> str:
     """Where the journals are on an adb device: under /data/local/tmp on a phone, else under /tmp."""
+    if os.environ.get("MOBIPERF_DEVICE_JOURNAL_DIR"):
+        return os.environ["MOBIPERF_DEVICE_JOURNAL_DIR"]
     parents = " ".join(shlex.quote(os.path.dirname(d)) for d in DEVICE_DIRS)
     done = transport.run(["sh", "-c", f"for d in {parents}; do [ -d \"$d\" ] && echo \"$d\" && break; done; true"],
                          timeout=30)

@@ -25,22 +25,24 @@ from leftover_checks import owned_pids, remaining, wait_for_journal, wait_until_
 pytest_plugins = ["adb_fixtures"]
 pytestmark = needs_root
 MOBIPERF = [sys.executable, "-m", "mobiperf"]
-DEVICE_JOURNALS = Path("/tmp/mobiperf-journal")
 # 4096 O_SYNC writes of 4 KiB (several seconds): block requests reach the trace while it runs.
 WORKLOAD = ["mobibench", "-p", ".", "-f", "16384", "-r", "4", "-a", "0", "-y", "1"]
 
 
-def mobiperf_via(device, *args: str, **kw):
-    env = dict(os.environ, ANDROID_ADB_SERVER_PORT=str(device.server_port), MOBIPERF_PROGRESS="0")
+def mobiperf_via(device, *args: str, journals: Path, **kw):
+    """mobiperf with journals of the test's own (on the device and on this host): no other mobiperf undoes the
+    leftovers of the test's runs before the test's next run does."""
+    env = dict(os.environ, ANDROID_ADB_SERVER_PORT=str(device.server_port), MOBIPERF_PROGRESS="0",
+               MOBIPERF_DEVICE_JOURNAL_DIR=str(journals / "device"), MOBIPERF_JOURNAL_DIR=str(journals / "host"))
     return subprocess.Popen([*MOBIPERF, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env, start_new_session=True, **kw)
 
 
-def start_run(device, base: Path, out: Path) -> tuple[subprocess.Popen, dict, list[dict]]:
+def start_run(device, base: Path, out: Path, journals: Path) -> tuple[subprocess.Popen, dict, list[dict]]:
     proc = mobiperf_via(device, "run", "-t", f"adb:{device.serial}", "--stack", f"dir:{base}", "--no-report",
-                        "-o", str(out), "--", *WORKLOAD)
+                        "-o", str(out), "--", *WORKLOAD, journals=journals)
     header, entries = wait_for_journal(proc.pid, kinds={"dir", "file", "tracefs_instance"},
-                                       directory=DEVICE_JOURNALS, proc=proc)
+                                       directory=journals / "device", proc=proc)
     trace = out / "raw" / "rep0" / "ftrace.txt"
     deadline = time.monotonic() + 120
     while not (trace.exists() and b"block_rq_complete" in trace.read_bytes()):
@@ -49,10 +51,10 @@ def start_run(device, base: Path, out: Path) -> tuple[subprocess.Popen, dict, li
     return proc, header, entries
 
 
-def device_side_left(header: dict, entries: list[dict]) -> list[str]:
+def device_side_left(header: dict, entries: list[dict], journals: Path) -> list[str]:
     """remaining() plus the journal's own files: the device journal, its pid files, the lock on this host."""
     left = remaining(header, entries)
-    left += [str(p) for p in DEVICE_JOURNALS.glob(f"{header['owner']['pid']}-*")]
+    left += [str(p) for p in (journals / "device").glob(f"{header['owner']['pid']}-*")]
     left += [header["pid_dir"]] if os.path.exists(header["pid_dir"]) else []
     left += [header["lock"]] if os.path.exists(header["lock"]) else []
     return left
@@ -71,7 +73,7 @@ def test_a_stop_signal_cleans_the_device(start_loopback, tmp_path, name):
     base = tmp_path / "device-storage"
     base.mkdir()
     out = tmp_path / "run"
-    proc, header, entries = start_run(device, base, out)
+    proc, header, entries = start_run(device, base, out, tmp_path / "journals")
     pushed = next(e["path"] for e in entries if e["kind"] == "file")
     assert pushed.endswith("/.mobiperf-bin/mobibench") and os.path.exists(pushed)
     assert any(n for n in owned_pids(header["token"]).values())   # the trace reader and the workload run
@@ -79,7 +81,7 @@ def test_a_stop_signal_cleans_the_device(start_loopback, tmp_path, name):
     _, stderr = proc.communicate(timeout=180)
     assert proc.returncode == 128 + signal.Signals[name], stderr
     assert f"{name}: stopped; the partial run is kept at {out}" in stderr
-    assert wait_until_gone(header, entries) == [] and device_side_left(header, entries) == []
+    assert wait_until_gone(header, entries) == [] and device_side_left(header, entries, tmp_path / "journals") == []
     assert list(base.iterdir()) == []
     meta = analysable(out)
     assert meta["status"] == "incomplete" and meta["stopped"]["reason"] == f"stopped by {name}"
@@ -90,24 +92,24 @@ def test_after_sigkill_the_next_run_on_the_device_removes_the_leftovers(start_lo
     base = tmp_path / "device-storage"
     base.mkdir()
     out = tmp_path / "run"
-    proc, header, entries = start_run(device, base, out)
+    proc, header, entries = start_run(device, base, out, tmp_path / "journals")
     proc.kill()
     proc.communicate(timeout=60)
     deadline = time.monotonic() + 15
     while owned_pids(header["token"]) and time.monotonic() < deadline:
         time.sleep(0.2)
-    left = device_side_left(header, entries)
+    left = device_side_left(header, entries, tmp_path / "journals")
     # the adb clients died with mobiperf and the device hung their commands up; what stays is on the device
     assert any("tracefs_instance" in x for x in left) and any(x.startswith("dir ") for x in left), left
     assert any(x.startswith("file ") and x.endswith("mobibench") for x in left), left
     assert not [x for x in left if x.startswith("process ")], left
     nxt = mobiperf_via(device, "run", "-t", f"adb:{device.serial}", "--stack", f"dir:{base}", "--no-report", "-o",
-                       str(tmp_path / "next"), "--", "sh", "-c", "echo hello > f; sync")
+                       str(tmp_path / "next"), "--", "sh", "-c", "echo hello > f; sync", journals=tmp_path / "journals")
     _, stderr = nxt.communicate(timeout=300)
     assert nxt.returncode == 0, stderr[-3000:]
     assert f"mobiperf: leftovers of mobiperf pid {proc.pid} (killed or crashed" in stderr
     assert "tracefs instance /sys/kernel/tracing/instances/mobiperf-" in stderr and "undone: " in stderr
-    assert device_side_left(header, entries) == []
+    assert device_side_left(header, entries, tmp_path / "journals") == []
     assert list(base.iterdir()) == []
     meta = analysable(out)
     assert meta["repetitions"][0]["exit_code"] is None and "killed" in meta["repetitions"][0]["stopped"]

@@ -34,12 +34,14 @@ def small_tmpfs(tmp_path):
 
 def test_a_full_run_directory_stops_the_run_in_one_line(small_tmpfs, tmp_path, clean_machine):
     out = small_tmpfs / "run"
+    journals = tmp_path / "journals"
     proc = subprocess.Popen([*MOBIPERF, "run", "--stack", "ext4", "--image-size", "256M", "--no-report", "-o",
                              str(out), "--", *WORKLOAD], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, MOBIPERF_PROGRESS="0"), start_new_session=True)
+                            env=dict(os.environ, MOBIPERF_PROGRESS="0", MOBIPERF_JOURNAL_DIR=str(journals)),
+                            start_new_session=True)
     try:
         header, entries = wait_for_journal(proc.pid, kinds={"dir", "loop", "mount", "tracefs_instance"},
-                                           proc=proc)
+                                           proc=proc, directory=journals)
         stdout, stderr = proc.communicate(timeout=600)
     finally:
         if proc.poll() is None:

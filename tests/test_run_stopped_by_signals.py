@@ -31,8 +31,14 @@ WORKLOAD = ["sh", "-c", "dd if=/dev/zero of=f bs=64k count=160 conv=fsync 2>/dev
 EVERY_KIND = {"dir", "loop", "sysfs", "bdi", "cgroup", "mount", "tracefs_instance"}
 
 
-def start_run(out: Path, stack: str) -> subprocess.Popen:
-    env = dict(os.environ, MOBIPERF_PROGRESS="0")
+def run_env(journals: Path) -> dict[str, str]:
+    """A journal directory of the test's own: no other mobiperf on the machine undoes (or sees) its runs' leftovers
+    before the test's own next run does."""
+    return dict(os.environ, MOBIPERF_PROGRESS="0", MOBIPERF_JOURNAL_DIR=str(journals))
+
+
+def start_run(out: Path, stack: str, journals: Path) -> subprocess.Popen:
+    env = run_env(journals)
     # start_new_session: a stop signal reaches mobiperf alone, as from `timeout` or a closed terminal
     return subprocess.Popen([*MOBIPERF, "run", "--stack", stack, *PHONE, "--image-size", "256M", "--no-report",
                              "-o", str(out), "--", *WORKLOAD], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -62,9 +68,9 @@ def stopped_run(tmp_path):
 
     def start(stack: str) -> tuple[subprocess.Popen, Path, dict, list[dict]]:
         out = tmp_path / f"run{len(started)}"
-        proc = start_run(out, stack)
+        proc = start_run(out, stack, tmp_path / "journals")
         started.append(proc)
-        header, entries = wait_for_journal(proc.pid, kinds=EVERY_KIND, proc=proc)
+        header, entries = wait_for_journal(proc.pid, kinds=EVERY_KIND, proc=proc, directory=tmp_path / "journals")
         wait_until_traced(out, proc)
         return proc, out, header, entries
 
@@ -73,13 +79,13 @@ def stopped_run(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.communicate(timeout=60)
-    subprocess.run([*MOBIPERF, "doctor", "--fix"], capture_output=True, timeout=300)
+    subprocess.run([*MOBIPERF, "doctor", "--fix"], capture_output=True, timeout=300, env=run_env(tmp_path / "journals"))
 
 
 @pytest.mark.parametrize("stack, name", [("ext4+fuse", "SIGTERM"), ("ext4+bfuse", "SIGHUP"),
                                          pytest.param("ext4+bfuse", "SIGTERM", marks=pytest.mark.slow),
                                          pytest.param("ext4+fuse", "SIGHUP", marks=pytest.mark.slow)])
-def test_a_stop_signal_tears_down_and_keeps_the_run(stopped_run, stack, name):
+def test_a_stop_signal_tears_down_and_keeps_the_run(stopped_run, tmp_path, stack, name):
     sig = signal.Signals[name]
     proc, out, header, entries = stopped_run(stack)
     loop = next(e["device"] for e in entries if e["kind"] == "loop")
@@ -91,7 +97,7 @@ def test_a_stop_signal_tears_down_and_keeps_the_run(stopped_run, stack, name):
     assert f"{name}: stopped; the partial run is kept at {out} (marked incomplete)" in stderr
     assert "Traceback" not in stderr
     assert wait_until_gone(header, entries) == []
-    assert not list(Path("/var/tmp/mobiperf/journal").glob(f"{proc.pid}-*"))  # nothing left to undo
+    assert not list((tmp_path / "journals").glob(f"{proc.pid}-*"))  # nothing left to undo
     meta = json.loads((out / "run.json").read_text())
     assert meta["status"] == "incomplete"
     assert meta["stopped"]["stage"] == "collect rep 0" and meta["stopped"]["reason"] == f"stopped by {name}"
@@ -123,7 +129,7 @@ def test_after_sigkill_the_next_run_reports_and_removes_the_leftovers(stopped_ru
     assert not [x for x in left if x.startswith("process ")], left
     nxt = subprocess.run([*MOBIPERF, "run", "--stack", "ext4", "--image-size", "64M", "--no-report", "-o",
                           str(tmp_path / "next"), "--", "true"], capture_output=True, text=True, timeout=300,
-                         env=dict(os.environ, MOBIPERF_PROGRESS="0"))
+                         env=run_env(tmp_path / "journals"))
     assert nxt.returncode == 0, nxt.stderr[-3000:]
     assert f"mobiperf: leftovers of mobiperf pid {proc.pid} (killed or crashed" in nxt.stderr
     for kind in ("mount ", "loop device ", "/queue/scheduler (was 'none'): now 'bfq'", "tracefs instance ",

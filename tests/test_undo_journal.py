@@ -21,6 +21,11 @@ REPO = Path(__file__).resolve().parent.parent
 MOBIPERF = [sys.executable, "-m", "mobiperf"]
 
 
+def private(tmp_path: Path) -> dict[str, str]:
+    """Journals of the test's own: no other mobiperf on the machine undoes them before the test looks."""
+    return dict(os.environ, MOBIPERF_JOURNAL_DIR=str(tmp_path / "journals"))
+
+
 def test_a_journal_lives_exactly_as_long_as_there_is_something_to_undo(tmp_path):
     journal = UndoJournal(LocalTransport(), local_dir=str(tmp_path))
     assert list(tmp_path.iterdir()) == []          # nothing changed yet: no file
@@ -106,22 +111,49 @@ def test_doctor_reports_then_fixes_what_a_killed_process_left(tmp_path):
         helper = t.start(["sleep", "300"])
         print(helper.pid, flush=True)
         time.sleep(300)
-    """), str(mnt)], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    """), str(mnt)], stdout=subprocess.PIPE, text=True, cwd=REPO, env=private(tmp_path))
     try:
         helper = int(owner.stdout.readline())
     finally:
         owner.kill()
         owner.wait(10)
     assert mnt.is_mount()
-    done = subprocess.run([*MOBIPERF, "doctor", "--format", "json"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([*MOBIPERF, "doctor", "--format", "json"], capture_output=True, text=True, timeout=120,
+                          env=private(tmp_path))
     assert done.returncode == 1, done.stderr
     found = [j for j in json.loads(done.stdout)["found"] if j["owner"]["pid"] == owner.pid]
     assert len(found) == 1
     assert [(c["kind"], c["path"], c["still"]) for c in found[0]["changes"]] == [
         ("dir", str(mnt), "exists"), ("mount", str(mnt), "mounted")]
-    done = subprocess.run([*MOBIPERF, "doctor", "--fix"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([*MOBIPERF, "doctor", "--fix"], capture_output=True, text=True, timeout=120,
+                          env=private(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"mobiperf: leftovers of mobiperf pid {owner.pid}" in done.stderr
     assert done.stdout.startswith("local: clean now")
     assert not mnt.exists()
     assert not Path(f"/proc/{helper}").exists() or Path(f"/proc/{helper}/stat").read_text().split()[2] == "Z"
+
+
+@needs_root
+def test_probe_undoes_what_a_killed_process_left(tmp_path):
+    made = tmp_path / "made-by-the-owner"
+    owner = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import sys, time, os
+        from mobiperf.target.transport import LocalTransport
+        from mobiperf.undo_journal import journal_for
+        journal_for(LocalTransport()).record("dir", path=sys.argv[1])
+        os.makedirs(sys.argv[1])
+        print("ready", flush=True)
+        time.sleep(300)
+    """), str(made)], stdout=subprocess.PIPE, text=True, cwd=REPO, env=private(tmp_path))
+    try:
+        assert owner.stdout.readline() == "ready\n"
+    finally:
+        owner.kill()
+        owner.wait(10)
+    done = subprocess.run([*MOBIPERF, "probe", "--format", "json"], capture_output=True, text=True, timeout=120,
+                          env=private(tmp_path))
+    assert done.returncode == 0 and json.loads(done.stdout)["is_root"] is True
+    assert f"mobiperf: leftovers of mobiperf pid {owner.pid} (killed or crashed" in done.stderr
+    assert f"  dir {made}: exists" in done.stderr and "undone: 1 of 1 changes" in done.stderr
+    assert not made.exists()
