@@ -2,9 +2,9 @@
 
 It reads the undo journals on the target (mobiperf.undo_journal) and keeps those whose owner is dead, each with
 what is still in place: its helper processes, mounts, loop devices, tracefs instances, cgroups, directories, and
-every sysfs value it changed with the value to restore. It also lists detached loop devices whose scheduler or
-dirty limits an earlier user left changed (every run resets those before use; --fix resets them now).
-The exit status is 0 when the target is clean at the end, 1 when leftovers remain.
+every sysfs value it changed with the value to restore. It also notes detached loop devices whose scheduler or
+dirty limits an earlier user left changed (information only: every run resets a loop device before using it).
+The exit status is 0 when no leftovers of mobiperf runs remain at the end, 1 when some do.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def cmd_doctor(target: str, fix: bool, other_hosts: bool, fmt: str) -> None:
     """Find (and with --fix undo) what mobiperf processes that were killed left on the target."""
     from mobiperf import signals
     from mobiperf.cli import _transport, is_root
-    from mobiperf.device_settings import reset_loop_device, stale_loop_devices
+    from mobiperf.device_settings import stale_loop_devices
     from mobiperf.errors import TargetError
     from mobiperf.leftovers import recover
 
@@ -43,28 +43,25 @@ def cmd_doctor(target: str, fix: bool, other_hosts: bool, fmt: str) -> None:
     lines: list[str] = []
     say = signals.say if fmt == "text" else lines.append
     dead = recover(transport, fix=fix, other_hosts=other_hosts, say=say)
-    stale = stale_loop_devices(transport)
-    for device, settings in stale.items():
-        say(f"mobiperf: {device} (detached) keeps settings of an earlier user: "
-            + ", ".join(f"{k}={v}" for k, v in settings.items()))
-        if fix:
-            reset_loop_device(transport, device)
-            say("  reset to those of a fresh loop device")
     found = [d for d in dead if not d.empty]
     left = [d for d in recover(transport, fix=False, say=lambda _: None) if not d.empty] if fix else found
-    stale_left = stale_loop_devices(transport) if fix else stale
+    # Information only: every run resets the loop device it attaches, and a detached one may be attached by
+    # another program at any moment, whose settings these then are.
+    stale = stale_loop_devices(transport)
+    for device, settings in stale.items():
+        say(f"note: {device} (detached) keeps settings an earlier user left: "
+            + ", ".join(f"{k}={v}" for k, v in settings.items()) + " (mobiperf resets them before it uses it)")
     if fmt == "json":
         click.echo(json.dumps({"target": transport.name, "fixed": fix, "found": [d.as_dict() for d in found],
-                               "stale_loop_devices": stale,
-                               "left": {"journals": [d.state.path for d in left],
-                                        "stale_loop_devices": sorted(stale_left)}}, indent=2, default=str))
-    elif not found and not stale:
+                               "left": [d.state.path for d in left], "stale_loop_devices": stale},
+                              indent=2, default=str))
+    elif not found:
         click.echo(f"{transport.name}: no leftovers of mobiperf processes")
-    elif not left and not stale_left:
-        click.echo(f"{transport.name}: clean now ({len(found)} journals undone, {len(stale)} loop devices reset)")
+    elif not left:
+        click.echo(f"{transport.name}: clean now ({len(found)} dead runs' changes undone)")
     else:
         click.echo(f"{transport.name}: leftovers remain" + ("" if fix else " (mobiperf doctor --fix undoes them)"))
-    if left or stale_left:
+    if left:
         sys.exit(1)
 
 
