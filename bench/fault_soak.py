@@ -107,13 +107,15 @@ def one_run(i: int, out: Path, rng: random.Random, max_delay: float) -> dict:
     time.sleep(0.2)
     watcher.stop.set()
     watcher.join()
-    stage = "no run directory"
+    stage, reason = "no run directory", None
     if (run_dir / "run.json").exists():
         meta = json.loads((run_dir / "run.json").read_text())
         stage = meta.get("stopped", {}).get("stage") or meta["status"]
+        reason = meta.get("stopped", {}).get("reason")
     recovered = re.findall(r"mobiperf: leftovers of mobiperf pid (\d+)", stderr)
     return {"i": i, "pid": proc.pid, "stack": stack, "signal": signal.Signals(sig).name, "delay_s": round(delay, 2),
-            "ended_before": ended_before, "exit": proc.returncode, "stage": stage, "recovered": recovered,
+            "ended_before": ended_before, "exit": proc.returncode, "stage": stage, "reason": reason,
+            "expected_exit": proc.returncode in (0, 128 + sig, -sig), "recovered": recovered,
             "journals": watcher.entries(), "run_dir": str(run_dir), "traceback": "Traceback" in stderr,
             "stderr_tail": stderr.strip().splitlines()[-1:] if stderr.strip() else []}
 
@@ -182,7 +184,8 @@ def main() -> int:
         runs.append(r)
         print(f"[{i + 1}/{args.runs}] {r['stack']:<10} {r['signal']:<7} after {r['delay_s']:5.2f} s: exit {r['exit']}, "
               f"{r['stage']}" + (f"; undid pid {', '.join(r['recovered'])}" if r["recovered"] else "")
-              + (f"; TRACEBACK: {r['stderr_tail']}" if r["traceback"] else ""), flush=True)
+              + (f"; TRACEBACK: {r['stderr_tail']}" if r["traceback"] else "")
+              + ("" if r["expected_exit"] else f"; UNEXPECTED: {r['stderr_tail']}"), flush=True)
     doctor = subprocess.run([*MOBIPERF, "doctor", "--fix"], capture_output=True, text=True, timeout=600)
     left = leftovers(runs)
     analysed = analyse_sample(runs, args.analyse, rng)
@@ -195,6 +198,7 @@ def main() -> int:
         "where_stopped": dict(collections.Counter(re.sub(r"rep \d+", "rep N", r["stage"]) for r in runs)),
         "leftovers_undone_by_the_next_run": sum(len(r["recovered"]) for r in runs),
         "tracebacks": sum(r["traceback"] for r in runs),
+        "unexpected_exits": [f"run {r['i']}: {r['exit']} {r['stderr_tail']}" for r in runs if not r["expected_exit"]],
         "doctor": {"exit": doctor.returncode, "said": doctor.stdout.strip(),
                    "journals_undone": len(re.findall(r"leftovers of mobiperf pid", doctor.stderr))},
         "leftovers": {k: len(v) for k, v in left.items()},

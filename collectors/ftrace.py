@@ -38,6 +38,7 @@ from pathlib import Path
 from mobiperf.collectors import Collector
 from mobiperf.errors import TargetError, UsageError
 from mobiperf.run_stop import storage_full
+from mobiperf.signals import shielded
 from mobiperf.target.transport import BackgroundProcess, Transport
 from mobiperf.undo_journal import journal_for
 
@@ -128,13 +129,14 @@ class FtraceCollector(Collector):
         journal = journal_for(self.transport)  # what a killed mobiperf leaves, the next run undoes
         if self.transport.exists(f"{self.tracefs}/instances"):
             root = f"{self.tracefs}/instances/{self.instance_name}"
-            entry = journal.record("tracefs_instance", path=root)
-            made = self.transport.run(["mkdir", root], timeout=10)
-            if made.returncode != 0:
-                journal.done(entry)
-                made.check()
-            self._entries.append(entry)
-            self.root = root
+            with shielded():  # made and known as one: a stop signal waits until the cleanup can find it
+                entry = journal.record("tracefs_instance", path=root)
+                made = self.transport.run(["mkdir", root], timeout=10)
+                if made.returncode != 0:
+                    journal.done(entry)
+                    made.check()
+                self._entries.append(entry)
+                self.root = root
         else:
             self.root = self.tracefs
             for knob in ("tracing_on", "buffer_size_kb", "trace_clock"):
@@ -181,11 +183,13 @@ class FtraceCollector(Collector):
             raw = self.out_dir / "ftrace_raw"
             raw.mkdir(exist_ok=True)
             for cpu in self._cpu_dirs():
-                self._raw_readers.append(self.transport.start(
-                    self._reader_argv(f"{self.root}/per_cpu/{cpu}/trace_pipe_raw"), stdout_path=raw / cpu))
+                with shielded():  # started and known as one: the cleanup must find every reader
+                    self._raw_readers.append(self.transport.start(
+                        self._reader_argv(f"{self.root}/per_cpu/{cpu}/trace_pipe_raw"), stdout_path=raw / cpu))
         else:
-            self._reader = self.transport.start(self._reader_argv(f"{self.root}/trace_pipe"),
-                                                stdout_path=self.trace_file)
+            with shielded():
+                self._reader = self.transport.start(self._reader_argv(f"{self.root}/trace_pipe"),
+                                                    stdout_path=self.trace_file)
         if not self.workload_pids_only:  # else the workload's wrapper turns it on once its pid is set
             self._write("tracing_on", "1")
         self._started_ns = time.monotonic_ns()

@@ -92,13 +92,8 @@ class CpuShare:
         return self
 
     def _make_group(self, path: Path) -> Path:
-        entry = self.journal.record("cgroup", path=str(path))
-        try:
-            path.mkdir()
-        except BaseException:
-            self.journal.done(entry)
-            raise
-        self._entries[path] = entry
+        self._entries[path] = self.journal.record("cgroup", path=str(path))  # before: __exit__ removes it
+        path.mkdir()
         return path
 
     def add(self, pid: int) -> None:
@@ -150,9 +145,9 @@ class CpuShare:
         return out
 
     def __exit__(self, *exc) -> None:
-        for group in (self.path, self.accounting):
-            if group is not None and _remove_cgroup(group):
-                self.journal.done(self._entries.pop(group, None))
+        for group in list(self._entries):   # every group made, also one a stop cut short before it was named
+            if _remove_cgroup(group):
+                self.journal.done(self._entries.pop(group))
 
 
 def _remove_cgroup(path: Path) -> bool:

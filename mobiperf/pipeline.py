@@ -30,7 +30,7 @@ from mobiperf.reanalysis import WeakerDataError, events_lost
 from mobiperf.reports.page import render_report
 from mobiperf.run_stop import add_missing_repetitions, keep_incomplete, storage_full
 from mobiperf.runstore import RunDir
-from mobiperf.signals import raise_if_stopping
+from mobiperf.signals import raise_if_stopping, shielded
 from mobiperf.schema import RESULTS, TABLES
 from mobiperf.stack import REFERENCE_BIN, StackSpec, make_stack
 from mobiperf.target.probe import Capabilities
@@ -154,12 +154,14 @@ def collect_repetition(transport: Transport, caps: Capabilities, request: RunReq
         for collector in collectors:
             collector.start()
         t0 = time.monotonic_ns()
-        proc = transport.start(argv, stdout_path=raw / "stdout.txt", stderr_path=raw / "stderr.txt",
-                               cwd=stack.workdir, env=env)
+        proc = None
         try:
+            with shielded():  # started and known as one: the finally below must find it
+                proc = transport.start(argv, stdout_path=raw / "stdout.txt", stderr_path=raw / "stderr.txt",
+                                       cwd=stack.workdir, env=env)
             exit_code = _wait(proc, request.timeout_s, raw)
         finally:
-            if proc.poll() is None:  # Ctrl-C or a timeout: the workload must not outlive its stack
+            if proc is not None and proc.poll() is None:  # a stop, a timeout: the workload must not outlive its stack
                 proc.kill()
         elapsed = time.monotonic_ns() - t0
         # Writeback of a buffered workload may still be in flight: let it reach the traced device.

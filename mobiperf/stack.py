@@ -28,10 +28,9 @@ per-request wake-up cost, which this host's scheduler does not have).
 Set-up mirrors Android: the filesystem is the data partition, mounted at PRIVATE/data; a FUSE layer serves
 PRIVATE/data/media/0 at PRIVATE/sdcard. The workload runs in the top layer's directory.
 
-Teardown always runs, in reverse order, also when the workload fails or the run is stopped by Ctrl-C, SIGTERM or
-SIGHUP (a stop signal waits until it is over: a half-removed stack is worse). Each change is first written to the
-undo journal, for the next run to undo if mobiperf is killed (mobiperf.undo_journal); a loop device gets a fresh
-one's settings before use (mobiperf.device_settings). Everything goes through a Transport, as for a rooted device.
+Teardown always runs, newest step first, also when the workload fails or a stop signal comes (it waits until the
+teardown is over). Each change is first written to the undo journal, for the next run to undo if mobiperf is killed;
+a loop device gets a fresh one's settings before use. Everything goes through a Transport, as for a rooted device.
 """
 
 from __future__ import annotations
@@ -250,11 +249,12 @@ class LocalStack:
             opts = ",".join([o for o in opts.split(",") if not o.startswith("data=")] + [f"data={fs.options['data']}"])
         if journal:
             opts += f",journal_path={journal['device']}"
-        entry = self._journal.record("mount", path=data)
-        if self._sh(["mount", "-t", fs.name, "-o", opts, device, data], check=False).returncode != 0:
-            self._journal.done(entry)
-            raise StackError(f"cannot mount {fs.name} on {device}: does this kernel support {fs.name}?")
-        self._undo.append(("umount", data, entry))
+        with signals.shielded():  # a change and its undo step are made as one: a stop signal waits for both
+            entry = self._journal.record("mount", path=data)
+            if self._sh(["mount", "-t", fs.name, "-o", opts, device, data], check=False).returncode != 0:
+                self._journal.done(entry)
+                raise StackError(f"cannot mount {fs.name} on {device}: does this kernel support {fs.name}?")
+            self._undo.append(("umount", data, entry))
         workdir, layers = data, []
         for layer in self.spec.layers:
             workdir, facts = self._mount_fuse_layer(layer, data)
@@ -282,17 +282,16 @@ class LocalStack:
                           cpu_procs_files=cpu_files, fuse_wakeup_ns=self.fuse_wakeup_ns)
 
     def _make_private_dir(self) -> None:
-        entry = self._journal.record("dir", path=self.private)
+        self._undo.append(("rmdir", self.private, self._journal.record("dir", path=self.private)))
         self._sh(["mkdir", "-p", self.private])
-        self._undo.append(("rmdir", self.private, entry))
 
     def _limit_dirty_pages(self, major_minor: str) -> None:
         """The phone's memory: the data device's own dirty limit, restored before the loop device is detached."""
         from mobiperf.dirty_limit import DirtyLimit
 
         limit = DirtyLimit(self.transport, major_minor, self.dirty_limit)
+        self._undo.append(("dirty", limit))  # first: its exit restores whatever its entry got to change
         limit.__enter__()
-        self._undo.append(("dirty", limit))
 
     def _start_cpu_share(self) -> list[str]:
         """The phone's CPU: a cgroup for the FUSE daemons and the workload, removed after they have exited."""
@@ -302,9 +301,9 @@ class LocalStack:
             raise UsageError("a CPU share models a phone's CPU on this host; a remote target has its own CPU")
         from mobiperf.cpu_share import CpuShare
 
-        self._cpu = CpuShare(self.cpu_share, Path(self.private).name).__enter__()
-        self._undo.append(("cpu", self._cpu))
-        return self._cpu.procs_files()
+        self._cpu = CpuShare(self.cpu_share, Path(self.private).name)
+        self._undo.append(("cpu", self._cpu))  # first: its exit removes whatever groups its entry got to make
+        return self._cpu.__enter__().procs_files()
 
     def _make_image(self, name: str, size: int) -> str:
         """A sparse image file, served through the device model's throttling store when a profile is set."""
@@ -319,9 +318,9 @@ class LocalStack:
             raise StackError(f"{daemon} is not built; run `make -C reference-impl` (or `make setup`)")
         store = ThrottledStore(Path(self.private) / f"backing-{name}", size, self.device,
                                Path(self.private) / f"devmodel-{name}", daemon)
-        with self._journal.attempt("mount", path=str(store.mountpoint)) as entry:
+        with signals.shielded(), self._journal.attempt("mount", path=str(store.mountpoint)) as entry:
             path = store.__enter__()
-        self._undo.append(("store", (name, store), entry))
+            self._undo.append(("store", (name, store), entry))
         return str(path)
 
     def _make_journal_device(self, fs: Layer) -> dict[str, Any]:
@@ -342,17 +341,18 @@ class LocalStack:
 
     def _attach_loop(self, image: str) -> str:
         entry = self._journal.record("loop", image=image)
-        # direct-io keeps the host's page cache out of the device layer, as on a phone's flash.
-        done = self._sh(["losetup", "--find", "--show", "--direct-io=on", image], check=False)
-        if done.returncode != 0:
-            done = self._sh(["losetup", "--find", "--show", image], check=False)
-        if done.returncode != 0:
-            self._journal.done(entry)
-            raise StackError(f"cannot attach a loop device: {done.stderr.decode(errors='replace').strip()} "
-                             "(is the loop module loaded? are loop devices left?)")
-        device = done.text.strip()
+        with signals.shielded():  # the device and its undo step as one
+            # direct-io keeps the host's page cache out of the device layer, as on a phone's flash.
+            done = self._sh(["losetup", "--find", "--show", "--direct-io=on", image], check=False)
+            if done.returncode != 0:
+                done = self._sh(["losetup", "--find", "--show", image], check=False)
+            if done.returncode != 0:
+                self._journal.done(entry)
+                raise StackError(f"cannot attach a loop device: {done.stderr.decode(errors='replace').strip()} "
+                                 "(is the loop module loaded? are loop devices left?)")
+            device = done.text.strip()
+            self._undo.append(("losetup", device, entry))
         self._journal.update(entry, device=device)
-        self._undo.append(("losetup", device, entry))
         found = reset_loop_device(self.transport, device)  # the settings an earlier user left: a fresh one's
         if found:
             self.device_reset[device] = found
@@ -393,10 +393,10 @@ class LocalStack:
             options["counters"] = counters
         argv = [str(daemon), "-f", "-o", ",".join(f"{k}={v}" for k, v in options.items()), source, mountpoint]
         log = (self.counters_dir or Path(self.private)) / f"{layer.name}-daemon.log"
-        with self._journal.attempt("mount", path=mountpoint) as entry:  # if we die: SIGTERM, the daemon unmounts
+        with signals.shielded(), self._journal.attempt("mount", path=mountpoint) as entry:
             proc = self.transport.start(argv, stdout_path=log, stderr_path=log, env=self._daemon_env(),
-                                        death_signal=signal.SIGTERM)
-        self._undo.append(("fuse", (mountpoint, proc), entry))
+                                        death_signal=signal.SIGTERM)  # if we die: SIGTERM, the daemon unmounts
+            self._undo.append(("fuse", (mountpoint, proc), entry))
         if self._cpu is not None:
             # Before it mounts: the daemon's threads (and its FUSE INIT) run on the phone's CPU from the start.
             self._cpu.add(proc.pid)

@@ -78,7 +78,12 @@ def owner_facts() -> dict[str, Any]:
     """Who writes a journal: enough to tell later whether that process still lives, and what it was doing."""
     return {"pid": os.getpid(), "host": platform.node(), "boot_id": boot_id(),
             "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "command": " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv))[:300]}
+            "command": " ".join(_program() if i == 0 else a for i, a in enumerate(sys.argv))[:300]}
+
+
+def _program() -> str:
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
+    return "mobiperf" if name in ("__main__.py", "mobiperf") else name
 
 
 class UndoJournal:
