@@ -283,7 +283,7 @@ class FtraceCollector(Collector):
                     break
                 time.sleep(0.1)  # EBUSY while a reader still has trace_pipe open
             else:
-                raise TargetError(f"could not remove tracefs instance {self.root}")
+                raise TargetError(f"could not remove tracefs instance {self.root}: {self._holders()}")
         else:
             for ev in self.events:
                 self._write(f"{ev.path}/enable", "0")
@@ -296,6 +296,16 @@ class FtraceCollector(Collector):
         self.root = None
         while self._entries:
             journal_for(self.transport).done(self._entries.pop())
+
+    def _holders(self) -> str:
+        """Who keeps the instance busy (the processes with one of its files open), for the error message."""
+        script = (f"for f in /proc/[0-9]*/fd/*; do case $(readlink $f) in {shlex.quote(self.root)}/*) "
+                  "p=${f#/proc/}; p=${p%%/*}; echo \"$p $(cat /proc/$p/comm)\";; esac; done 2>/dev/null | sort -u")
+        try:
+            found = self.transport.run(["sh", "-c", script], timeout=30).text.split("\n")
+        except TargetError:
+            return "busy"
+        return "held open by " + (", ".join(line for line in found if line) or "nobody any more")
 
     # --- tracefs access ---
 

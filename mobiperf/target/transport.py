@@ -185,16 +185,17 @@ class LocalTransport(Transport):
 
     def write_file(self, path, data, *, timeout=DEFAULT_TIMEOUT_S) -> None:
         # One write() call: tracefs and sysfs knobs act on each write, and a short write would split a command.
+        # A file object, not a bare fd: an exception from a stop signal between the open and the write cannot leak
+        # it (a tracefs file left open keeps its instance busy: it could not be removed).
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            f = open(path, "wb", buffering=0)
         except OSError as e:
             raise TargetError(f"cannot open {path} for writing: {e.strerror}") from None
-        try:
-            os.write(fd, data)
-        except OSError as e:
-            raise TargetError(f"writing {data[:60]!r} to {path}: {e.strerror}") from None
-        finally:
-            os.close(fd)
+        with f:
+            try:
+                f.write(data)
+            except OSError as e:
+                raise TargetError(f"writing {data[:60]!r} to {path}: {e.strerror}") from None
 
     def push(self, local, remote, *, timeout=DEFAULT_TIMEOUT_S) -> None:
         _copy(Path(local), Path(remote))
