@@ -154,7 +154,8 @@ def leftovers(runs: list[dict]) -> dict[str, list[str]]:
 
 
 def analyse_sample(runs: list[dict], n: int, rng: random.Random) -> dict[str, int]:
-    with_raw = [r for r in runs if list(Path(r["run_dir"]).glob("raw/rep0/*"))]
+    # (a run stopped before its trace started has nothing to analyse, and `mobiperf analyze` says so in one line)
+    with_raw = [r for r in runs if (Path(r["run_dir"]) / "raw" / "rep0" / "ftrace.txt").exists()]
     outcome = collections.Counter()
     for r in rng.sample(with_raw, min(n, len(with_raw))):
         done = subprocess.run([*MOBIPERF, "analyze", r["run_dir"], "--format", "json"], capture_output=True,

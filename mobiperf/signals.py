@@ -65,6 +65,13 @@ def install() -> None:
         if sig == signal.SIGINT and signal.getsignal(sig) == signal.SIG_IGN:
             continue
         signal.signal(sig, _on_stop_signal)
+    sys.unraisablehook = _quiet_about_dropped_stops
+
+
+def _quiet_about_dropped_stops(unraisable, *, _default=sys.unraisablehook) -> None:
+    """A Stopped that Python dropped (see above) is not an error to print: raise_if_stopping() takes it up."""
+    if not isinstance(unraisable.exc_value, Stopped):
+        _default(unraisable)
 
 
 def finished() -> None:

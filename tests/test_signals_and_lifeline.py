@@ -153,3 +153,25 @@ def test_kill_owned_ends_every_process_of_a_token_and_nothing_else():
 
 def test_the_adb_server_does_not_carry_the_token():
     assert without_token({OWNER_ENV: "1-ab", "HOME": "/root"}) == {"HOME": "/root"}
+
+
+def test_a_stop_that_python_dropped_is_taken_up_at_the_next_step_forward():
+    """A stop signal landing in a finalizer (or an at-fork callback: every subprocess started with a preexec_fn)
+    raises where Python drops exceptions; raise_if_stopping() raises it again, and nothing is printed about it."""
+    done = run_child("""
+        import gc, os, signal
+        from mobiperf import signals
+        signals.install()
+        class Finalized:
+            def __del__(self):
+                os.kill(os.getpid(), signal.SIGTERM)
+        Finalized()
+        gc.collect()
+        print("went on; stopping:", signals.stopping())
+        try:
+            signals.raise_if_stopping()
+        except KeyboardInterrupt as e:
+            print("raised", signals.signal_name(e))
+    """)
+    assert done.stdout.splitlines() == ["went on; stopping: SIGTERM", "raised SIGTERM"]
+    assert done.stderr == ""
