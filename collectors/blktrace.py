@@ -21,6 +21,7 @@ from pathlib import Path
 from mobiperf.collectors import Collector
 from mobiperf.errors import TargetError
 from mobiperf.target.transport import BackgroundProcess, Transport
+from mobiperf.undo_journal import journal_for
 
 
 class BlktraceCollector(Collector):
@@ -39,6 +40,9 @@ class BlktraceCollector(Collector):
         self._restore: list[tuple[str, bytes]] = []
         self._mounted_debugfs = False
         self._remote_dir = remote_dir  # where the blktrace program writes on the target (None: out_dir)
+        self._journal = journal_for(transport)
+        self._debugfs_entry = self._trace_entry = None
+        self._knob_entries: list[int] = []
 
     # --- protocol ---
 
@@ -61,6 +65,7 @@ class BlktraceCollector(Collector):
         if self.used == "tool":
             self._proc.kill(sig=2, grace_s=10)  # SIGINT: blktrace flushes its relay buffers and writes files
             self._proc = None
+            self._journal.done(self._trace_entry)
             if self._remote_dir and self._remote_dir != str(self.out_dir):
                 self.transport.pull(self._remote_dir, self.out_dir)
                 self.transport.run(["rm", "-rf", self._remote_dir], timeout=60)
@@ -80,8 +85,10 @@ class BlktraceCollector(Collector):
 
     def __exit__(self, *exc) -> None:
         if self._proc is not None:
-            self._proc.kill()
+            self._proc.kill()  # SIGTERM: blktrace tears its kernel trace down as on SIGINT
             self._proc = None
+            if self.used == "tool":
+                self._journal.done(self._trace_entry)
         self._restore_all()
 
     # --- the blktrace program ---
@@ -91,20 +98,25 @@ class BlktraceCollector(Collector):
             return False
         mounts = self.transport.read_file("/proc/self/mounts").decode(errors="replace")
         if " /sys/kernel/debug debugfs " not in mounts:
+            self._debugfs_entry = self._journal.record("mount", path="/sys/kernel/debug")
             if self.transport.run(["mount", "-t", "debugfs", "debugfs", "/sys/kernel/debug"],
                                   timeout=10).returncode != 0:
+                self._journal.done(self._debugfs_entry)
                 return False
             self._mounted_debugfs = True
         if self._remote_dir is None:
             self._remote_dir = str(self.out_dir)  # local transport: the same path
         else:
             self.transport.run(["mkdir", "-p", self._remote_dir], timeout=30).check()
+        # Killed without its SIGINT, blktrace leaves the kernel's trace set up: the journal tears it down then.
+        self._trace_entry = self._journal.record("blktrace", device=self.device)
         proc = self.transport.start(["blktrace", "-d", self.device, "-o", self.dev_name, "-D", self._remote_dir],
                                     stdout_path=self.out_dir / "blktrace.log",
                                     stderr_path=self.out_dir / "blktrace.err")
         deadline = time.monotonic() + 1.0
         while time.monotonic() < deadline:
             if proc.poll() is not None:
+                self._journal.done(self._trace_entry)
                 self._undo_debugfs()
                 for leftover in self.out_dir.glob(f"{self.dev_name}.blktrace.*"):
                     leftover.unlink()
@@ -115,7 +127,8 @@ class BlktraceCollector(Collector):
 
     def _undo_debugfs(self) -> None:
         if self._mounted_debugfs:
-            self.transport.run(["umount", "/sys/kernel/debug"], timeout=10)
+            if self.transport.run(["umount", "/sys/kernel/debug"], timeout=10).returncode == 0:
+                self._journal.done(self._debugfs_entry)
             self._mounted_debugfs = False
 
     # --- the blk tracer ---
@@ -138,6 +151,8 @@ class BlktraceCollector(Collector):
         for knob in (f"{top}/tracing_on", f"{top}/options/bin", f"{top}/options/context-info", enable,
                      f"{top}/current_tracer"):
             self._restore.append((knob, self.transport.read_file(knob).strip()))
+            self._knob_entries.append(self._journal.record("sysfs", path=knob,
+                                                           old=self._restore[-1][1].decode(errors="replace")))
         self._write(f"{top}/tracing_on", "0")
         self._write(enable, "1")
         self._write(f"{top}/current_tracer", "blk")
@@ -174,6 +189,8 @@ class BlktraceCollector(Collector):
         self._undo_debugfs()
         if errors:
             raise TargetError("blktrace: could not restore " + "; ".join(errors))
+        while self._knob_entries:
+            self._journal.done(self._knob_entries.pop())
 
     def _write(self, path: str, value: str) -> None:
         self.transport.write_file(path, value.encode())

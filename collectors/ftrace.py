@@ -38,7 +38,10 @@ from pathlib import Path
 
 from mobiperf.collectors import Collector
 from mobiperf.errors import TargetError, UsageError
+from mobiperf.run_stop import storage_full
+from mobiperf.signals import shielded
 from mobiperf.target.transport import BackgroundProcess, Transport
+from mobiperf.undo_journal import journal_for
 
 # Block events of the request life cycle, in the order a request meets them.
 BLOCK_EVENTS = ("block_bio_queue", "block_bio_backmerge", "block_bio_frontmerge", "block_getrq",
@@ -111,6 +114,7 @@ class FtraceCollector(Collector):
         self.root: str | None = None
         self._reader: BackgroundProcess | None = None
         self._restore: list[tuple[str, bytes]] = []
+        self._entries: list[int] = []   # undo journal entries of what this session changed on the target
         self._started_ns = 0
         self.stats: CollectionStats | None = None
 
@@ -126,13 +130,24 @@ class FtraceCollector(Collector):
     def __enter__(self) -> "FtraceCollector":
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._check_events()
+        journal = journal_for(self.transport)  # what a killed mobiperf leaves, the next run undoes
         if self.transport.exists(f"{self.tracefs}/instances"):
-            self.root = f"{self.tracefs}/instances/{self.instance_name}"
-            self.transport.run(["mkdir", self.root], timeout=10).check()
+            root = f"{self.tracefs}/instances/{self.instance_name}"
+            with shielded():  # made and known as one: a stop signal waits until the cleanup can find it
+                entry = journal.record("tracefs_instance", path=root)
+                made = self.transport.run(["mkdir", root], timeout=10)
+                if made.returncode != 0:
+                    journal.done(entry)
+                    made.check()
+                self._entries.append(entry)
+                self.root = root
         else:
             self.root = self.tracefs
             for knob in ("tracing_on", "buffer_size_kb", "trace_clock"):
                 self._restore.append((knob, self._read(knob).strip()))
+                self._entries.append(journal.record("sysfs", path=f"{self.root}/{knob}", old=self._restore[-1][1]))
+            for ev in self.events:
+                self._entries.append(journal.record("sysfs", path=f"{self.tracefs}/{ev.path}/enable", old="0"))
         try:
             self._configure()
         except BaseException:
@@ -172,11 +187,13 @@ class FtraceCollector(Collector):
             raw = self.out_dir / "ftrace_raw"
             raw.mkdir(exist_ok=True)
             for cpu in self._cpu_dirs():
-                self._raw_readers.append(self.transport.start(
-                    self._reader_argv(f"{self.root}/per_cpu/{cpu}/trace_pipe_raw"), stdout_path=raw / cpu))
+                with shielded():  # started and known as one: the cleanup must find every reader
+                    self._raw_readers.append(self.transport.start(
+                        self._reader_argv(f"{self.root}/per_cpu/{cpu}/trace_pipe_raw"), stdout_path=raw / cpu))
         else:
-            self._reader = self.transport.start(self._reader_argv(f"{self.root}/trace_pipe"),
-                                                stdout_path=self.trace_file)
+            with shielded():
+                self._reader = self.transport.start(self._reader_argv(f"{self.root}/trace_pipe"),
+                                                    stdout_path=self.trace_file)
         if not self.workload_pids_only:  # else the workload's wrapper turns it on once its pid is set
             self._write("tracing_on", "1")
         self._started_ns = time.monotonic_ns()
@@ -186,7 +203,8 @@ class FtraceCollector(Collector):
         self._write("tracing_on", "0")
         duration = time.monotonic_ns() - self._started_ns
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and self._buffered_entries() > 0:
+        # (not into a full file system: the reader's writes fail, and what it drains is lost anyway)
+        while time.monotonic() < deadline and self._buffered_entries() > 0 and not storage_full(self.out_dir):
             time.sleep(0.05)
         time.sleep(0.1 + (self.batch_interval_s or 0))  # the reader may still hold the last page it took
         if self._reader is not None:
@@ -276,7 +294,7 @@ class FtraceCollector(Collector):
                     break
                 time.sleep(0.1)  # EBUSY while a reader still has trace_pipe open
             else:
-                raise TargetError(f"could not remove tracefs instance {self.root}")
+                raise TargetError(f"could not remove tracefs instance {self.root}: {self._holders()}")
         else:
             for ev in self.events:
                 self._write(f"{ev.path}/enable", "0")
@@ -287,6 +305,18 @@ class FtraceCollector(Collector):
                     value = value.split("[")[1].split("]")[0] if "[" in value else value
                 self._write(knob, value)
         self.root = None
+        while self._entries:
+            journal_for(self.transport).done(self._entries.pop())
+
+    def _holders(self) -> str:
+        """Who keeps the instance busy (the processes with one of its files open), for the error message."""
+        script = (f"for f in /proc/[0-9]*/fd/*; do case $(readlink $f) in {shlex.quote(self.root)}/*) "
+                  "p=${f#/proc/}; p=${p%%/*}; echo \"$p $(cat /proc/$p/comm)\";; esac; done 2>/dev/null | sort -u")
+        try:
+            found = self.transport.run(["sh", "-c", script], timeout=30).text.split("\n")
+        except TargetError:
+            return "busy"
+        return "held open by " + (", ".join(line for line in found if line) or "nobody any more")
 
     # --- tracefs access ---
 

@@ -7,6 +7,7 @@ sizes as 4k/512k/8M, durations as 10ms/2s.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -36,6 +37,20 @@ target_option = click.option("-t", "--target", default="local", show_default=Tru
                              help="Where to run: local, or adb[:SERIAL].")
 format_option = click.option("--format", "fmt", type=click.Choice(["text", "json", "csv"]), default="text",
                              show_default=True, help="Output format.")
+
+
+def _absolute(ctx, param, value):
+    """A path given by the user, made absolute before anything else sees it: the FUSE daemons and the workload
+    run in other working directories, and a relative path would mean something else to them."""
+    return None if value is None else Path(os.path.abspath(value))
+
+
+def _recover_leftovers(transport) -> None:
+    """Undo what killed mobiperf processes left on the target, saying what it was (mobiperf.leftovers)."""
+    from mobiperf import signals
+    from mobiperf.leftovers import recover
+
+    recover(transport, fix=True, say=signals.say)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110},
@@ -84,6 +99,8 @@ def cmd_probe(target: str, fmt: str) -> None:
     from mobiperf.target.probe import probe
 
     transport = _transport(target)
+    if is_root(transport):
+        _recover_leftovers(transport)
     caps = probe(transport).as_dict()
     if transport.name != "local":
         from mobiperf.target.android import android_facts
@@ -138,7 +155,8 @@ def cmd_probe(target: str, fmt: str) -> None:
 @click.option("--primary", metavar="METRIC",
               help="With -n auto: the metric to make precise (default: the workload's throughput, else its "
                    "elapsed time).")
-@click.option("-o", "--output", type=click.Path(path_type=Path), help="Run directory to create (never overwritten).")
+@click.option("-o", "--output", type=click.Path(path_type=Path), callback=_absolute,
+              help="Run directory to create (never overwritten).")
 @click.option("--image-size", default="1G", show_default=True, help="Size of the emulated data partition.")
 @click.option("--device", "device_profile", help="Device profile under the loop device: emmc-2012, ufs-2020, host.")
 @click.option("--phone", help="Phone profile: the four models below at once (galaxy-s3-2012); explicit options win.")
@@ -205,14 +223,21 @@ def cmd_run(target, stack_spec, scheduler, repeat, min_effect, primary, output, 
         from mobiperf.devmodel import resolve_profile
 
         resolve_profile(device_profile)  # an unknown profile is a usage error before anything is set up
-    out = output or pipeline.default_run_path(request)
+    out = output or Path(os.path.abspath(pipeline.default_run_path(request)))
     transport = _transport(target)
+    if is_root(transport):
+        _recover_leftovers(transport)  # before probing: a leftover stack would look like part of the machine
     caps = probe(transport)
     try:
         rundir = pipeline.run(transport, caps, request, out)
-    except KeyboardInterrupt:
-        click.echo(f"\ninterrupted; the partial run is kept at {out} (marked incomplete)", err=True)
-        sys.exit(130)
+    except KeyboardInterrupt as e:
+        from mobiperf import signals
+
+        kept = f"the partial run is kept at {out} (marked incomplete)" if (out / "run.json").exists() else \
+            "before the run directory was created"
+        signals.say(f"\n{signals.signal_name(e)}: stopped; {kept}")
+        signals.flush_std_streams()
+        sys.exit(signals.exit_status(e))
     meta = rundir.read_meta()
     if auto is not None:
         click.echo(f"repetitions: {len(meta['repetitions'])} of at most {auto.limit} (-n auto): {auto.plan.reason}")
@@ -251,7 +276,9 @@ def _stderr_tail(path: Path, lines: int = 10) -> list[str]:
 @format_option
 @click.option("--cluster", help="A store's runs in parallel on Dask, each run a task: local, local:N, or the "
                                 "scheduler's tcp://HOST:PORT (needs mobiperf[cluster]).")
-def cmd_analyze(rundir: str, fmt: str, cluster: str | None) -> None:
+@click.option("--force", is_flag=True, help="Re-analyse even if the raw traces now hold fewer events than the run "
+                                            "recorded (a damaged file); the loss is recorded in run.json.")
+def cmd_analyze(rundir: str, fmt: str, cluster: str | None, force: bool) -> None:
     """Re-parse and re-analyze a run directory offline, and print its IO classification (text: 120 columns, the
     first 40 rows of each table; json and csv: every row); given a store (a directory of run directories, or an
     fsspec URL), re-analyse every run in it."""
@@ -266,7 +293,8 @@ def cmd_analyze(rundir: str, fmt: str, cluster: str | None) -> None:
     from mobiperf.analyzers import breakdown_tables
 
     run = RunDir.open(rundir)
-    results = pipeline.analyze(run, reparse=True)
+    run.release_reserve()  # the space a collecting run set aside (a killed one leaves it)
+    results = pipeline.analyze(run, reparse=True, force=force)
     tables = breakdown_tables(results)
     if fmt == "json":
         click.echo(json.dumps({title: df.to_dicts() for title, df in tables.items()}, indent=2, default=str))
@@ -344,6 +372,8 @@ def cmd_show(rundir: Path, fmt: str) -> None:
             click.echo(f"{m['name']},{labels},{m['value']},{m['unit']}")
         return
     click.echo(f"run      {meta.get('id')}  ({meta.get('status')})")
+    if meta.get("stopped"):
+        click.echo(f"stopped  {meta['stopped'].get('stage')}: {meta['stopped'].get('reason')}")
     click.echo(f"stack    {meta.get('stack')}  scheduler: {meta.get('scheduler') or 'default'}")
     click.echo(f"command  {' '.join(meta.get('command', []))}")
     parsed = meta.get("parse", {}).get("repetitions", {})
@@ -354,7 +384,8 @@ def cmd_show(rundir: Path, fmt: str) -> None:
         if r.get("workload_window") and r.get("workload_ns") is not None:  # an ingested trace: what says so
             took += f" ({r['workload_window']})"
         click.echo(f"rep {r['index']}    exit {r['exit_code']}  workload {took}"
-                   f"  lost events: {lost_text}")
+                   f"  lost events: {lost_text}" + (f"  stopped: {r['stopped']}" if r.get("stopped") else "")
+                   + ("  TRUNCATED traces" if r.get("truncated") else ""))
     for w in meta.get("warnings", []):
         click.echo(f"warning  {w}")
     _print_summary(meta)
@@ -399,24 +430,48 @@ def _print_table(df, fmt: str) -> None:
             click.echo(df)
 
 
-def main() -> None:
-    from mobiperf.commands import register_all
-
-    register_all(cli)
+def is_root(transport) -> bool:
+    """Whether leftovers can be looked for (and undone) on the target: they need root to see and to undo."""
     try:
+        return transport.run(["id", "-u"], timeout=10).text.strip() == "0"
+    except MobiperfError:
+        return False
+
+
+def main() -> None:
+    from mobiperf import signals
+    from mobiperf.commands import register_all
+    from mobiperf.run_stop import is_storage_error
+
+    signals.install()  # SIGTERM and SIGHUP stop every command the way Ctrl-C does
+    try:
+        register_all(cli)
         cli.main(standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(130)
+        signals.finished()
+    except click.exceptions.Abort as e:  # click's name for a KeyboardInterrupt (a Stopped by any stop signal)
+        stop = e.__cause__ if isinstance(e.__cause__, KeyboardInterrupt) else KeyboardInterrupt()
+        signals.say(f"{signals.signal_name(stop)}: stopped")
+        signals.flush_std_streams()
+        sys.exit(signals.exit_status(stop))
     except click.ClickException as e:
         e.show()
         sys.exit(e.exit_code)
     except MobiperfError as e:
-        click.echo(f"mobiperf: error: {e}", err=True)
+        signals.say(f"mobiperf: error: {e}")
         sys.exit(e.exit_code)
-    except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
-        sys.exit(130)
+    except KeyboardInterrupt as e:
+        signals.say(f"{signals.signal_name(e)}: stopped")
+        signals.flush_std_streams()
+        sys.exit(signals.exit_status(e))
+    except OSError as e:
+        if isinstance(e.__context__, KeyboardInterrupt):  # click's echo after a stop, to a terminal gone (SIGHUP)
+            signals.flush_std_streams()
+            sys.exit(signals.exit_status(e.__context__))
+        if not is_storage_error(e):
+            raise
+        # A full or failing disk is not a bug: one line, no traceback.
+        signals.say(f"mobiperf: error: {e.strerror}" + (f": {e.filename}" if e.filename else ""))
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,10 @@ class CpuShare:
     A share of `host` creates nothing: `add` does nothing and `path` is None."""
 
     def __init__(self, share: str, name: str, root: Path = CGROUP_ROOT):
+        from mobiperf.undo_journal import local_journal
+
+        self.journal = local_journal()  # each group is written down before it is made (mobiperf.undo_journal)
+        self._entries: dict[Path, int] = {}
         self.share = parse_cpu_share(share)
         self.name = f"{PREFIX}-{os.getpid()}-{name}"
         self.root = root
@@ -69,18 +73,15 @@ class CpuShare:
         try:
             if (v1 / "cpu.cfs_quota_us").exists():
                 self.kind = "v1"
-                self.path = v1 / self.name
-                self.path.mkdir()
+                self.path = self._make_group(v1 / self.name)
                 (self.path / "cpu.cfs_period_us").write_text(str(period))
                 (self.path / "cpu.cfs_quota_us").write_text(str(quota))
                 acct = self.root / "cpuacct"
                 if (acct / "cpuacct.usage").exists() and acct.resolve() != v1.resolve():
-                    self.accounting = acct / self.name
-                    self.accounting.mkdir()
+                    self.accounting = self._make_group(acct / self.name)
             elif "cpu" in _read(self.root / "cgroup.controllers").split():
                 self.kind = "v2"
-                self.path = self.root / self.name
-                self.path.mkdir()
+                self.path = self._make_group(self.root / self.name)
                 (self.path / "cpu.max").write_text(f"{quota} {period}")
             else:
                 raise UsageError("a CPU share needs the cgroup cpu controller (v1 /sys/fs/cgroup/cpu or v2 "
@@ -89,6 +90,11 @@ class CpuShare:
             self.__exit__()
             raise UsageError(f"cannot set up the CPU cgroup for a {self.share} share: {e} (needs root)") from None
         return self
+
+    def _make_group(self, path: Path) -> Path:
+        self._entries[path] = self.journal.record("cgroup", path=str(path))  # before: __exit__ removes it
+        path.mkdir()
+        return path
 
     def add(self, pid: int) -> None:
         """Move a process (all its threads; children it forks later follow) into the share."""
@@ -139,21 +145,23 @@ class CpuShare:
         return out
 
     def __exit__(self, *exc) -> None:
-        for group in (self.path, self.accounting):
-            if group is not None:
-                _remove_cgroup(group)
+        for group in list(self._entries):   # every group made, also one a stop cut short before it was named
+            if _remove_cgroup(group):
+                self.journal.done(self._entries.pop(group))
 
 
-def _remove_cgroup(path: Path) -> None:
+def _remove_cgroup(path: Path) -> bool:
+    """True once the group is gone; False if a member still kept it after the timeout."""
     deadline = time.monotonic() + REMOVE_TIMEOUT_S
     while path.exists():
         try:
             path.rmdir()  # fails while a straggler is still in it
-            return
+            return True
         except OSError:
             if time.monotonic() > deadline:
-                return
+                return False
             time.sleep(0.2)
+    return True
 
 
 def remove_stale_cgroups(root: Path = CGROUP_ROOT) -> list[Path]:

@@ -40,9 +40,11 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
+from mobiperf import signals
 from mobiperf.errors import StackError, TargetError, UsageError
 from mobiperf.stack import FUSE_LAYERS, StackFacts, StackSpec, fuse_device_fds
 from mobiperf.target.transport import Transport
+from mobiperf.undo_journal import journal_for
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +80,7 @@ class DirectoryStack:
     def __enter__(self) -> StackFacts:
         from mobiperf.target.android import make_dirs
 
+        self._entry = journal_for(self.transport).record("dir", path=self.workdir)  # before it exists
         self._made = make_dirs(self.transport, self.workdir, 30)
         try:
             return directory_facts(self.transport, self.workdir, str(self.spec))
@@ -88,8 +91,10 @@ class DirectoryStack:
     def __exit__(self, *exc) -> None:
         from mobiperf.target.android import remove_dirs
 
-        self.transport.run(["rm", "-rf", "--", self.workdir], timeout=120)
-        remove_dirs(self.transport, self._made)   # and the directories made for it (PATH)
+        with signals.shielded():
+            if self.transport.run(["rm", "-rf", "--", self.workdir], timeout=120).returncode == 0:
+                journal_for(self.transport).done(self._entry)
+            remove_dirs(self.transport, self._made)   # and the directories made for it (PATH)
 
 
 class DeviceFuseStack:
@@ -138,9 +143,11 @@ class DeviceFuseStack:
 
         plan = plan_device_stack(self.transport, self.spec)
         t = self.transport
+        journal = journal_for(t)  # what a killed mobiperf leaves on the device, undone by the next run
+        run_dir = journal.record("dir", path=self.run_dir)
         made = make_dirs(t, self.run_dir, self.timeout_s)
         self._undo.append(("directories", lambda: remove_dirs(t, made)))
-        self._undo.append(("run directory", self._remove_run_dir))
+        self._undo.append(("run directory", lambda: (self._remove_run_dir(), journal.done(run_dir))))
         media, mountpoint = f"{self.run_dir}/media", f"{self.run_dir}/sdcard"
         t.run(["mkdir", "-p", media, mountpoint], timeout=30).check()
         bindir = f"{plan['workdir']}/bin-{os.getpid()}-{uuid.uuid4().hex[:6]}"
@@ -173,9 +180,11 @@ class DeviceFuseStack:
         # sh writes its pid, then becomes the daemon.
         script = (f"cd /; sh -c 'echo $$ > \"$0\" && exec \"$@\"' {shlex.quote(pidfile)} {shlex.join(argv)} "
                   f"> {shlex.quote(logfile)} 2>&1 < /dev/null &")
-        self.transport.run(["sh", "-c", script], timeout=30).check()
-        self._undo.append(("daemon", self._stop_daemon))
         mountpoint = argv[-1]
+        journal = journal_for(self.transport)
+        mount = journal.record("mount", path=mountpoint)  # unmounting also ends the daemon
+        self.transport.run(["sh", "-c", script], timeout=30).check()
+        self._undo.append(("daemon", lambda: (self._stop_daemon(), journal.done(mount))))
         deadline = time.monotonic() + MOUNT_TIMEOUT_S
         while True:
             mounted, pid, alive = self._state(mountpoint, pidfile)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mobiperf.errors import StackError, UsageError
+from mobiperf.lifeline import die_with_owner, helper_env
 from mobiperf.units import parse_duration_ns, parse_size
 
 MOUNT_TIMEOUT_S = 10.0
@@ -247,9 +248,11 @@ class ThrottledStore:
         ]
         with open(self.log_path, "wb") as log:
             # a session of its own: Ctrl-C in the terminal must not take the device away from under a mounted
-            # filesystem; __exit__ stops it after the caller has unmounted and detached
+            # filesystem; __exit__ stops it after the caller has unmounted and detached. If we are killed, it
+            # gets SIGTERM (it unmounts and exits; mobiperf.lifeline) and the undo journal does the rest.
             self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                          start_new_session=True)
+                                          start_new_session=True, env=helper_env(),
+                                          preexec_fn=die_with_owner(signal.SIGTERM))
         deadline = time.monotonic() + MOUNT_TIMEOUT_S
         while not (os.path.ismount(self.mountpoint) and self.counters_path.exists()):
             if self._proc.poll() is not None:

@@ -21,13 +21,16 @@ depend on:
   background writeback of this device starts, and the writer is throttled from the midpoint between the two.
 
 `DirtyLimit` sets these on entry and restores the previous values on exit (the loop device, and its BDI, outlive
-our attachment). Everything goes through the Transport, as the rest of the stack does.
+our attachment); the previous values are written to the undo journal first, so that a mobiperf killed before its
+exit has them restored by the next run (mobiperf.undo_journal). Everything goes through the Transport, as the
+rest of the stack does.
 """
 
 from __future__ import annotations
 
 from mobiperf.errors import StackError
 from mobiperf.target.transport import Transport
+from mobiperf.undo_journal import journal_for
 from mobiperf.units import parse_size
 
 MIN_LIMIT = 1 << 20
@@ -55,6 +58,7 @@ class DirtyLimit:
         self.bdi = f"/sys/class/bdi/{major_minor}"
         self.limit_bytes = limit_bytes
         self.saved: list[tuple[str, str]] = []   # (knob, previous value), in the order they were changed
+        self._entry: int | None = None           # the undo journal's record of the previous values
 
     def __enter__(self) -> "DirtyLimit":
         missing = [k for k in ("strict_limit", "max_bytes", "min_bytes")
@@ -69,6 +73,7 @@ class DirtyLimit:
                 path = f"{self.bdi}/{knob}"
                 if self.transport.exists(path):
                     self.saved.append((knob, self.read(knob)))
+            self._entry = journal_for(self.transport).record("bdi", path=self.bdi, old=dict(self.saved))
             self._write_limits()
             self.write("strict_limit", "1")
         except BaseException:
@@ -112,3 +117,4 @@ class DirtyLimit:
         self.saved = []
         if failures:
             raise StackError("; ".join(failures))
+        journal_for(self.transport).done(self._entry)

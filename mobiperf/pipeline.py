@@ -7,6 +7,7 @@ Each stage reads the files of the previous one from the run directory and writes
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import platform
@@ -25,7 +26,10 @@ from mobiperf.analyzers import ANALYSIS_PARAMS, headline_metrics, registry, tabl
 from mobiperf.collectors.parse import derive_tables, parse_raw_dir
 from mobiperf.errors import MissingTableError, MobiperfError, NotApplicable, TargetError, UsageError
 from mobiperf.progress import stage
+from mobiperf.reanalysis import WeakerDataError, events_lost
+from mobiperf.run_stop import add_missing_repetitions, keep_incomplete, storage_full
 from mobiperf.runstore import RunDir
+from mobiperf.signals import raise_if_stopping, shielded
 from mobiperf.schema import RESULTS, TABLES
 
 if TYPE_CHECKING:  # imported where used: analysing an ingested trace needs no stack, collector or plotly
@@ -65,9 +69,11 @@ def default_run_path(request: RunRequest) -> Path:
 
 
 def run(transport: Transport, caps: Capabilities, request: RunRequest, out: Path) -> RunDir:
-    """Collect every repetition, then parse, analyze and report. The run is kept whatever happens."""
+    """Collect every repetition, then parse, analyze and report. The run is kept whatever happens: a run that
+    stops early says at which stage and why (mobiperf.run_stop)."""
     _check_can_trace(transport, caps, request)
     _check_target_stack(transport, request)
+    out = Path(os.path.abspath(out))  # the daemons and the workload run elsewhere: every path they get is absolute
     rundir = RunDir.create(out, {
         "id": out.name, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "mobiperf": __version__, "host": platform.node(), "target": caps.as_dict(), "stack": str(request.stack),
@@ -77,11 +83,24 @@ def run(transport: Transport, caps: Capabilities, request: RunRequest, out: Path
         "sources": request.sources, "event_sets": request.event_sets,  # to add repetitions later (compare --until)
         "repetitions": [], "warnings": [],
     })
+    rundir.reserve_space()
+    where: dict = {"stage": "collect", "rep": None}
+    try:
+        _run_stages(transport, caps, request, rundir, where)
+    except BaseException as e:
+        raise keep_incomplete(rundir, e, **where)
+    rundir.release_reserve()
+    return rundir
+
+
+def _run_stages(transport: Transport, caps: Capabilities, request: RunRequest, rundir: RunDir, where: dict) -> None:
     timings = {}
     started = time.time()
     auto = request.auto
     with stage("collect", total=auto.limit if auto else request.repeat) as advance:
         for rep in range(auto.limit if auto else request.repeat):
+            raise_if_stopping()
+            where.update(stage=f"collect rep {rep}", rep=rep)
             advance(0, description=f"collect rep {rep}")
             record = collect_repetition(transport, caps, request, rundir, rep)
             meta = rundir.read_meta()
@@ -93,6 +112,8 @@ def run(transport: Transport, caps: Capabilities, request: RunRequest, out: Path
     if auto is not None:
         rundir.update_meta(auto_repeat=auto.as_dict())
     timings["collect_s"] = round(time.time() - started, 3)
+    raise_if_stopping()
+    where.update(stage="parse and analyze", rep=None)
     with stage("parse and analyze"):
         t0 = time.time()
         analyze(rundir, reparse=True)
@@ -100,9 +121,9 @@ def run(transport: Transport, caps: Capabilities, request: RunRequest, out: Path
     failed = any(r["exit_code"] != 0 for r in rundir.read_meta()["repetitions"])
     rundir.update_meta(status="failed" if failed else "complete", timings=timings)
     if request.report:
+        where.update(stage="report")
         with stage("report"):
             report(rundir)
-    return rundir
 
 
 def _check_can_trace(transport: Transport, caps: Capabilities, request: RunRequest) -> None:
@@ -171,12 +192,14 @@ def collect_repetition(transport: Transport, caps: Capabilities, request: RunReq
         for collector in collectors:
             collector.start()
         t0 = time.monotonic_ns()
-        proc = transport.start(argv, stdout_path=raw / "stdout.txt", stderr_path=raw / "stderr.txt",
-                               cwd=stack.workdir, env=env)
+        proc = None
         try:
-            exit_code = _wait(proc, request.timeout_s)
+            with shielded():  # started and known as one: the finally below must find it
+                proc = transport.start(argv, stdout_path=raw / "stdout.txt", stderr_path=raw / "stderr.txt",
+                                       cwd=stack.workdir, env=env)
+            exit_code = _wait(proc, request.timeout_s, raw)
         finally:
-            if proc.poll() is None:  # Ctrl-C or a timeout: the workload must not outlive its stack
+            if proc is not None and proc.poll() is None:  # a stop, a timeout: the workload must not outlive its stack
                 proc.kill()
         elapsed = time.monotonic_ns() - t0
         # Writeback of a buffered workload may still be in flight: let it reach the traced device.
@@ -188,10 +211,35 @@ def collect_repetition(transport: Transport, caps: Capabilities, request: RunReq
         # Tracing stops first: the snapshots (layout, facts) read the device, and that is not the workload's IO.
         order = [c for c in reversed(collectors) if not c.snapshot] + [c for c in collectors if c.snapshot]
         summaries = {c.name: c.stop() for c in order}
+    if storage_full(raw):  # the trace readers' writes failed: the traces end early
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(raw))
     # The FUSE daemons and the device model write their counters when the stack comes down.
     counters = {p.name.removesuffix(".json"): _read_json(p) for p in sorted(raw.glob("*counters*.json"))}
+    layer_counters = counters_by_layer(stack, raw)
+    notes += [f"counters: {layer} wrote none ({why})" for layer, why in layer_counters.items()
+              if isinstance(why, str) and why != "ok"]
     return {"index": rep, "exit_code": exit_code, "workload_ns": elapsed, "stack": stack.as_dict(),
-            "counters": counters, "notes": notes, **summaries}
+            "counters": counters, "layer_counters": layer_counters, "notes": notes, **summaries}
+
+
+def counters_by_layer(stack, raw: Path) -> dict[str, str]:
+    """Which counters each counting part of the stack left in raw/: "ok", or why there are none. The FUSE daemons
+    write theirs at unmount, the device model and the CPU share theirs at teardown."""
+    expected = {layer["layer"]: Path(layer["counters_path"]) for layer in stack.layers if layer.get("counters_path")}
+    if stack.device_profile:
+        expected["device"] = raw / "device-counters-userdata.json"
+    if stack.cpu_share != "host":
+        expected["cpu"] = raw / "cpu-counters.json"
+    found = {}
+    for part, path in expected.items():
+        if not path.exists():
+            log = raw / f"{part}-daemon.log"
+            tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
+            found[part] = f"missing {path.name}" + (f": {tail[0][:200]}" if tail else "")
+        else:
+            data = _read_json(path)
+            found[part] = "ok" if isinstance(data, dict) and "error" not in data else f"unreadable {path.name}"
+    return found
 
 
 def write_task_roles(transport: Transport, path: Path, stack, *, workload_pid: int | None, clock: list[dict]) -> None:
@@ -253,20 +301,45 @@ def _reference_programs(command: list[str]) -> list[str]:
     return sorted({w for w in words if "/" not in w and w and (REFERENCE_BIN / w).is_file()})
 
 
-def _wait(proc, timeout_s: float | None) -> int:
+def _wait(proc, timeout_s: float | None, raw: Path) -> int:
+    """The workload's exit status. It is stopped early when the time is up, and when the run directory's file
+    system fills up: the traces can no longer be written, and the run would only go on for nothing."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    next_check = time.monotonic()
     while True:
+        raise_if_stopping()   # a stop signal that landed where Python drops exceptions (mobiperf.signals)
         code = proc.poll()
         if code is not None:
             return code
         if deadline is not None and time.monotonic() > deadline:
             proc.kill()
             raise TargetError(f"the workload did not finish within {timeout_s:g} s and was killed")
+        if time.monotonic() > next_check:
+            next_check = time.monotonic() + 0.5
+            if storage_full(raw):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(raw))
         time.sleep(0.02)
 
 
-def parse(rundir: RunDir) -> tuple[dict, list[str]]:
-    """raw/ -> tables/: the event tables of every repetition, then the tables derived from them."""
+def parse(rundir: RunDir, *, recorded: dict | None = None, force: bool = False) -> tuple[dict, list[str]]:
+    """raw/ -> tables/: the event tables of every repetition, then the tables derived from them.
+
+    recorded: the parse summary run.json holds from an earlier parse. If this parse finds fewer events, the raw
+    traces lost something since (a damaged or truncated file): nothing is written and WeakerDataError says what,
+    unless force, when the loss goes into the warnings and run.json's `reanalysis` (mobiperf.reanalysis)."""
+    summary, warnings, tables = _parse_tables(rundir)
+    loss = events_lost(recorded, summary) if recorded else []
+    if loss and not force:
+        raise WeakerDataError(rundir.path, loss)
+    if loss:
+        summary["reanalysis_loss"] = loss
+        warnings += [f"parse: fewer events than the earlier parse (forced): {item}" for item in loss]
+    for name, df in tables.items():
+        rundir.write_table(TABLES[name], df)
+    return summary, warnings
+
+
+def _parse_tables(rundir: RunDir) -> tuple[dict, list[str], dict[str, pl.DataFrame]]:
     per_table: dict[str, list[pl.DataFrame]] = {}
     summary: dict = {"repetitions": {}}
     warnings: list[str] = []
@@ -281,16 +354,22 @@ def parse(rundir: RunDir) -> tuple[dict, list[str]]:
                                 "before tracing started?)")
     tables = {name: pl.concat(frames, how="vertical_relaxed") for name, frames in per_table.items()}
     derived, summary["derived"] = derive_tables(tables)
-    for name, df in {**tables, **derived}.items():
-        rundir.write_table(TABLES[name], df)
-    return summary, warnings
+    all_tables = {**tables, **derived}
+    summary["table_rows"] = {name: len(df) for name, df in all_tables.items()}
+    return summary, warnings, all_tables
 
 
-def analyze(rundir: RunDir, *, reparse: bool = False) -> dict[str, pl.DataFrame]:
-    """tables/ -> results/ and the metrics in run.json; re-parses first when asked or when tables are missing."""
+def analyze(rundir: RunDir, *, reparse: bool = False, force: bool = False) -> dict[str, pl.DataFrame]:
+    """tables/ -> results/ and the metrics in run.json; re-parses first when asked or when tables are missing.
+    A re-parse that finds fewer events than run.json recorded refuses unless force (see parse)."""
     meta = rundir.read_meta()
+    add_missing_repetitions(meta, rundir)
     if reparse or not rundir.has_table("block_rq"):
-        meta["parse"], parse_warnings = parse(rundir)
+        meta["parse"], parse_warnings = parse(rundir, recorded=meta.get("parse"), force=force)
+        if meta["parse"].get("reanalysis_loss"):
+            meta.setdefault("reanalysis", []).append({
+                "at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "forced": True,
+                "loss": meta["parse"].pop("reanalysis_loss")})
         # Lost events are counted per source by the parsers and come back among their warnings.
         notes = [f"collect: rep {r['index']}: {n}" for r in meta.get("repetitions", []) for n in r.get("notes", [])]
         meta["warnings"] = notes + [w for w in meta.get("warnings", [])

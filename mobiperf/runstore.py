@@ -9,12 +9,15 @@
 A run directory is never overwritten. It is created with status "incomplete" and only the last stage marks it
 "complete" (or "failed" when the workload failed), so an interrupted run stays on disk, labelled for what it is.
 run.json is replaced atomically (write to a temporary file, then rename), so a crash never leaves half of it.
+While a run collects, RUNDIR/.reserve holds a little space (reserve_space) that is given back when the file system
+fills up, so that run.json can still say why the run stopped (mobiperf.run_stop).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +28,8 @@ import polars as pl
 from mobiperf.errors import MissingTableError, UsageError
 from mobiperf.schema import RESULTS, TABLES, Schema
 
+RESERVE_NAME = ".reserve"
+RESERVE_BYTES = 1 << 20   # run.json of a stopped run, with room to spare
 FORMAT_NAME = "mobiperf-run"
 FORMAT_VERSION = 1
 STATUSES = ("incomplete", "complete", "failed")
@@ -55,6 +60,17 @@ class RunDir:
         run = cls(path)
         run.read_meta()
         return run
+
+    def reserve_space(self, size: int = RESERVE_BYTES) -> None:
+        """Set space aside for the last words of a run whose file system fills up (best effort)."""
+        try:
+            with open(self.path / RESERVE_NAME, "wb") as f:
+                f.write(b"\0" * size)  # written, not sparse: the blocks are really taken
+        except OSError:
+            pass
+
+    def release_reserve(self) -> None:
+        (self.path / RESERVE_NAME).unlink(missing_ok=True)
 
     @property
     def meta_path(self) -> Path:
@@ -96,7 +112,16 @@ class RunDir:
         kind = "tables" if schema.name in TABLES else "results"
         path = self.path / kind / f"{schema.name}.parquet"
         tmp = path.with_suffix(".parquet.tmp")
-        schema.validate(df).write_parquet(tmp)
+        try:
+            schema.validate(df).write_parquet(tmp)
+        except (OSError, pl.exceptions.ComputeError) as e:
+            tmp.unlink(missing_ok=True)
+            # Polars reports a full or failing disk as a ComputeError ("... (os error 28)"): say it as the OSError
+            # it is, so that it ends in one line like any other storage error.
+            m = re.search(r"os error (\d+)", str(e))
+            if isinstance(e, OSError) or not m:
+                raise
+            raise OSError(int(m[1]), os.strerror(int(m[1])), str(path)) from None
         os.replace(tmp, path)
         return path
 

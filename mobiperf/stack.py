@@ -29,25 +29,28 @@ per-request wake-up cost, which this host's scheduler does not have).
 Set-up mirrors Android: the filesystem is the data partition, mounted at PRIVATE/data; a FUSE layer serves
 PRIVATE/data/media/0 at PRIVATE/sdcard. The workload runs in the top layer's directory.
 
-Teardown always runs, in reverse order, also when the workload fails or the user presses Ctrl-C (a second Ctrl-C
-during teardown is ignored so it cannot leave a half-removed stack). Everything goes through a Transport, so the
-same code would drive a rooted device.
+Teardown always runs, newest step first, also when the workload fails or a stop signal comes (it waits until the
+teardown is over). Each change is first written to the undo journal, for the next run to undo if mobiperf is killed;
+a loop device gets a fresh one's settings before use. Everything goes through a Transport, as for a rooted device.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mobiperf.errors import StackError, TargetError, UsageError
+from mobiperf import signals
+from mobiperf.device_settings import reset_loop_device
+from mobiperf.errors import MobiperfError, StackError, TargetError, UsageError
 from mobiperf.target.transport import BackgroundProcess, Transport
+from mobiperf.undo_journal import journal_for
 from mobiperf.units import parse_size
 
 FILESYSTEMS = {
@@ -161,6 +164,7 @@ class StackFacts:
     cpu_procs_files: list[str] = field(default_factory=list)   # cgroup.procs files the workload joins
     fuse_wakeup_ns: int = 0                   # a phone's FUSE request wake-up latency, added in the daemons
     extra_devices: list[tuple[int, int]] = field(default_factory=list)  # e.g. the disk under a partition
+    device_reset: dict[str, dict[str, str]] = field(default_factory=dict)  # settings an earlier user left, reset
 
     @property
     def traced_devices(self) -> list[tuple[int, int]]:
@@ -206,7 +210,9 @@ class LocalStack:
         self.cpu_share = cpu_share
         self.fuse_wakeup_ns = fuse_wakeup_ns
         self._cpu = None
-        self._undo: list[tuple[str, Any]] = []
+        self._undo: list[tuple] = []   # (kind, arg[, undo journal entry]), newest last
+        self._journal = journal_for(transport)
+        self.device_reset: dict[str, dict[str, str]] = {}
         self.facts: StackFacts | None = None
 
     # --- set-up ---
@@ -214,6 +220,7 @@ class LocalStack:
     def __enter__(self) -> StackFacts:
         try:
             self.facts = self._build()
+            self.facts.device_reset = self.device_reset
         except BaseException:
             self._teardown()
             raise
@@ -231,8 +238,7 @@ class LocalStack:
         if not self.transport.which(mkfs[0]):
             raise StackError(f"{mkfs[0]} is not installed; it makes the {fs.name} data partition "
                              f"(Debian: {fs.name}progs / e2fsprogs)")
-        self._sh(["mkdir", "-p", self.private])
-        self._undo.append(("rmdir", self.private))
+        self._make_private_dir()
         image = self._make_image("userdata.img", self.image_size)
         device = self._attach_loop(image)
         scheduler = self._set_scheduler(device)
@@ -253,9 +259,12 @@ class LocalStack:
             opts = ",".join([o for o in opts.split(",") if not o.startswith("data=")] + [f"data={fs.options['data']}"])
         if journal:
             opts += f",journal_path={journal['device']}"
-        if self._sh(["mount", "-t", fs.name, "-o", opts, device, data], check=False).returncode != 0:
-            raise StackError(f"cannot mount {fs.name} on {device}: does this kernel support {fs.name}?")
-        self._undo.append(("umount", data))
+        with signals.shielded():  # a change and its undo step are made as one: a stop signal waits for both
+            entry = self._journal.record("mount", path=data)
+            if self._sh(["mount", "-t", fs.name, "-o", opts, device, data], check=False).returncode != 0:
+                self._journal.done(entry)
+                raise StackError(f"cannot mount {fs.name} on {device}: does this kernel support {fs.name}?")
+            self._undo.append(("umount", data, entry))
         workdir, layers = data, []
         for layer in self.spec.layers:
             workdir, facts = self._mount_fuse_layer(layer, data)
@@ -268,8 +277,7 @@ class LocalStack:
 
     def _build_raw(self) -> StackFacts:
         """The bare loop device on the device model: the workload writes $MOBIPERF_DEVICE (its path)."""
-        self._sh(["mkdir", "-p", self.private])
-        self._undo.append(("rmdir", self.private))
+        self._make_private_dir()
         device = self._attach_loop(self._make_image("userdata.img", self.image_size))
         scheduler = self._set_scheduler(device)
         major, minor = self._dev_numbers(device)
@@ -283,13 +291,17 @@ class LocalStack:
                           device_profile=self.device, dirty_limit_bytes=self.dirty_limit, cpu_share=self.cpu_share,
                           cpu_procs_files=cpu_files, fuse_wakeup_ns=self.fuse_wakeup_ns)
 
+    def _make_private_dir(self) -> None:
+        self._undo.append(("rmdir", self.private, self._journal.record("dir", path=self.private)))
+        self._sh(["mkdir", "-p", self.private])
+
     def _limit_dirty_pages(self, major_minor: str) -> None:
         """The phone's memory: the data device's own dirty limit, restored before the loop device is detached."""
         from mobiperf.dirty_limit import DirtyLimit
 
         limit = DirtyLimit(self.transport, major_minor, self.dirty_limit)
+        self._undo.append(("dirty", limit))  # first: its exit restores whatever its entry got to change
         limit.__enter__()
-        self._undo.append(("dirty", limit))
 
     def _start_cpu_share(self) -> list[str]:
         """The phone's CPU: a cgroup for the FUSE daemons and the workload, removed after they have exited."""
@@ -299,9 +311,9 @@ class LocalStack:
             raise UsageError("a CPU share models a phone's CPU on this host; a remote target has its own CPU")
         from mobiperf.cpu_share import CpuShare
 
-        self._cpu = CpuShare(self.cpu_share, Path(self.private).name).__enter__()
-        self._undo.append(("cpu", self._cpu))
-        return self._cpu.procs_files()
+        self._cpu = CpuShare(self.cpu_share, Path(self.private).name)
+        self._undo.append(("cpu", self._cpu))  # first: its exit removes whatever groups its entry got to make
+        return self._cpu.__enter__().procs_files()
 
     def _make_image(self, name: str, size: int) -> str:
         """A sparse image file, served through the device model's throttling store when a profile is set."""
@@ -316,8 +328,9 @@ class LocalStack:
             raise StackError(f"{daemon} is not built; run `make -C reference-impl` (or `make setup`)")
         store = ThrottledStore(Path(self.private) / f"backing-{name}", size, self.device,
                                Path(self.private) / f"devmodel-{name}", daemon)
-        path = store.__enter__()
-        self._undo.append(("store", (name, store)))
+        with signals.shielded(), self._journal.attempt("mount", path=str(store.mountpoint)) as entry:
+            path = store.__enter__()
+            self._undo.append(("store", (name, store), entry))
         return str(path)
 
     def _make_journal_device(self, fs: Layer) -> dict[str, Any]:
@@ -337,15 +350,22 @@ class LocalStack:
                              "(run mobiperf as root, e.g. with sudo)")
 
     def _attach_loop(self, image: str) -> str:
-        # direct-io keeps the host's page cache out of the device layer, as on a phone's flash.
-        done = self._sh(["losetup", "--find", "--show", "--direct-io=on", image], check=False)
-        if done.returncode != 0:
-            done = self._sh(["losetup", "--find", "--show", image], check=False)
-        if done.returncode != 0:
-            raise StackError(f"cannot attach a loop device: {done.stderr.decode(errors='replace').strip()} "
-                             "(is the loop module loaded? are loop devices left?)")
-        device = done.text.strip()
-        self._undo.append(("losetup", device))
+        entry = self._journal.record("loop", image=image)
+        with signals.shielded():  # the device and its undo step as one
+            # direct-io keeps the host's page cache out of the device layer, as on a phone's flash.
+            done = self._sh(["losetup", "--find", "--show", "--direct-io=on", image], check=False)
+            if done.returncode != 0:
+                done = self._sh(["losetup", "--find", "--show", image], check=False)
+            if done.returncode != 0:
+                self._journal.done(entry)
+                raise StackError(f"cannot attach a loop device: {done.stderr.decode(errors='replace').strip()} "
+                                 "(is the loop module loaded? are loop devices left?)")
+            device = done.text.strip()
+            self._undo.append(("losetup", device, entry))
+        self._journal.update(entry, device=device)
+        found = reset_loop_device(self.transport, device)  # the settings an earlier user left: a fresh one's
+        if found:
+            self.device_reset[device] = found
         return device
 
     def _set_scheduler(self, device: str) -> str:
@@ -357,6 +377,8 @@ class LocalStack:
             if self.scheduler not in available:
                 raise StackError(f"IO scheduler {self.scheduler!r} is not available on {device}; "
                                  f"available: {', '.join(available)}")
+            entry = self._journal.record("sysfs", path=knob, old=active)
+            self._undo.append(("sysfs", (knob, active), entry))
             self.transport.write_file(knob, self.scheduler.encode())
             return self.scheduler
         return active
@@ -376,12 +398,15 @@ class LocalStack:
         options = {"preset": default_preset, **layer.options}
         counters = None
         if self.counters_dir is not None:
-            counters = str(self.counters_dir / f"{layer.name}-counters.json")
+            # Absolute: the daemon runs in another working directory (libfuse changes to /).
+            counters = str(Path(self.counters_dir).absolute() / f"{layer.name}-counters.json")
             options["counters"] = counters
         argv = [str(daemon), "-f", "-o", ",".join(f"{k}={v}" for k, v in options.items()), source, mountpoint]
         log = (self.counters_dir or Path(self.private)) / f"{layer.name}-daemon.log"
-        proc = self.transport.start(argv, stdout_path=log, stderr_path=log, env=self._daemon_env())
-        self._undo.append(("fuse", (mountpoint, proc)))
+        with signals.shielded(), self._journal.attempt("mount", path=mountpoint) as entry:
+            proc = self.transport.start(argv, stdout_path=log, stderr_path=log, env=self._daemon_env(),
+                                        death_signal=signal.SIGTERM)  # if we die: SIGTERM, the daemon unmounts
+            self._undo.append(("fuse", (mountpoint, proc), entry))
         if self._cpu is not None:
             # Before it mounts: the daemon's threads (and its FUSE INIT) run on the phone's CPU from the start.
             self._cpu.add(proc.pid)
@@ -414,45 +439,52 @@ class LocalStack:
     # --- teardown ---
 
     def _teardown(self) -> None:
-        """Undo every step that succeeded, newest first; keep going past failures and report them at the end."""
-        old = signal.signal(signal.SIGINT, signal.SIG_IGN) if _in_main_thread() else None
+        """Undo every step that succeeded, newest first; keep going past failures and report them at the end.
+        Stop signals wait until it is over (a half-removed stack is the worst outcome), and a step that fails
+        (a full run directory, a device gone) stays in the undo journal for the next run to finish."""
         failures = []
-        try:
+        with signals.shielded():
             while self._undo:
-                kind, arg = self._undo.pop()
+                kind, arg, *entry = self._undo.pop()
                 try:
                     getattr(self, f"_undo_{kind}")(arg)
-                except (TargetError, StackError) as e:
+                except (MobiperfError, OSError) as e:
                     failures.append(f"{kind} {arg}: {e}")
-        finally:
-            if old is not None:
-                signal.signal(signal.SIGINT, old)
+                    continue
+                for e in entry:
+                    self._journal.done(e)
         if failures:
             raise StackError("stack teardown left things behind: " + "; ".join(failures))
 
     def _undo_fuse(self, arg: tuple[str, BackgroundProcess]) -> None:
         mountpoint, proc = arg
-        if self._is_mounted(mountpoint):
-            if self._sh(["fusermount3", "-u", mountpoint], check=False).returncode != 0:
-                self._sh(["fusermount3", "-uz", mountpoint], check=False)
+        if not self._is_mounted(mountpoint):
+            proc.kill()  # stopped while it was mounting: SIGTERM (unmounts if it got there), then SIGKILL
+        elif self._sh(["fusermount3", "-u", mountpoint], check=False).returncode != 0:
+            self._sh(["fusermount3", "-uz", mountpoint], check=False)
         try:
             proc.wait(timeout=30)  # the daemon flushes its buffers and writes its counters on the way out
         except TargetError:
             proc.kill()
+        if self._is_mounted(mountpoint):  # a daemon killed before it unmounted leaves its mount behind
+            self._sh(["fusermount3", "-uz", mountpoint], check=False)
+
+    def _undo_sysfs(self, arg: tuple[str, str]) -> None:
+        self.transport.write_file(arg[0], arg[1].encode())  # (knob, old value)
 
     def _undo_dirty(self, limit) -> None:
         limit.__exit__(None, None, None)
 
     def _undo_cpu(self, share) -> None:
         """After the daemons have exited (newer undo steps): their CPU time is in, and the group is empty."""
-        if self.counters_dir is not None:
-            facts = share.facts()
+        facts = share.facts() if self.counters_dir is not None else None
+        share.__exit__(None, None, None)
+        if facts is not None:
             numbers = {k: v for k, v in facts.items() if isinstance(v, (int, float))}
             if "usage_ns" in numbers:
                 numbers["usage_s"] = numbers.pop("usage_ns") / 1e9
-            (self.counters_dir / "cpu-counters.json").write_text(json.dumps(
-                {"share": facts["share"], "cgroup": facts["cgroup"], "counters": numbers}, indent=2))
-        share.__exit__(None, None, None)
+            self._write_counters("cpu-counters.json",
+                                 {"share": facts["share"], "cgroup": facts["cgroup"], "counters": numbers})
 
     def _undo_umount(self, path: str) -> None:
         for attempt in range(20):
@@ -465,8 +497,12 @@ class LocalStack:
         name, store = arg
         store.__exit__(None, None, None)
         if self.counters_dir is not None:
-            counters = json.dumps(store.counters(), indent=2)
-            (self.counters_dir / f"device-counters-{Path(name).stem}.json").write_text(counters)
+            self._write_counters(f"device-counters-{Path(name).stem}.json", store.counters())
+
+    def _write_counters(self, name: str, data: dict) -> None:
+        """Into the run directory; a full one loses them (the run says which it lacks), but not the undo step."""
+        with contextlib.suppress(OSError):
+            (self.counters_dir / name).write_text(json.dumps(data, indent=2))
 
     def _undo_losetup(self, device: str) -> None:
         self._sh(["losetup", "-d", device])
@@ -499,10 +535,6 @@ def make_stack(transport: Transport, spec: StackSpec, **options):
 
         return (DeviceFuseStack if spec.layers else DirectoryStack)(transport, spec, **options)
     return LocalStack(transport, spec, **options)
-
-
-def _in_main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
 
 
 def parse_image_size(text: str) -> int:

@@ -895,7 +895,9 @@ def _sigterm_as_interrupt() -> Callable[[], None]:
         return lambda: None
 
     def handler(signum, frame):
-        raise KeyboardInterrupt
+        from mobiperf.signals import Stopped
+
+        raise Stopped(signum)
     old = signal.signal(signal.SIGTERM, handler)
     return lambda: signal.signal(signal.SIGTERM, old)
 

@@ -1,6 +1,7 @@
 """The device disappears mid-run (the loopback adbd is killed while the workload runs and ftrace streams):
 `mobiperf run` ends with an error instead of hanging, the partial run is kept, marked incomplete, and can be
-re-analysed offline from what was streamed before the device went away."""
+re-analysed offline from what was streamed before the device went away. When the device is back, `mobiperf
+doctor --fix` undoes what the run left on it (its undo journal is on the device)."""
 
 from __future__ import annotations
 
@@ -37,19 +38,30 @@ def test_device_vanishes_mid_run(start_loopback, tmp_path):
     try:
         trace = out / "raw" / "rep0" / "ftrace.txt"
         deadline = time.monotonic() + 120
-        while not (trace.exists() and b"block_rq_complete" in trace.read_bytes()):
+        # (all of dd's 64 writes streamed: under load the first completions come well before the last)
+        while not (trace.exists() and trace.read_bytes().count(b"block_rq_complete") >= 64):
             assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
             time.sleep(0.2)
         device.kill()
         _, stderr = proc.communicate(timeout=180)  # every adb call has a timeout: no hang
+        # The device comes back (the same "device": this host): what the run left there, written in its undo
+        # journal on the device, is found and undone.
+        back = start_loopback()
+        doctor = subprocess.run([*MOBIPERF, "doctor", "-t", f"adb:{back.serial}", "--fix"], capture_output=True,
+                                text=True, timeout=300, env=dict(env, ANDROID_ADB_SERVER_PORT=str(back.server_port)))
+        assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+        assert f"mobiperf: leftovers of mobiperf pid {proc.pid}" in doctor.stderr
+        assert "tracefs instance /sys/kernel/tracing/instances/mobiperf-" in doctor.stderr
+        assert not [n for n in _instances() if n.startswith(f"mobiperf-{proc.pid}-")]
+        assert list(base.iterdir()) == []
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=30)
-        # The "device" is this host: what the vanished device kept (its tracefs instance) is removed here,
-        # as a phone would drop it at its next boot.
+        # If the doctor failed: what the vanished device kept (its tracefs instance) is removed here, as a phone
+        # would drop it at its next boot.
         for name in _instances() - before:
-            if name.startswith("mobiperf"):
+            if name.startswith(f"mobiperf-{proc.pid}-"):
                 subprocess.run(["rmdir", str(INSTANCES / name)], timeout=30)
     assert proc.returncode != 0 and "Traceback" not in stderr, stderr[-2000:]
     meta = json.loads((out / "run.json").read_text())

@@ -119,7 +119,7 @@ def test_stack_sets_the_dirty_limit_and_cpu_share_and_undoes_them(phone_stack, t
     stack = phone_stack("ext4+fuse", dirty_limit=64 * MiB, cpu_share="20%")
     with stack as facts:
         bdi = Path(f"/sys/class/bdi/{facts.dev_major}:{facts.dev_minor}")
-        saved = dict(stack._undo[[k for k, _ in stack._undo].index("dirty")][1].saved)
+        saved = dict(stack._undo[[step[0] for step in stack._undo].index("dirty")][1].saved)
         assert set(saved) == {"strict_limit", "max_ratio_fine", "min_ratio_fine"}
         # During the run: the data device's own limit, and only its own
         assert (bdi / "strict_limit").read_text().strip() == "1"

@@ -83,9 +83,11 @@ def cmd_study(name, output, quick, device_profile, cpu, phone, repeat, target, r
             + (f" ({u['error'][:200]})" if u.get("error") else ""), err=True))
     try:
         result = study_mod.run_study(name, out, config, progress=progress, report_only=report_only)
-    except KeyboardInterrupt:
-        click.echo(f"\ninterrupted; the same command continues where it stopped ({out})", err=True)
-        sys.exit(130)
+    except KeyboardInterrupt as e:
+        from mobiperf import signals
+
+        signals.say(f"\n{signals.signal_name(e)}: stopped; the same command continues where it stopped ({out})")
+        sys.exit(signals.exit_status(e))
     if fmt == "json":
         click.echo(json.dumps(result, indent=2))
     else:

@@ -92,9 +92,12 @@ def cmd_sweep(output, params, repeat, seed, primary, timeout, retry_failed, stat
                 data = _run_on_cluster(cluster, output, definition, retry_failed, progress)
             else:
                 data = sweep.run_sweep(output, definition, retry_failed=retry_failed, progress=progress)
-        except KeyboardInterrupt:
-            click.echo(f"\ninterrupted; `mobiperf sweep -o {output}` continues where it stopped", err=True)
-            sys.exit(130)
+        except KeyboardInterrupt as e:
+            from mobiperf import signals
+
+            signals.say(f"\n{signals.signal_name(e)}: stopped; `mobiperf sweep -o {output}` continues where it "
+                        "stopped")
+            sys.exit(signals.exit_status(e))
     else:
         data = sdir.read()
     metric = sweep.canonical_metric(metric or data.get("metric") or sweep.DEFAULT_METRIC)

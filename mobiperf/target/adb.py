@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from mobiperf.errors import TargetError
+from mobiperf.lifeline import OWNER_ENV, die_with_owner, owner_token, without_token
 from mobiperf.target.transport import DEFAULT_TIMEOUT_S, BackgroundProcess, Completed, Transport
 
 log = logging.getLogger(__name__)
@@ -187,7 +188,10 @@ class AdbTransport(Transport):
             raise TargetError(f"{self.name}: {argv[0]}: command not found")
         return done
 
-    def start(self, argv, *, stdout_path=None, stderr_path=None, cwd=None, env=None) -> "AdbProcess":
+    def start(self, argv, *, stdout_path=None, stderr_path=None, cwd=None, env=None,
+              death_signal=signal.SIGKILL) -> "AdbProcess":
+        # death_signal: the local adb client dies with mobiperf and the device hangs the command up (SIGHUP);
+        # what survives that is found by its pid file or its owner token (mobiperf.leftovers).
         return AdbProcess(self, argv, stdout_path=stdout_path, stderr_path=stderr_path, cwd=cwd, env=env)
 
     # -- files ------------------------------------------------------------------------------------------------------
@@ -416,18 +420,26 @@ class AdbProcess(BackgroundProcess):
                 raise ValueError(f"not an environment variable name: {key!r}")
         cd = f"cd -- {shlex.quote(cwd)} || exit 127; " if cwd else ""
         exports = "".join(f"export {k}={shlex.quote(v)}; " for k, v in (env or {}).items())
-        inner = (f"printf '%s %d %d\\n' {shlex.quote(self._marker)} $$ $PPID >&2; {cd}{exports}"
+        # The pid file (named after the status shell, which removes it) lets a later run find what a killed
+        # mobiperf left running here; the owner token in the environment proves the pid is still ours.
+        pid_dir = getattr(transport, "pid_dir", None)
+        pid_file = f"{shlex.quote(pid_dir)}/$PPID" if pid_dir else ""
+        record = f"mkdir -p {shlex.quote(pid_dir)} && echo $$ $PPID > {pid_file}; " if pid_dir else ""
+        inner = (f"{record}printf '%s %d %d\\n' {shlex.quote(self._marker)} $$ $PPID >&2; {cd}{exports}"
                  f"exec {shlex.join(argv)}")
         # The status shell catches what kill() sends to the group (a caught signal is reset to default across
         # exec, so the workload still gets it): it outlives the workload and reports the workload's own status.
-        outer = (f"trap : TERM INT QUIT USR1 USR2; sh -c {shlex.quote(inner)}; s=$?; "
+        forget = f"rm -f {shlex.quote(pid_dir)}/$$; " if pid_dir else ""
+        outer = (f"export {OWNER_ENV}={shlex.quote(owner_token())}; trap : TERM INT QUIT USR1 USR2; "
+                 f"sh -c {shlex.quote(inner)}; s=$?; {forget}"
                  f"printf '%s%d' {shlex.quote(self._marker)} \"$s\" >&2; exit \"$s\"")
         outer = transport._as_root(outer)
         out = open(stdout_path, "wb") if stdout_path else subprocess.DEVNULL
         try:
             self._client = subprocess.Popen(transport.adb_argv("shell", "-T", outer), stdin=subprocess.DEVNULL,
                                             stdout=out, stderr=subprocess.PIPE,
-                                            env=_client_env(transport.server_port), start_new_session=True)
+                                            env=_client_env(transport.server_port), start_new_session=True,
+                                            preexec_fn=die_with_owner(signal.SIGKILL))
         finally:
             if out is not subprocess.DEVNULL:
                 out.close()
@@ -578,9 +590,9 @@ def ensure_server(adb: str, server_port: int | None = None) -> None:
     if key in _started_servers:
         return
     argv = [adb] + (["-P", str(server_port)] if server_port is not None else []) + ["start-server"]
-    try:
+    try:  # the server outlives us: it must not carry our owner token (mobiperf.lifeline)
         done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              timeout=SERVER_START_TIMEOUT_S, env=_client_env(server_port))
+                              timeout=SERVER_START_TIMEOUT_S, env=without_token(_client_env(server_port)))
     except subprocess.TimeoutExpired:
         raise TargetError(f"the adb server did not start within {SERVER_START_TIMEOUT_S:g} s") from None
     if done.returncode != 0:

@@ -349,19 +349,28 @@ def push_reference_binaries(transport: Transport, names: Sequence[str], abi: str
             raise TargetError(f"reference binary {name!r} for ABI {abi} is not built ({path} is missing): run "
                               f"`{build_command(path, bin_dir)}`")
         local[name] = path
+    from mobiperf.undo_journal import journal_for
+
+    journal = journal_for(transport)  # a killed mobiperf's pushed files are removed by the next run
+    entries = []
+    if not keep and not transport.exists(workdir, timeout=timeout):
+        entries.append(journal.record("dir", path=workdir, only_if_empty=True))  # others may use it later
     created = make_dirs(transport, workdir, timeout)
     remote = {name: f"{workdir.rstrip('/')}/{name}" for name in names}
     pushed: list[str] = []
     try:
         for name, path in local.items():
+            if not keep:
+                entries.append(journal.record("file", path=remote[name]))
             pushed.append(remote[name])
             transport.push(path, remote[name], timeout=timeout)
         if pushed:
             transport.run(["chmod", "755", *pushed], timeout=timeout).check()
         yield remote
     finally:
-        if not keep:
-            _remove_pushed(transport, pushed, created)
+        if not keep and _remove_pushed(transport, pushed, created):
+            for entry in reversed(entries):
+                journal.done(entry)
 
 
 def make_dirs(transport: Transport, workdir: str, timeout: float) -> list[str]:
@@ -384,8 +393,9 @@ def remove_dirs(transport: Transport, created_dirs: Sequence[str]) -> None:
     _remove_pushed(transport, [], created_dirs)
 
 
-def _remove_pushed(transport: Transport, paths: Sequence[str], created_dirs: Sequence[str]) -> None:
-    # Best effort with a short timeout: on a device that went away this must not hang or hide the real error.
+def _remove_pushed(transport: Transport, paths: Sequence[str], created_dirs: Sequence[str]) -> bool:
+    """True when the files are gone. Best effort with a short timeout: on a device that went away this must not
+    hang or hide the real error (the undo journal keeps them for the next run)."""
     script = "rm -f -- " + " ".join(shlex.quote(p) for p in paths) if paths else "true"
     for directory in reversed(created_dirs):  # innermost first; one still in use by another run stays
         script += f"; rmdir -- {shlex.quote(directory)} 2>/dev/null"
@@ -395,5 +405,7 @@ def _remove_pushed(transport: Transport, paths: Sequence[str], created_dirs: Seq
         if done.returncode != 0:
             log.warning("could not remove the reference binaries from %s: %s", transport.name,
                         done.stderr.decode(errors="replace").strip())
+        return done.returncode == 0
     except TargetError as e:
         log.warning("could not remove the reference binaries from %s: %s", transport.name, e)
+        return False

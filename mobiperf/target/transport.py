@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from mobiperf.errors import TargetError
+from mobiperf.lifeline import die_with_owner, helper_env
 
 DEFAULT_TIMEOUT_S = 60.0
 
@@ -75,8 +76,13 @@ class Transport(ABC):
 
     @abstractmethod
     def start(self, argv: Sequence[str], *, stdout_path: Path | None = None, stderr_path: Path | None = None,
-              cwd: str | None = None, env: Mapping[str, str] | None = None) -> BackgroundProcess:
-        """Start argv in the background; its stdout/stderr go to these local files (or are discarded)."""
+              cwd: str | None = None, env: Mapping[str, str] | None = None,
+              death_signal: int = signal.SIGKILL) -> BackgroundProcess:
+        """Start argv in the background; its stdout/stderr go to these local files (or are discarded).
+
+        The process dies with mobiperf (mobiperf.lifeline): it gets death_signal when mobiperf ends, even by
+        SIGKILL (SIGTERM lets a FUSE daemon unmount and write its counters), and carries mobiperf's owner token.
+        Start it from a thread that outlives it."""
 
     @abstractmethod
     def read_file(self, path: str, *, timeout: float = DEFAULT_TIMEOUT_S) -> bytes:
@@ -148,19 +154,21 @@ class LocalTransport(Transport):
     def run(self, argv, *, timeout=DEFAULT_TIMEOUT_S, input=None, cwd=None, env=None) -> Completed:
         try:
             done = subprocess.run(list(argv), input=input, capture_output=True, timeout=timeout, cwd=cwd,
-                                  env=_merged_env(env), start_new_session=True)
+                                  env=helper_env(env), start_new_session=True)
         except subprocess.TimeoutExpired:
             raise TargetError(f"{shlex.join(argv)} did not end within {timeout:g} s") from None
         except FileNotFoundError:
             raise TargetError(f"{argv[0]}: command not found") from None
         return Completed(tuple(argv), done.returncode, done.stdout, done.stderr)
 
-    def start(self, argv, *, stdout_path=None, stderr_path=None, cwd=None, env=None) -> LocalProcess:
+    def start(self, argv, *, stdout_path=None, stderr_path=None, cwd=None, env=None,
+              death_signal=signal.SIGKILL) -> LocalProcess:
         out = open(stdout_path, "wb") if stdout_path else subprocess.DEVNULL
         err = open(stderr_path, "wb") if stderr_path else subprocess.DEVNULL
         try:
             popen = subprocess.Popen(list(argv), stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd,
-                                     env=_merged_env(env), start_new_session=True)
+                                     env=helper_env(env), start_new_session=True,
+                                     preexec_fn=die_with_owner(death_signal))
         except FileNotFoundError:
             raise TargetError(f"{argv[0]}: command not found") from None
         finally:
@@ -177,16 +185,17 @@ class LocalTransport(Transport):
 
     def write_file(self, path, data, *, timeout=DEFAULT_TIMEOUT_S) -> None:
         # One write() call: tracefs and sysfs knobs act on each write, and a short write would split a command.
+        # A file object, not a bare fd: an exception from a stop signal between the open and the write cannot leak
+        # it (a tracefs file left open keeps its instance busy: it could not be removed).
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            f = open(path, "wb", buffering=0)
         except OSError as e:
             raise TargetError(f"cannot open {path} for writing: {e.strerror}") from None
-        try:
-            os.write(fd, data)
-        except OSError as e:
-            raise TargetError(f"writing {data[:60]!r} to {path}: {e.strerror}") from None
-        finally:
-            os.close(fd)
+        with f:
+            try:
+                f.write(data)
+            except OSError as e:
+                raise TargetError(f"writing {data[:60]!r} to {path}: {e.strerror}") from None
 
     def push(self, local, remote, *, timeout=DEFAULT_TIMEOUT_S) -> None:
         _copy(Path(local), Path(remote))
@@ -211,9 +220,3 @@ def _copy(src: Path, dst: Path) -> None:
         raise TargetError(f"cannot copy {src} to {dst}: {e}") from None
 
 
-def _merged_env(extra: Mapping[str, str] | None) -> dict[str, str] | None:
-    if not extra:
-        return None
-    env = dict(os.environ)
-    env.update(extra)
-    return env

@@ -310,6 +310,48 @@ static bool fc_is_mountpoint(const char *path)
 }
 
 /* Resolve and check SOURCE and MOUNTPOINT; messages on stderr. */
+/*
+ * counters=PATH: made absolute now (libfuse changes the daemon's working
+ * directory to / before the counters are written) and proved writable by
+ * creating and removing the dump's temporary file, so a daemon that could
+ * not write its counters at unmount fails its set-up instead.  0 or -1.
+ */
+static int fc_check_counters(void)
+{
+	char cwd[PATH_MAX], path[PATH_MAX + 32];
+	char *abs;
+	int fd;
+
+	if (!fc_cfg.counters_path)
+		return 0;
+	if (fc_cfg.counters_path[0] != '/') {
+		if (!getcwd(cwd, sizeof(cwd)) ||
+		    asprintf(&abs, "%s/%s", cwd, fc_cfg.counters_path) < 0) {
+			fprintf(stderr, "%s: counters path '%s': %s\n",
+				fc_cfg.progname, fc_cfg.counters_path,
+				strerror(errno));
+			return -1;
+		}
+		free(fc_cfg.counters_path);
+		fc_cfg.counters_path = abs;
+	}
+	if (snprintf(path, sizeof(path), "%s.tmp.%d", fc_cfg.counters_path,
+		     (int)getpid()) >= (int)sizeof(path)) {
+		fprintf(stderr, "%s: counters path '%s': %s\n", fc_cfg.progname,
+			fc_cfg.counters_path, strerror(ENAMETOOLONG));
+		return -1;
+	}
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		fprintf(stderr, "%s: cannot write counters to '%s': %s\n",
+			fc_cfg.progname, fc_cfg.counters_path, strerror(errno));
+		return -1;
+	}
+	close(fd);
+	unlink(path);
+	return 0;
+}
+
 static int fc_check_paths(void)
 {
 	char real[PATH_MAX];
@@ -355,7 +397,7 @@ static int fc_check_paths(void)
 		return -1;
 	}
 	fc_cfg.mountpoint = strdup(real);
-	return 0;
+	return fc_check_counters();
 }
 
 /*
