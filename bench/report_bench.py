@@ -29,7 +29,7 @@ import plotly.io as pio
 
 def _open_times(path: Path, repeat: int) -> tuple[list[float], list[float], int, int]:
     """(first screen drawn, every figure drawn) times of `repeat` loads, the largest JS heap, error count."""
-    from mobiperf.reports.browser_check import check_page
+    from browser_check import check_page
 
     first, every, heap, errors = [], [], 0, 0
     for _ in range(repeat):
@@ -46,10 +46,10 @@ def _fmt(times: list[float]) -> str:
 
 
 def main() -> int:
-    from mobiperf import pipeline
-    from mobiperf.reports.browser_check import chromium_available
+    from mobiperf.orchestration import pipeline
+    from browser_check import chromium_available
     from mobiperf.reports.html import plotly_js
-    from mobiperf.reports.synthetic import make_synthetic_run
+    from synthetic import make_synthetic_run
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="10000,100000,1000000")

@@ -30,8 +30,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from mobiperf.collectors import plan_collectors  # noqa: E402
-from mobiperf.stack import LocalStack, parse_stack_spec  # noqa: E402
+from mobiperf.collectors.plan import plan_collectors  # noqa: E402
+from mobiperf.stack.local import LocalStack, parse_stack_spec  # noqa: E402
 from mobiperf.target.probe import probe  # noqa: E402
 from mobiperf.target.transport import LocalTransport  # noqa: E402
 

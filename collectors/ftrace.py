@@ -36,12 +36,12 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mobiperf.collectors import Collector
-from mobiperf.errors import TargetError, UsageError
-from mobiperf.run_stop import storage_full
-from mobiperf.signals import shielded
+from mobiperf.collectors.collector import Collector
+from mobiperf.core.errors import TargetError, UsageError
+from mobiperf.core.run_stop import storage_full
+from mobiperf.core.signals import shielded
 from mobiperf.target.transport import BackgroundProcess, Transport
-from mobiperf.undo_journal import journal_for
+from mobiperf.target.undo_journal import journal_for
 
 # Block events of the request life cycle, in the order a request meets them.
 BLOCK_EVENTS = ("block_bio_queue", "block_bio_backmerge", "block_bio_frontmerge", "block_getrq",

@@ -29,9 +29,9 @@ import time
 import uuid
 from pathlib import Path
 
-from mobiperf.collectors import Collector
+from mobiperf.collectors.collector import Collector
 from mobiperf.collectors.ftrace import EventSpec, kernel_hz
-from mobiperf.errors import TargetError
+from mobiperf.core.errors import TargetError
 from mobiperf.target.transport import Transport
 
 TRACE_DIRS = ("/data/misc/perfetto-traces", "/data/local/tmp", "/tmp")

@@ -6,9 +6,14 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+# Test-only helpers (fixture modules, the loopback adbd, synthetic runs, oracles) live in tests/support and are
+# imported by their own names.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 
 # Fixture modules that test modules also import (as pytest_plugins and for their helpers): rewrite their asserts.
 pytest.register_assert_rewrite("adb_fixtures", "android_device")

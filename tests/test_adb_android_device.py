@@ -1,5 +1,5 @@
-"""The Android-shaped test device itself (tests/android_device.py), through the real adb client: what makes it look
-like a phone to mobiperf, and what a phone does not have."""
+"""The Android-shaped test device itself (tests/support/android_device.py), through the real adb client: what makes it
+look like a phone to mobiperf, and what a phone does not have."""
 
 from __future__ import annotations
 

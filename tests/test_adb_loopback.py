@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 pytest_plugins = ["adb_fixtures"]  # adb_server, loopback_device, start_loopback
-from mobiperf.errors import TargetError
+from mobiperf.core.errors import TargetError
 from mobiperf.target.adb import AdbTransport
 
 CNXN, OPEN, OKAY, WRTE, CLSE = 0x4E584E43, 0x4E45504F, 0x59414B4F, 0x45545257, 0x45534C43

@@ -178,9 +178,9 @@ def test_a_phone_without_root_says_which_step_needs_it(start_android, tmp_path):
     assert "cannot run as root in production builds" in message    # what `adb root` said
     assert "userdebug or eng build (adb root)" in message and "Magisk" in message
     # The daemon's mount, asked on its own, names its step.
-    from mobiperf.device_stack import plan_device_stack
-    from mobiperf.errors import TargetError
-    from mobiperf.stack import parse_stack_spec
+    from mobiperf.stack.device import plan_device_stack
+    from mobiperf.core.errors import TargetError
+    from mobiperf.stack.local import parse_stack_spec
 
     with pytest.raises(TargetError, match=r"mounting bfuse over /data/local/tmp/mp \(mount\(2\) on /dev/fuse\) "
                                           r"needs root, and the device gives none"):
@@ -191,9 +191,9 @@ def test_a_phone_without_root_says_which_step_needs_it(start_android, tmp_path):
 def test_an_abi_without_a_build_names_the_make_command(start_android, tmp_path, monkeypatch):
     device = start_android(props={"ro.product.cpu.abi": "armeabi-v7a"})
     monkeypatch.setattr("mobiperf.target.android.REFERENCE_BIN", tmp_path / "empty-bin")
-    from mobiperf.device_stack import plan_device_stack
-    from mobiperf.errors import StackError
-    from mobiperf.stack import parse_stack_spec
+    from mobiperf.stack.device import plan_device_stack
+    from mobiperf.core.errors import StackError
+    from mobiperf.stack.local import parse_stack_spec
 
     with pytest.raises(StackError, match=r"fjord for the device's ABI armeabi-v7a is not built \(.*/arm/fjord is "
                                          r"missing\): run `make -C reference-impl ARCH=arm`"):
@@ -220,8 +220,8 @@ def test_passthrough_is_refused_where_the_device_cannot_do_it(android_device, tm
     assert device_leftovers(android_device, "/data/local/tmp/mp", done.pid) == {"mounts": [], "files": [],
                                                                                 "pushed": []}
     # A phone kernel older than 6.9 is refused before anything is pushed.
-    from mobiperf.device_stack import check_passthrough_kernel
-    from mobiperf.errors import StackError
+    from mobiperf.stack.device import check_passthrough_kernel
+    from mobiperf.core.errors import StackError
 
     with pytest.raises(StackError, match=r"Linux 6\.9 or later\); this kernel is 5\.10\.157-android13"):
         check_passthrough_kernel("5.10.157-android13-4-00001-g5c1d8ecb1b47-ab9762829")

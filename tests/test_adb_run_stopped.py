@@ -1,5 +1,5 @@
 """`mobiperf run` over adb stopped mid-run by SIGTERM, SIGHUP or SIGKILL, against the loopback device
-(tests/adbd_loopback.py: the device side of the adb protocol, running commands on this host).
+(tests/support/adbd_loopback.py: the device side of the adb protocol, running commands on this host).
 
 On the device the run has a tracefs instance, a work directory with the pushed workload binary, background
 commands (the trace reader, the workload) and its undo journal (/tmp/mobiperf-journal on a device without
@@ -118,7 +118,7 @@ def test_after_sigkill_the_next_run_on_the_device_removes_the_leftovers(start_lo
 def test_the_processes_of_a_dead_owner_are_found_and_ended_on_the_device(start_loopback, tmp_path):
     """What a real phone keeps running after its adb clients are gone (adbd hangs up only the shell): found by the
     owner token in the environment and the pid files, and ended, through adb alone."""
-    from mobiperf.undo_steps import end_owned_processes, owned_processes, pid_files
+    from mobiperf.target.undo_steps import end_owned_processes, owned_processes, pid_files
 
     t = start_loopback().transport()
     token = "999999-0badf00d"   # a dead owner's token: no watchdog of this host knows it

@@ -1,5 +1,5 @@
 """Targets over adb: the device list through the real client, Android facts, root detection, and pushing the
-reference binaries, against loopback devices (tests/adbd_loopback.py) and canned output of real phones."""
+reference binaries, against loopback devices (tests/support/adbd_loopback.py) and canned output of real phones."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 pytest_plugins = ["adb_fixtures"]  # adb_server, loopback_device, start_loopback
-from mobiperf.errors import TargetError
+from mobiperf.core.errors import TargetError
 from mobiperf.target.adb import from_target_spec, list_adb_devices, parse_devices_l
 from mobiperf.target.android import (REFERENCE_BIN, android_facts, parse_android_facts, push_reference_binaries,
                                      reference_binary_path, run_facts)

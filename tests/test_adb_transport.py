@@ -1,4 +1,4 @@
-"""AdbTransport end to end: the real adb client and server against the loopback adbd (tests/adbd_loopback.py).
+"""AdbTransport end to end: the real adb client and server against the loopback adbd (tests/support/adbd_loopback.py).
 
 The loopback device runs its commands on this host, so what a command did can be checked directly here (/proc,
 files). Covers exit codes and stderr, quoting of hostile paths, background processes, timeouts, and a device that
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 pytest_plugins = ["adb_fixtures"]  # adb_server, loopback_device, start_loopback
-from mobiperf.errors import TargetError
+from mobiperf.core.errors import TargetError
 from mobiperf.target.adb import AdbTransport, DeviceLostError, _strip_marker
 
 # Every character a shell or adb could trip on, in one directory name and one file name.

@@ -10,10 +10,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from mobiperf import pipeline
-from mobiperf.analyzers.pairing import pair_block_requests
-from mobiperf.runstore import RunDir
-from mobiperf.schema import BLOCK_EVENT
+from mobiperf.orchestration import pipeline
+from mobiperf.collectors.parse.pairing import pair_block_requests
+from mobiperf.core.runstore import RunDir
+from mobiperf.core.schema import BLOCK_EVENT
 
 GOLDEN = Path(__file__).resolve().parent / "fixtures" / "golden"
 

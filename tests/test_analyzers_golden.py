@@ -15,8 +15,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from mobiperf import pipeline
-from mobiperf.runstore import RunDir
+from mobiperf.orchestration import pipeline
+from mobiperf.core.runstore import RunDir
 
 GOLDEN = Path(__file__).resolve().parent / "fixtures" / "golden"
 FIXTURES = sorted(p.name for p in GOLDEN.iterdir() if (p / "run.json").exists())
@@ -76,8 +76,8 @@ def test_golden_tables(name, analyzed):
 def test_golden_pairing_is_complete(name, analyzed):
     """Real traces of this kernel pair completely: every request has its queue (or is a kernel flush), issue
     and completion, and the oracle agrees with the fast pairing row for row."""
-    from mobiperf.analyzers.pairing import pair_block_requests_compiled, pair_block_requests_vectorized
-    from mobiperf.analyzers.pairing_oracle import pair_block_requests_oracle
+    from mobiperf.collectors.parse.pairing import pair_block_requests_compiled, pair_block_requests_vectorized
+    from pairing_oracle import pair_block_requests_oracle
 
     run, _ = analyzed(name)
     events = run.read_table("block_event")

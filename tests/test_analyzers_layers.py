@@ -15,14 +15,14 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from mobiperf import pipeline
+from mobiperf.orchestration import pipeline
 from mobiperf.analyzers.amplification import measure_amplification
 from mobiperf.analyzers.io_span import nest_calls
 from mobiperf.analyzers.latency import sync_file_calls
 from mobiperf.analyzers.syscall import classify_syscalls
 from mobiperf.analyzers.waterfall import break_down_layers, build_waterfall
-from mobiperf.runstore import RunDir
-from mobiperf.schema import AMPLIFICATION, IO_SPAN, LAYER_BREAKDOWN, SYSCALL_IO, WATERFALL
+from mobiperf.core.runstore import RunDir
+from mobiperf.core.schema import AMPLIFICATION, IO_SPAN, LAYER_BREAKDOWN, SYSCALL_IO, WATERFALL
 
 GOLDEN = Path(__file__).resolve().parent / "fixtures" / "golden"
 
@@ -117,7 +117,7 @@ def test_pipeline_runs_the_syscall_analyzers_when_the_table_exists(run, syscalls
 
 def test_block_cause_names_the_fsync_behind_journal_and_data_writes(run, syscalls):
     from mobiperf.analyzers.waterfall import attribute_block_causes
-    from mobiperf.schema import BLOCK_CAUSE
+    from mobiperf.core.schema import BLOCK_CAUSE
 
     rd, results = run
     cause = BLOCK_CAUSE.validate(attribute_block_causes(spans_of(rd, results, syscalls), results["block_io"]))

@@ -17,7 +17,7 @@ from mobiperf.analyzers.locality import LOCALITIES, sequential_share
 from mobiperf.analyzers.region import REGIONS
 from mobiperf.analyzers.size import SIZE_CLASSES
 from mobiperf.analyzers.syscall import classify_syscalls
-from mobiperf.schema import BLOCK_RQ, SYSCALL_IO
+from mobiperf.core.schema import BLOCK_RQ, SYSCALL_IO
 
 SETTINGS = settings(max_examples=80, deadline=None)
 SIZES = st.sampled_from([0, 512, 4096, 8192, 65536, 131072, 262144, 524288, 1 << 20])

@@ -10,9 +10,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from mobiperf import pipeline
+from mobiperf.orchestration import pipeline
 from mobiperf.analyzers.sqlite_txn import _sync_period
-from mobiperf.runstore import RunDir
+from mobiperf.core.runstore import RunDir
 
 GOLDEN = Path(__file__).resolve().parent / "fixtures" / "golden"
 MODES = ("delete", "truncate", "persist", "wal")
@@ -90,7 +90,7 @@ def test_sqlite_table_on_fresh_captures(tmp_path, capsys):
 def test_journal_mode_ignores_the_failed_probe_for_a_hot_wal():
     """Every journal mode first probes for a -wal file; only a -wal that was opened makes the mode wal."""
     from mobiperf.analyzers.sqlite_txn import infer_journal_mode
-    from mobiperf.schema import SYSCALL_IO
+    from mobiperf.core.schema import SYSCALL_IO
 
     def call(syscall, path, ret, errno=""):
         return {"rep": 0, "ts": 0, "dur": 1, "pid": 1, "comm": "", "syscall": syscall, "fd": -100, "path": path,

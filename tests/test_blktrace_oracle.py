@@ -20,7 +20,7 @@ from mobiperf.collectors.parse.blktrace_numpy import parse_blktrace_numpy
 # both decoders: the compiled one (large sets) and numpy's (small sets: no compiler start-up)
 DECODERS = pytest.mark.parametrize("parse_blktrace", [parse_blktrace_compiled, parse_blktrace_numpy],
                                    ids=["compiled", "numpy"])
-from mobiperf.schema import BLOCK_EVENT
+from mobiperf.core.schema import BLOCK_EVENT
 
 NOTIFY = 0x400 << 16
 

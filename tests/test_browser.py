@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from mobiperf import compare
-from mobiperf.reports.browser_check import check_page, chromium_available
+from mobiperf.compare import runs as compare
+from browser_check import check_page, chromium_available
 from mobiperf.reports.compare_page import write_compare_page
 from mobiperf.reports.html import plotly_js
-from mobiperf.reports.synthetic import make_synthetic_run
+from synthetic import make_synthetic_run
 
 OK, WHY = chromium_available()
 pytestmark = pytest.mark.skipif(not OK, reason=f"browser tests need Chromium: {WHY}")
@@ -54,7 +54,7 @@ def _assert_clean(check, expected_ids):
 
 
 def test_report_loads_without_console_errors_and_draws_every_figure(runs, screenshots):
-    from mobiperf import pipeline
+    from mobiperf.orchestration import pipeline
 
     report = pipeline.report(runs[0])
     check = check_page(report, screenshots / "report.png")
@@ -67,7 +67,7 @@ def test_report_loads_without_console_errors_and_draws_every_figure(runs, screen
 
 
 def test_report_of_a_block_only_run_says_why_sections_are_missing(runs, screenshots):
-    from mobiperf import pipeline
+    from mobiperf.orchestration import pipeline
 
     check = check_page(pipeline.report(runs[2]), screenshots / "report-block-only.png", full_page=False)
     assert check.console_errors == []
@@ -124,8 +124,8 @@ def test_compare_page_leads_with_the_verdict_and_sorts_and_filters_offline(runs,
 
 
 def test_incomplete_run_is_labelled_on_screen(runs, screenshots, tmp_path):
-    from mobiperf import pipeline
-    from mobiperf.runstore import RunDir
+    from mobiperf.orchestration import pipeline
+    from mobiperf.core.runstore import RunDir
 
     dest = tmp_path / "partial"
     shutil.copytree(runs[0].path, dest)
@@ -139,7 +139,7 @@ def test_incomplete_run_is_labelled_on_screen(runs, screenshots, tmp_path):
 
 @pytest.mark.slow
 def test_million_request_report_opens_in_under_5_s_and_stays_under_50_mb(tmp_path, screenshots):
-    from mobiperf import pipeline
+    from mobiperf.orchestration import pipeline
 
     t0 = time.monotonic()
     run = make_synthetic_run(tmp_path / "million", n_requests=1_000_000, repetitions=1)

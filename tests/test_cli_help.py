@@ -89,10 +89,10 @@ def test_n_accepts_the_same_range_everywhere_and_auto_where_it_means_something(t
 
 
 def test_analysis_tables_as_text_fit_120_columns_and_say_what_they_left_out(tmp_path):
-    from mobiperf import pipeline
+    from mobiperf.orchestration import pipeline
     from mobiperf.analyzers import breakdown_tables
-    from mobiperf.reports.synthetic import make_synthetic_run
-    from mobiperf.text_table import format_table
+    from synthetic import make_synthetic_run
+    from mobiperf.reports.text_table import format_table
 
     run = make_synthetic_run(tmp_path / "syn", n_requests=2000, repetitions=3, layer_tables=True)
     tables = breakdown_tables(pipeline.analyze(run))

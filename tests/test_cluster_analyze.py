@@ -1,6 +1,6 @@
 """Re-analysing a store of runs on Dask: a real distributed.LocalCluster (2 worker processes) and a real
 `dask scheduler` with two `dask worker`s started as subprocesses; every run's results must equal a serial
-analysis of the same inputs (tests/store_fixtures.py)."""
+analysis of the same inputs (tests/support/store_fixtures.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from mobiperf.cluster import analyze_store, open_client, parse_cluster  # noqa: E402
-from mobiperf.errors import MobiperfError, UsageError  # noqa: E402
-from mobiperf.store import Store, update_index  # noqa: E402
+from mobiperf.orchestration.cluster import analyze_store, open_client, parse_cluster  # noqa: E402
+from mobiperf.core.errors import MobiperfError, UsageError  # noqa: E402
+from mobiperf.core.store import Store, update_index  # noqa: E402
 from store_fixtures import (DaskProcesses, assert_same_analysis, free_port, make_store,  # noqa: E402
                                   serial_references)
 

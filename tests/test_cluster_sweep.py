@@ -19,8 +19,8 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from mobiperf import sweep  # noqa: E402
-from mobiperf.sweep_cluster import run_sweep_on_cluster  # noqa: E402
+from mobiperf.orchestration import sweep  # noqa: E402
+from mobiperf.orchestration.sweep_cluster import run_sweep_on_cluster  # noqa: E402
 from store_fixtures import DaskProcesses  # noqa: E402
 
 FAKE_RUN = '''#!{python}

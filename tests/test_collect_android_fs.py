@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from mobiperf.collectors import plan_collectors
+from mobiperf.collectors.plan import plan_collectors
 from mobiperf.collectors.ftrace import EVENT_SETS, event_set_specs
 
 ANDROID_FS = list(EVENT_SETS["android_fs"][1])

@@ -237,7 +237,7 @@ def usage_error(*args) -> str:
 
     from mobiperf.cli import cli
     from mobiperf.commands import register_all
-    from mobiperf.errors import UsageError
+    from mobiperf.core.errors import UsageError
 
     register_all(cli)
     old = os.getcwd()

@@ -155,7 +155,7 @@ def screenshots(tmp_path_factory):
 
 
 def test_compare_page_and_run_report_of_real_runs_in_chromium(runs, screenshots, tmp_path):
-    from mobiperf.reports.browser_check import check_page, chromium_available
+    from browser_check import check_page, chromium_available
 
     ok, why = chromium_available()
     if not ok:

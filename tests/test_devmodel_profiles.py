@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from mobiperf.devmodel import (
+from mobiperf.stack.devmodel import (
     PROFILES,
     ThrottledStore,
     latency_histogram,
@@ -18,7 +18,7 @@ from mobiperf.devmodel import (
     resolve_profile,
     summarize_device_counters,
 )
-from mobiperf.errors import UsageError
+from mobiperf.core.errors import UsageError
 
 
 def test_named_profiles_have_the_papers_numbers():

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from mobiperf.devmodel import ThrottledStore, summarize_device_counters
-from mobiperf.errors import StackError
+from mobiperf.stack.devmodel import ThrottledStore, summarize_device_counters
+from mobiperf.core.errors import StackError
 from conftest import needs_fuse, needs_root
 
 pytestmark = [needs_root, needs_fuse]

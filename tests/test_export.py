@@ -9,8 +9,8 @@ import sys
 import polars as pl
 import pytest
 
-from mobiperf.perfetto import assign_lanes, fuse_events, syscall_events, write_trace
-from mobiperf.reports.synthetic import make_synthetic_run
+from mobiperf.reports.perfetto_json import assign_lanes, fuse_events, syscall_events, write_trace
+from synthetic import make_synthetic_run
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""fsx-style random operations through every Fjord preset, compared with a reference model (tests/fsx_model.py).
+"""fsx-style random operations through every Fjord preset, compared with a reference model (tests/support/fsx_model.py).
 
 Critical files are also compared with the native file after every fsync/fdatasync (acknowledged data has left
 Fjord's RAM) and after close. Whitelisted files (fjord-*) are checked through the mount only: their fsync is relaxed

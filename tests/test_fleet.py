@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from mobiperf import stats
-from mobiperf.errors import UsageError
-from mobiperf.fleet import build_fleet
-from mobiperf.store import Store, update_index
+from mobiperf.core import stats
+from mobiperf.core.errors import UsageError
+from mobiperf.compare.fleet import build_fleet
+from mobiperf.core.store import Store, update_index
 
 # p99 write latency (ms) of each run: kernel B's runs are about twice as slow, bytes written are the same
 P99_MS = {"6.1-A": [10.0, 11.0, 12.0, 10.5, 11.5], "6.6-B": [20.0, 21.0, 22.0, 20.5, 21.5]}

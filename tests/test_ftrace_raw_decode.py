@@ -1,7 +1,7 @@
 """The binary pages decoded by their format files give the text parser's tables, row for row.
 
 Oracle: one capture seen twice, the non-consuming text file `trace` read first and then every CPU's
-trace_pipe_raw (tests/ftrace_raw_capture.py). The fixture is such a capture of this machine (6.18: block, ext4,
+trace_pipe_raw (tests/support/ftrace_raw_capture.py). The fixture is such a capture of this machine (6.18: block, ext4,
 jbd2, writeback, fuse, write/fsync syscalls and raw_syscalls filtered to fsync, while dd wrote and fsynced a file
 on a journaled ext4 and one on a bFUSE mount); with root the same comparison runs on a fresh capture in a tracefs
 instance of the test's own.

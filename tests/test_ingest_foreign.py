@@ -19,8 +19,8 @@ import polars as pl
 import pytest
 
 from mobiperf.commands.ingest import ingest
-from mobiperf.errors import UsageError
-from mobiperf.runstore import RunDir
+from mobiperf.core.errors import UsageError
+from mobiperf.core.runstore import RunDir
 
 FIX = Path(__file__).parent / "fixtures"
 MOBIPERF = [sys.executable, "-m", "mobiperf"]

@@ -16,8 +16,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from mobiperf import pipeline
-from mobiperf.runstore import RunDir
+from mobiperf.orchestration import pipeline
+from mobiperf.core.runstore import RunDir
 
 LAYERS = Path(__file__).resolve().parent / "fixtures" / "layers"
 SELF = ["syscall_self_ns", "fuse_self_ns", "fs_self_ns", "journal_self_ns", "block_self_ns", "device_self_ns"]

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mobiperf import pipeline
+from mobiperf.orchestration import pipeline
 from mobiperf.analyzers.io_span import nest_calls
-from mobiperf.runstore import RunDir
+from mobiperf.core.runstore import RunDir
 
 LAYERS = Path(__file__).resolve().parent / "fixtures" / "layers"
 INPUTS = ("syscall_io", "trace_marker", "task_role", "fuse_req", "fsync_event", "jbd2_commit")

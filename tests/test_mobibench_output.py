@@ -1,5 +1,5 @@
 """mobibench's output: Mobibench's exact text (misspellings included), the --json extra, the trace markers,
-the -L/-k files, the replay report, and mobiperf's parser of all of it (mobiperf.mobibench)."""
+the -L/-k files, the replay report, and mobiperf's parser of all of it (mobiperf.collectors.parse.mobibench)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mobiperf.mobibench import MobibenchOutputError, parse_mobibench_result
+from mobiperf.collectors.parse.mobibench import MobibenchOutputError, parse_mobibench_result
 
 DASHES = "-" * 41
 

@@ -11,10 +11,10 @@ import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mobiperf.analyzers.fifo import CONSUMER, PEEK, PRODUCER, fifo_match
-from mobiperf.analyzers.pairing import pair_block_requests_compiled, pair_block_requests_vectorized
-from mobiperf.analyzers.pairing_oracle import pair_block_requests_oracle
-from mobiperf.schema import BLOCK_EVENT
+from mobiperf.collectors.parse.fifo import CONSUMER, PEEK, PRODUCER, fifo_match
+from mobiperf.collectors.parse.pairing import pair_block_requests_compiled, pair_block_requests_vectorized
+from pairing_oracle import pair_block_requests_oracle
+from mobiperf.core.schema import BLOCK_EVENT
 
 
 def simulate_block_layer(seed: int, n_bios: int, lost: float = 0.0, devices: int = 1,

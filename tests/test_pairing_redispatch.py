@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mobiperf.analyzers.pairing import pair_block_requests_compiled, pair_block_requests_vectorized
-from mobiperf.analyzers.pairing_oracle import pair_block_requests_oracle
-from mobiperf.schema import BLOCK_EVENT
+from mobiperf.collectors.parse.pairing import pair_block_requests_compiled, pair_block_requests_vectorized
+from pairing_oracle import pair_block_requests_oracle
+from mobiperf.core.schema import BLOCK_EVENT
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_pairing_properties import simulate_block_layer  # noqa: E402

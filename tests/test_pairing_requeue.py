@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mobiperf.analyzers.fifo import CONSUMER, NO_TAG, PRODUCER, fifo_match
-from mobiperf.analyzers.pairing import pair_block_requests_compiled, pair_block_requests_vectorized
-from mobiperf.analyzers.pairing_oracle import pair_block_requests_oracle
-from mobiperf.schema import BLOCK_EVENT
+from mobiperf.collectors.parse.fifo import CONSUMER, NO_TAG, PRODUCER, fifo_match
+from mobiperf.collectors.parse.pairing import pair_block_requests_compiled, pair_block_requests_vectorized
+from pairing_oracle import pair_block_requests_oracle
+from mobiperf.core.schema import BLOCK_EVENT
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_pairing_properties import simulate_block_layer  # noqa: E402

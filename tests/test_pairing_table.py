@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("numba")
-from mobiperf.analyzers.pairing_kernel import EMPTY, _pop_fresh, _pop_front, _push, _slot  # noqa: E402
+from mobiperf.collectors.parse.pairing_kernel import EMPTY, _pop_fresh, _pop_front, _push, _slot  # noqa: E402
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -16,7 +16,7 @@ from mobiperf.collectors.parse.blktrace_numpy import parse_blktrace_numpy
 
 DECODERS = pytest.mark.parametrize("parse_blktrace", [parse_blktrace_compiled, parse_blktrace_numpy],
                                    ids=["compiled", "numpy"])
-from mobiperf.errors import ParseError
+from mobiperf.core.errors import ParseError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "blktrace" / "loop-dd-4k-direct.blkbin"
 TC_WRITE, TC_SYNC, TC_QUEUE, TC_ISSUE, TC_COMPLETE, TC_NOTIFY, TC_READ = 2, 8, 0x10, 0x40, 0x80, 0x400, 1

@@ -13,7 +13,7 @@ import pytest
 from mobiperf.collectors.parse.blkparse_text import format_pattern, parse_blkparse_text
 from mobiperf.collectors.parse.compressed import container_kind, unpack
 from mobiperf.collectors.parse.detect import describe_head, sniff_plain
-from mobiperf.errors import UsageError
+from mobiperf.core.errors import UsageError
 
 FIX = Path(__file__).parent / "fixtures"
 LINE = "  dd-4162  [001] ...1  100.000100: tracing_mark_write: say \"hi\" \\ there\n"

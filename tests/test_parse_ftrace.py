@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from mobiperf.collectors.parse.ftrace_text import parse_ftrace_text, parse_ftrace_text_regex
-from mobiperf.errors import ParseError
+from mobiperf.core.errors import ParseError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ftrace"
 ALL = sorted(FIXTURES.glob("*.txt"))

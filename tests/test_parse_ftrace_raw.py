@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from mobiperf.collectors.parse.ftrace_raw import parse_ftrace_raw
-from mobiperf.errors import ParseError
+from mobiperf.core.errors import ParseError
 
 RAW = Path(__file__).parent / "fixtures" / "ftrace" / "raw-6.18-dd12"
 

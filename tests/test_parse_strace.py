@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from mobiperf.collectors.parse.strace import parse_strace
-from mobiperf.errors import ParseError
+from mobiperf.core.errors import ParseError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "strace" / "dd-fsync-threads.strace"
 

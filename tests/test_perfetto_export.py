@@ -18,10 +18,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from mobiperf import pipeline
-from mobiperf.export_spans import spans_from_io_span
-from mobiperf.perfetto_track import write_track_trace
-from mobiperf.runstore import RunDir
+from mobiperf.orchestration import pipeline
+from mobiperf.reports.export_spans import spans_from_io_span
+from mobiperf.reports.perfetto_track import write_track_trace
+from mobiperf.core.runstore import RunDir
 
 GOLDEN = Path(__file__).parent / "fixtures" / "golden"
 MOBIPERF = [sys.executable, "-m", "mobiperf"]

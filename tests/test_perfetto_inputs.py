@@ -17,7 +17,7 @@ from polars.testing import assert_frame_equal
 
 from mobiperf.collectors.parse import perfetto_wire as wire
 from mobiperf.collectors.parse.perfetto_trace import parse_perfetto
-from mobiperf.errors import ParseError
+from mobiperf.core.errors import ParseError
 
 PUBLIC = Path(__file__).parent / "fixtures" / "perfetto"
 MOBIPERF = [sys.executable, "-m", "mobiperf"]

@@ -1,8 +1,8 @@
 """A Perfetto trace of a real capture gives the tables of the capture's own text, row for row.
 
 Oracle: tests/fixtures/ftrace/raw-6.18-rawdec.tar.gz, one capture seen twice (the text `trace` file and the binary
-per-CPU pages, tests/ftrace_raw_capture.py: block, ext4, jbd2, writeback, fuse, write/fsync syscalls and
-raw_syscalls while dd wrote and fsynced a file on ext4 and on bFUSE). tests/perfetto_capture.py writes the pages
+per-CPU pages, tests/support/ftrace_raw_capture.py: block, ext4, jbd2, writeback, fuse, write/fsync syscalls and
+raw_syscalls while dd wrote and fsynced a file on ext4 and on bFUSE). tests/support/perfetto_capture.py writes the pages
 as a Perfetto trace with the perfetto package's protos (typed events as typed messages, the others as generic
 events in both of perfetto's encodings); the reader must give the text's tables.
 """

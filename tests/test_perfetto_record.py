@@ -1,5 +1,5 @@
 """Recording through the device's perfetto: `mobiperf run -t adb:...` against the loopback device (commands run
-on this host) with tests/perfetto_standin.py as its `perfetto` (the real binary's command line, a real tracefs
+on this host) with tests/support/perfetto_standin.py as its `perfetto` (the real binary's command line, a real tracefs
 capture of this machine written as a Perfetto trace with the perfetto package's protos). What is tested is the
 recorder's protocol and the native parse of what it pulls; a phone's own traced_probes is not."""
 
@@ -23,7 +23,7 @@ from mobiperf.target.transport import LocalTransport
 
 pytest_plugins = ["adb_fixtures"]
 MOBIPERF = [sys.executable, "-m", "mobiperf"]
-STANDIN = Path(__file__).resolve().parent / "perfetto_standin.py"
+STANDIN = Path(__file__).resolve().parent / "support" / "perfetto_standin.py"
 
 
 def _phone(start_loopback, version: int):

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from mobiperf import pipeline
+from mobiperf.orchestration import pipeline
 from mobiperf.commands.query import run_query
-from mobiperf.errors import UsageError
-from mobiperf.runstore import RunDir
+from mobiperf.core.errors import UsageError
+from mobiperf.core.runstore import RunDir
 
 GOLDEN = Path(__file__).resolve().parent / "fixtures" / "golden"
 

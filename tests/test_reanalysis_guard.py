@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from mobiperf import pipeline
-from mobiperf.reanalysis import WeakerDataError, counts, events_lost
-from mobiperf.runstore import RunDir
+from mobiperf.orchestration import pipeline
+from mobiperf.orchestration.reanalysis import WeakerDataError, counts, events_lost
+from mobiperf.core.runstore import RunDir
 
 MOBIPERF = [sys.executable, "-m", "mobiperf"]
 TRACE = Path(__file__).parent / "fixtures" / "ftrace" / "k6.18-dd-4k-direct-dsync.txt"

@@ -8,11 +8,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from mobiperf import pipeline
+from mobiperf.orchestration import pipeline
 from mobiperf.reports import figures
 from mobiperf.reports.page import render_report, syscall_count_rows
-from mobiperf.reports.synthetic import make_synthetic_run
-from mobiperf.runstore import RunDir
+from synthetic import make_synthetic_run
+from mobiperf.core.runstore import RunDir
 
 FIGURE_IDS = ("fig-characterisation-block", "fig-layer-breakdown", "fig-latency-cdf", "fig-waterfall", "fig-lba",
               "fig-throughput")
@@ -30,7 +30,7 @@ def _copy(run: RunDir, tmp_path) -> RunDir:
 
 
 def _tables(run: RunDir) -> dict[str, pl.DataFrame]:
-    from mobiperf.schema import RESULTS
+    from mobiperf.core.schema import RESULTS
 
     return {n: run.read_table(n) for n in RESULTS if run.has_table(n)}
 
@@ -176,7 +176,7 @@ def test_report_is_json_free_of_nan(synthetic_run):
 
 @pytest.fixture(scope="module")
 def layer_tables(synthetic_run):
-    from mobiperf.reports.synthetic import synthetic_layer_tables
+    from synthetic import synthetic_layer_tables
 
     return synthetic_layer_tables(synthetic_run.read_table("block_io"))
 
@@ -236,7 +236,7 @@ def test_report_says_what_it_aggregates(synthetic_run):
     meta = synthetic_run.read_meta()
     # Tiles: the median of the 3 repetitions, with their range; figures: pooled, said under their titles.
     times = sorted(r["workload_ns"] for r in meta["repetitions"])
-    from mobiperf.units import format_duration_ns
+    from mobiperf.core.units import format_duration_ns
 
     assert (f"median of 3; range {format_duration_ns(times[0])} – {format_duration_ns(times[-1])}"
             in html)

@@ -1,10 +1,10 @@
-"""mobiperf.progress: plain lines when stderr is not a terminal, a rich bar when forced, silent when switched off;
+"""mobiperf.core.progress: plain lines when stderr is not a terminal, a rich bar when forced, silent when switched off;
 nested stages; the API the pipeline uses (`with stage(name, total=n) as advance`)."""
 
 import io
 import sys
 
-from mobiperf import progress
+from mobiperf.core import progress
 
 
 def test_lines_when_not_a_terminal(monkeypatch, capsys):

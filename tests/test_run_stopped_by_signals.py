@@ -3,9 +3,9 @@
 
 SIGTERM and SIGHUP take Ctrl-C's path: teardown, the run kept and marked incomplete, exit 128+signal. SIGKILL
 skips all of that; the next `mobiperf run` finds the dead run's undo journal, says what it left and undoes it.
-In every case the test then looks at the machine itself (tests/leftover_checks.py): no mount, loop device, tracefs
-instance, cgroup, directory or process of the run, every sysfs value back to its old value, and the run directory
-analysable.
+In every case the test then looks at the machine itself (tests/support/leftover_checks.py): no mount, loop device,
+tracefs instance, cgroup, directory or process of the run, every sysfs value back to its old value, and the run
+directory analysable.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""mobiperf.sequential: the fixed look schedule, the alpha spent over the looks, and what matters in the end: the
+"""mobiperf.core.sequential: the fixed look schedule, the alpha spent over the looks, and what matters in the end: the
 interval reported when the rule stopped covers the true median at least 1 - alpha of the time, although the rule
 looked several times (checked by simulation against a known distribution)."""
 
@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from mobiperf import sequential
-from mobiperf.errors import UsageError
+from mobiperf.core import sequential
+from mobiperf.core.errors import UsageError
 
 
 @pytest.mark.parametrize("limit,first,looks", [

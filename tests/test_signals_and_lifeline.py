@@ -1,5 +1,5 @@
-"""Stop signals take Ctrl-C's path (mobiperf.signals), and helpers die with the mobiperf that started them
-(mobiperf.lifeline): PR_SET_PDEATHSIG for the processes it starts, its watchdog for their children.
+"""Stop signals take Ctrl-C's path (mobiperf.core.signals), and helpers die with the mobiperf that started them
+(mobiperf.core.lifeline): PR_SET_PDEATHSIG for the processes it starts, its watchdog for their children.
 
 Each case runs in a child Python process of its own: signal handlers and helper processes are process-wide."""
 
@@ -13,7 +13,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from mobiperf.lifeline import OWNER_ENV, kill_owned, owned_processes, without_token
+from mobiperf.core.lifeline import OWNER_ENV, kill_owned, owned_processes, without_token
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -26,7 +26,7 @@ def run_child(code: str, *, timeout: float = 60, **kw) -> subprocess.CompletedPr
 def test_sigterm_and_sighup_raise_stopped_with_the_shell_exit_status():
     done = run_child("""
         import os, signal
-        from mobiperf import signals
+        from mobiperf.core import signals
         signals.install()
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             signals._stopping = None   # a fresh process each time, as far as the handler knows
@@ -42,7 +42,7 @@ def test_sigterm_and_sighup_raise_stopped_with_the_shell_exit_status():
 def test_a_second_stop_signal_is_ignored_while_stopping():
     done = run_child("""
         import os, signal
-        from mobiperf import signals
+        from mobiperf.core import signals
         signals.install()
         try:
             os.kill(os.getpid(), signal.SIGTERM)
@@ -57,7 +57,7 @@ def test_a_second_stop_signal_is_ignored_while_stopping():
 def test_shielded_blocks_hold_stop_signals_until_they_end():
     done = run_child("""
         import os, signal, time
-        from mobiperf import signals
+        from mobiperf.core import signals
         signals.install()
         try:
             with signals.shielded():
@@ -74,7 +74,7 @@ def test_shielded_blocks_hold_stop_signals_until_they_end():
 def test_sigint_inherited_ignored_stays_ignored():
     done = run_child("""
         import os, signal, time
-        from mobiperf import signals
+        from mobiperf.core import signals
         signals.install()
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(0.1)
@@ -160,7 +160,7 @@ def test_a_stop_that_python_dropped_is_taken_up_at_the_next_step_forward():
     raises where Python drops exceptions; raise_if_stopping() raises it again, and nothing is printed about it."""
     done = run_child("""
         import gc, os, signal
-        from mobiperf import signals
+        from mobiperf.core import signals
         signals.install()
         class Finalized:
             def __del__(self):

@@ -1,7 +1,7 @@
 """`mobiperf targets`, `probe` and a traced `mobiperf run` through the real adb client, on the plain loopback device
-(tests/adbd_loopback.py: the device side of the adb protocol on 127.0.0.1, running commands on this host as root)
-and on the Android-shaped one (tests/android_device.py: mksh, toybox, uid 2000 and su, an arm64-v8a ABI whose
-binaries run through qemu-user)."""
+(tests/support/adbd_loopback.py: the device side of the adb protocol on 127.0.0.1, running commands on this host as
+root) and on the Android-shaped one (tests/support/android_device.py: mksh, toybox, uid 2000 and su, an arm64-v8a ABI
+whose binaries run through qemu-user)."""
 
 from __future__ import annotations
 

@@ -3,9 +3,9 @@ import json
 import polars as pl
 import pytest
 
-from mobiperf.errors import MissingTableError, UsageError
-from mobiperf.runstore import RunDir
-from mobiperf.schema import BLOCK_RQ
+from mobiperf.core.errors import MissingTableError, UsageError
+from mobiperf.core.runstore import RunDir
+from mobiperf.core.schema import BLOCK_RQ
 
 
 def test_create_writes_versioned_incomplete_run(tmp_path):

@@ -1,7 +1,7 @@
 import pytest
 
-from mobiperf.errors import StackError, UsageError
-from mobiperf.stack import LocalStack, parse_stack_spec
+from mobiperf.core.errors import StackError, UsageError
+from mobiperf.stack.local import LocalStack, parse_stack_spec
 from mobiperf.target.transport import Completed, LocalTransport
 
 

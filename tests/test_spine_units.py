@@ -1,7 +1,7 @@
 import pytest
 
-from mobiperf.errors import UsageError
-from mobiperf.units import format_duration_ns, format_size, parse_duration_ns, parse_size
+from mobiperf.core.errors import UsageError
+from mobiperf.core.units import format_duration_ns, format_size, parse_duration_ns, parse_size
 
 
 @pytest.mark.parametrize("text,expected", [("4096", 4096), ("4k", 4096), ("512K", 512 << 10), ("8M", 8 << 20),

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from conftest import needs_fuse, needs_root
-from mobiperf.cpu_share import CpuShare, parse_cpu_share, remove_stale_cgroups
-from mobiperf.dirty_limit import parse_dirty_limit
-from mobiperf.errors import UsageError
-from mobiperf.stack import LocalStack, parse_stack_spec
+from mobiperf.stack.cpu_share import CpuShare, parse_cpu_share, remove_stale_cgroups
+from mobiperf.stack.dirty_limit import parse_dirty_limit
+from mobiperf.core.errors import UsageError
+from mobiperf.stack.local import LocalStack, parse_stack_spec
 from mobiperf.target.transport import LocalTransport
 
 MiB = 1 << 20
@@ -32,7 +32,7 @@ def test_parse_phone_model_values():
 
 
 def test_wrap_workload_joins_the_share_before_exec():
-    from mobiperf.stack import StackFacts
+    from mobiperf.stack.local import StackFacts
 
     facts = StackFacts(spec="ext4", workdir="/w", device="/dev/loop9", dev_major=7, dev_minor=9,
                        filesystem="ext4", mount_options="", scheduler="none", image_size_bytes=0,
@@ -177,7 +177,7 @@ def test_remote_targets_refuse_the_host_side_models():
 
 
 def test_a_directory_stack_refuses_the_phone_models():
-    from mobiperf.stack import make_stack
+    from mobiperf.stack.local import make_stack
 
     for option in ({"dirty_limit": 64 * MiB}, {"cpu_share": "25%"}, {"fuse_wakeup_ns": 1000}):
         with pytest.raises(UsageError, match="measured as it is"):
@@ -186,8 +186,8 @@ def test_a_directory_stack_refuses_the_phone_models():
 
 def test_dirty_limit_retries_a_min_refused_by_a_moving_threshold_and_restores_in_order():
     """The kernel refuses min_bytes (EINVAL) when the global threshold moved between the max and min writes."""
-    from mobiperf.dirty_limit import DirtyLimit
-    from mobiperf.errors import TargetError
+    from mobiperf.stack.dirty_limit import DirtyLimit
+    from mobiperf.core.errors import TargetError
 
     class FakeSysfs:
         name = "local"

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from conftest import needs_root
-from mobiperf import sweep
-from mobiperf.errors import UsageError
-from mobiperf.stack import LocalStack, parse_stack_spec
+from mobiperf.orchestration import sweep
+from mobiperf.core.errors import UsageError
+from mobiperf.stack.local import LocalStack, parse_stack_spec
 from mobiperf.target.transport import LocalTransport
 
 MiB = 1 << 20

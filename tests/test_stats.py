@@ -1,4 +1,4 @@
-"""mobiperf.stats against known distributions: shifted samples are detected, identical ones are not, at the
+"""mobiperf.core.stats against known distributions: shifted samples are detected, identical ones are not, at the
 stated error rates; plus the guard rails (too few repetitions, dispersion, minimum effect, direction)."""
 
 import math
@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from mobiperf import stats
+from mobiperf.core import stats
 
 
 def _trials(n_trials, draw, **kw):

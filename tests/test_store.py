@@ -13,9 +13,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from mobiperf.runstore import RunDir
-from mobiperf.store import Store, discover_runs, update_index
-from mobiperf.store_query import load_store, query_store
+from mobiperf.core.runstore import RunDir
+from mobiperf.core.store import Store, discover_runs, update_index
+from mobiperf.core.store_query import load_store, query_store
 from store_fixtures import link_or_copy, make_store
 
 N = 16
@@ -24,7 +24,7 @@ N = 16
 @pytest.fixture(scope="module")
 def analysed(tmp_path_factory) -> Path:
     """A store of 16 runs analysed serially, never modified by the tests (they copy it)."""
-    from mobiperf.cluster import analyze_store
+    from mobiperf.orchestration.cluster import analyze_store
 
     root = tmp_path_factory.mktemp("store") / "runs"
     make_store(root, N)
@@ -183,7 +183,7 @@ def test_a_store_at_an_fsspec_url(analysed):
     """The memory filesystem stands for any fsspec one: index, query and re-analysis go through fsspec only."""
     import fsspec
 
-    from mobiperf.cluster import analyze_store
+    from mobiperf.orchestration.cluster import analyze_store
 
     fs = fsspec.filesystem("memory")
     for run in ("run-000", "run-001", "run-003"):

@@ -18,7 +18,7 @@ pytestmark = [needs_root, needs_fuse]
 
 
 def run_quick_study(name: str, out: Path, *extra: str, timeout: float = 600, cwd: Path = REPO) -> dict:
-    from mobiperf.study import get_study, missing_components
+    from mobiperf.orchestration.study import get_study, missing_components
 
     missing = missing_components(get_study(name))
     if missing:

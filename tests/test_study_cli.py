@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from mobiperf import study, sweep
-from mobiperf.study import Config, plan_study
+from mobiperf.orchestration import study
+from mobiperf.orchestration import sweep
+from mobiperf.orchestration.study import Config, plan_study
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -44,7 +45,7 @@ def test_every_study_plans_valid_cells_at_both_sizes(name):
 
 
 def test_bfuse_paper_numbers_are_bundled_with_their_source():
-    from mobiperf.studies import bfuse
+    from mobiperf.orchestration.studies import bfuse
 
     assert bfuse.PAPER["table3_pwrite"] == {"FUSE": 128_000, "Nobuf": 1_000, "bFUSE": 249}
     assert bfuse.PAPER["fig6_mbps"] == {"4k": 7.0, "512k": 30.0}
@@ -55,7 +56,7 @@ def test_bfuse_paper_numbers_are_bundled_with_their_source():
 
 def test_full_bfuse_study_runs_every_cell_on_one_phone_profile():
     """One phone model for all cells (no per-configuration tuning); --phone none drops it; --quick has none."""
-    from mobiperf.phone import PHONES
+    from mobiperf.stack.phone import PHONES
 
     full, labels = plan_study(study.get_study("bfuse"), Config(quick=False))
     phone = PHONES["galaxy-s3-2012"]

@@ -13,8 +13,8 @@ import pytest
 
 from android_device import AndroidDevice
 from conftest import needs_root
-from mobiperf.study import Config, get_study, plan_study
-from mobiperf.sweep import TARGET_DIR, plan_cell
+from mobiperf.orchestration.study import Config, get_study, plan_study
+from mobiperf.orchestration.sweep import TARGET_DIR, plan_cell
 
 pytest_plugins = ["adb_fixtures", "android_device"]
 MOBIPERF = [sys.executable, "-m", "mobiperf"]

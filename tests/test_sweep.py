@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mobiperf import sweep
-from mobiperf.errors import UsageError
+from mobiperf.orchestration import sweep
+from mobiperf.core.errors import UsageError
 
 
 def test_unknown_parameter_lists_the_valid_ones():
@@ -168,7 +168,7 @@ def test_summaries_and_matrix_text_show_median_ci_and_failures(tmp_path):
     text = sweep.format_matrix_text(data)
     assert "10.5 MiB/s" in text and "failed: mobibench: boom" in text and "skipped" in text
 
-    from mobiperf.study_report import write_matrix_page
+    from mobiperf.reports.study_page import write_matrix_page
 
     page = write_matrix_page(data, tmp_path / "m.html").read_text()
     assert "Plotly.newPlot" in page and "<script src=" not in page
@@ -226,7 +226,7 @@ def test_phone_model_reaches_the_child_run_as_options_not_as_a_script(tmp_path):
 
 
 def test_a_phone_profile_expands_into_its_models_and_explicit_values_win():
-    from mobiperf.phone import PHONES
+    from mobiperf.stack.phone import PHONES
 
     phone = PHONES["galaxy-s3-2012"]
     plan = sweep.plan_cell({"phone": "galaxy-s3-2012", "layer": "fuse"}, available_fs={"ext4"})

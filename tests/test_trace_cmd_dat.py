@@ -20,7 +20,7 @@ from polars.testing import assert_frame_equal
 from mobiperf.collectors.parse.ftrace_raw import parse_ftrace_raw
 from mobiperf.collectors.parse.ftrace_text import parse_ftrace_text
 from mobiperf.collectors.parse.trace_cmd_dat import DatUnsupported, extract_dat, read_dat
-from mobiperf.errors import ParseError, UsageError
+from mobiperf.core.errors import ParseError, UsageError
 from test_ftrace_raw_decode import _text_ts, assert_same_durations, assert_same_rows
 
 FIX = Path(__file__).parent / "fixtures" / "trace-cmd"

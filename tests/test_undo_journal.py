@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from conftest import needs_root
-from mobiperf.leftovers import find_leftovers, recover
+from mobiperf.target.leftovers import find_leftovers, recover
 from mobiperf.target.transport import LocalTransport
-from mobiperf.undo_journal import JournalError, UndoJournal, parse_journal
+from mobiperf.target.undo_journal import JournalError, UndoJournal, parse_journal
 
 REPO = Path(__file__).resolve().parent.parent
 MOBIPERF = [sys.executable, "-m", "mobiperf"]
@@ -67,7 +67,7 @@ def test_parse_keeps_what_is_not_done_and_forgives_a_torn_last_line():
 OWNER = """
     import sys, time, os
     from mobiperf.target.transport import LocalTransport
-    from mobiperf.undo_journal import UndoJournal
+    from mobiperf.target.undo_journal import UndoJournal
     journal = UndoJournal(LocalTransport(), local_dir=sys.argv[1])
     journal.record("dir", path=sys.argv[2])
     os.makedirs(sys.argv[2] + "/inside")
@@ -101,7 +101,7 @@ def test_doctor_reports_then_fixes_what_a_killed_process_left(tmp_path):
     owner = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
         import sys, time, os
         from mobiperf.target.transport import LocalTransport
-        from mobiperf.undo_journal import journal_for
+        from mobiperf.target.undo_journal import journal_for
         t = LocalTransport()
         j = journal_for(t)
         j.record("dir", path=sys.argv[1])
@@ -140,7 +140,7 @@ def test_probe_undoes_what_a_killed_process_left(tmp_path):
     owner = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
         import sys, time, os
         from mobiperf.target.transport import LocalTransport
-        from mobiperf.undo_journal import journal_for
+        from mobiperf.target.undo_journal import journal_for
         journal_for(LocalTransport()).record("dir", path=sys.argv[1])
         os.makedirs(sys.argv[1])
         print("ready", flush=True)

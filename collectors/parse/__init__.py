@@ -198,11 +198,11 @@ def _ftrace_lost(stats_path: Path) -> int:
 
 def derive_tables(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataFrame], dict]:
     """Tables built from the event tables of all repetitions, with a summary for run.json."""
-    from mobiperf.collectors.parse.block_requests import pair_block_requests
+    from mobiperf.collectors.parse.pairing import pair_block_requests
 
     derived, summary = {}, {}
     if "block_event" in tables:
-        from mobiperf.analyzers.pairing import summarize_pairing
+        from mobiperf.collectors.parse.pairing import summarize_pairing
 
         derived["block_rq"], pairing = pair_block_requests(tables["block_event"])
         summary["block_pairing"] = pairing.as_dict()

@@ -34,7 +34,7 @@ from mobiperf.collectors.parse.blktrace_format import (  # noqa: F401  (re-expor
     ACTION_EVENT, CGROUP_FLAG, HEADER_SIZE, MAGIC, NOTE_MESSAGE, NOTE_PROCESS, NOTE_TIMESTAMP, TC, TC_SHIFT,
     BlktraceTables, blktrace_files, comm_lookup, detect_format, map_file, note_record, note_tables, parse_blktrace,
     rwbs_text, sequence_gaps)
-from mobiperf.schema import BLOCK_EVENT
+from mobiperf.core.schema import BLOCK_EVENT
 
 
 @njit(cache=True, nogil=True)

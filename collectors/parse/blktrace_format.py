@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from mobiperf.errors import ParseError
-from mobiperf.schema import TRACE_MARKER
+from mobiperf.core.errors import ParseError
+from mobiperf.core.schema import TRACE_MARKER
 
 # Below this many bytes in a set, the numpy decoder (no compiler start-up); above, the compiled one.
 NUMPY_MAX_BYTES = 8 << 20

@@ -42,8 +42,8 @@ import polars as pl
 
 from mobiperf.collectors.parse.fd_flags import (CLONE_FILES, CLOSE_RANGE_CLOEXEC, TABLE_CALLS, flag_bits_of_names,
                                                 track_open_flags)
-from mobiperf.errors import ParseError
-from mobiperf.schema import SYSCALL_IO
+from mobiperf.core.errors import ParseError
+from mobiperf.core.schema import SYSCALL_IO
 
 # [pid] (-f: `123 ` in a log file, `[pid   123] ` on a terminal), then the time: -ttt epoch.usecs, -t/-tt
 # HH:MM:SS[.usecs] (time of day), or none

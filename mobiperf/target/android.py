@@ -17,7 +17,7 @@ import shlex
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from mobiperf.errors import TargetError
+from mobiperf.core.errors import TargetError
 from mobiperf.target.transport import Transport
 
 log = logging.getLogger(__name__)
@@ -349,7 +349,7 @@ def push_reference_binaries(transport: Transport, names: Sequence[str], abi: str
             raise TargetError(f"reference binary {name!r} for ABI {abi} is not built ({path} is missing): run "
                               f"`{build_command(path, bin_dir)}`")
         local[name] = path
-    from mobiperf.undo_journal import journal_for
+    from mobiperf.target.undo_journal import journal_for
 
     journal = journal_for(transport)  # a killed mobiperf's pushed files are removed by the next run
     entries = []

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from mobiperf.errors import TargetError
-from mobiperf.lifeline import die_with_owner, helper_env
+from mobiperf.core.errors import TargetError
+from mobiperf.core.lifeline import die_with_owner, helper_env
 
 DEFAULT_TIMEOUT_S = 60.0
 
@@ -80,7 +80,7 @@ class Transport(ABC):
               death_signal: int = signal.SIGKILL) -> BackgroundProcess:
         """Start argv in the background; its stdout/stderr go to these local files (or are discarded).
 
-        The process dies with mobiperf (mobiperf.lifeline): it gets death_signal when mobiperf ends, even by
+        The process dies with mobiperf (mobiperf.core.lifeline): it gets death_signal when mobiperf ends, even by
         SIGKILL (SIGTERM lets a FUSE daemon unmount and write its counters), and carries mobiperf's owner token.
         Start it from a thread that outlives it."""
 
