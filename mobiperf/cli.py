@@ -21,6 +21,13 @@ def _examples(*lines: str) -> str:
     return "\n\n\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)
 
 
+def _target(spec: str):
+    """The Target -t names (its facts are probed when first asked for)."""
+    from mobiperf.target.target import Target
+
+    return Target(_transport(spec))
+
+
 def _transport(target: str):
     from mobiperf.target.transport import LocalTransport
 
@@ -143,16 +150,12 @@ def cmd_targets(fmt: str) -> None:
 def cmd_probe(target: str, fmt: str) -> None:
     """Print what the target can do: root, tracefs, trace events, strace, FUSE, loop devices, filesystems,
     IO schedulers."""
-    from mobiperf.target.probe import probe
-
-    transport = _transport(target)
-    if is_root(transport):
-        _recover_leftovers(transport)
-    caps = probe(transport).as_dict()
-    if transport.name != "local":
-        from mobiperf.target.android import android_facts
-
-        caps["android"] = android_facts(transport)
+    target = _target(target)
+    if is_root(target.transport):
+        _recover_leftovers(target.transport)
+    caps = target.caps.as_dict()
+    if not target.is_local:
+        caps["android"] = target.android
     if fmt == "json":
         click.echo(json.dumps(caps, indent=2))
         return
@@ -235,12 +238,12 @@ def cmd_run(target, stack_spec, scheduler, repeat, min_effect, primary, output, 
             command) -> None:
     """Set up the stack, run COMMAND in its working directory while tracing, tear the stack down, then parse,
     analyze and report."""
-    from mobiperf.orchestration import pipeline
     from mobiperf.collectors.ftrace import parse_event_names
+    from mobiperf.orchestration import pipeline
+    from mobiperf.orchestration.run_request import RunRequest, default_run_path
     from mobiperf.stack.cpu_share import parse_cpu_share
     from mobiperf.stack.dirty_limit import parse_dirty_limit
-    from mobiperf.stack.local import parse_image_size, parse_stack_spec
-    from mobiperf.target.probe import probe
+    from mobiperf.stack.spec import parse_image_size, parse_stack_spec
     from mobiperf.core.units import parse_duration_ns
 
     if phone:
@@ -258,7 +261,7 @@ def cmd_run(target, stack_spec, scheduler, repeat, min_effect, primary, output, 
         auto = AutoRepeat(repeat[1], fraction(min_effect, "--min-effect"), primary=primary)
     elif primary:
         raise UsageError("--primary applies to -n auto (compare decides on a primary metric of its own)")
-    request = pipeline.RunRequest(
+    request = RunRequest(
         stack=parse_stack_spec(stack_spec), command=list(command), scheduler=scheduler,
         repeat=repeat if auto is None else auto.limit, auto=auto,
         image_size=parse_image_size(image_size), extra_events=parse_event_names(list(events)),
@@ -270,13 +273,12 @@ def cmd_run(target, stack_spec, scheduler, repeat, min_effect, primary, output, 
         from mobiperf.stack.devmodel import resolve_profile
 
         resolve_profile(device_profile)  # an unknown profile is a usage error before anything is set up
-    out = output or Path(os.path.abspath(pipeline.default_run_path(request)))
-    transport = _transport(target)
-    if is_root(transport):
-        _recover_leftovers(transport)  # before probing: a leftover stack would look like part of the machine
-    caps = probe(transport)
+    out = output or Path(os.path.abspath(default_run_path(request)))
+    target = _target(target)
+    if is_root(target.transport):
+        _recover_leftovers(target.transport)  # before probing: a leftover stack would look like part of the machine
     try:
-        rundir = pipeline.run(transport, caps, request, out)
+        rundir = pipeline.run(target, request, out)
     except KeyboardInterrupt as e:
         from mobiperf.core import signals
 

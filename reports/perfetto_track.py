@@ -95,7 +95,7 @@ class TraceWriter:
     """Length-prefixed TracePackets (the Trace message's packet field), written as they are made."""
 
     def __init__(self, f):
-        from mobiperf.collectors.parse.perfetto_schema import message_class
+        from mobiperf.core.perfetto_protos import message_class
 
         self.f, self.Packet, self.uuid = f, message_class("TracePacket"), 0
         self.first = True

@@ -1,6 +1,10 @@
 """The HTML pages of sweeps and studies: a Plotly heatmap of one metric over the swept parameters, and tables with
 confidence intervals; for a study, our figures beside the paper's and the qualitative checks.
 
+Input is a matrix, one row per cell (the sweep's summary builds it: mobiperf.orchestration.sweep.summary): `cell`,
+one column per parameter (its value, defaults filled in), `status`, `reason`, and the statistics of one metric
+over the cell's repetitions, `n`, `median`, `ci_low`, `ci_high`, `min`, `max` (NaN where there are none).
+
 One self-contained file: plotly.js is inlined once (no CDN), so a page works offline and can be mailed.
 Figures are pure functions `fig_*(...) -> plotly.graph_objects.Figure`.
 """
@@ -10,13 +14,16 @@ from __future__ import annotations
 import html
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import plotly.graph_objects as go
 import plotly.io as pio
+import polars as pl
 
-from mobiperf.orchestration.sweep import DEFAULTS, CellSummary, metric_unit, summarize, varying_params
+from mobiperf.core.metrics import format_value
+
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:1400px}
@@ -29,51 +36,39 @@ th{background:#f3f3f3} td.l,th.l{text-align:left}
 
 
 def _fmt(value: float, unit: str) -> str:
-    from mobiperf.core.metrics import format_value
-
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
     return format_value({"value": value, "unit": unit})
 
 
-def _axes(data: dict) -> tuple[str | None, list[str]]:
-    """The heatmap's x parameter (the last varying one) and the y parameters (the others)."""
-    varying = varying_params(data)
-    if not varying:
-        return None, []
-    return varying[-1], varying[:-1]
+def _label(row: dict, names: list[str]) -> str:
+    return " ".join(f"{n}={row[n]}" for n in names) or "all"
 
 
-def _label(params: dict[str, str], names: list[str]) -> str:
-    return " ".join(f"{n}={params.get(n, DEFAULTS.get(n, ''))}" for n in names) or "all"
-
-
-def fig_matrix(summaries: list[CellSummary], x_param: str | None, y_params: list[str], metric: str,
+def fig_matrix(matrix: pl.DataFrame, x_param: str | None, y_params: list[str], metric: str, unit: str,
                title: str = "") -> go.Figure:
     """Heatmap of the median of `metric` per cell; hover shows n and the 95 % CI; failed/skipped cells empty."""
-    unit = metric_unit(metric)
+    rows = matrix.to_dicts()
     xs: list[str] = []
     ys: list[str] = []
-    for s in summaries:
-        x = s.params.get(x_param, DEFAULTS.get(x_param or "", "")) if x_param else "value"
-        y = _label(s.params, y_params)
+    for r in rows:
+        x = r[x_param] if x_param else "value"
+        y = _label(r, y_params)
         if x not in xs:
             xs.append(x)
         if y not in ys:
             ys.append(y)
     z = [[None for _ in xs] for _ in ys]
     text = [["" for _ in xs] for _ in ys]
-    for s in summaries:
-        x = s.params.get(x_param, DEFAULTS.get(x_param or "", "")) if x_param else "value"
-        i, j = ys.index(_label(s.params, y_params)), xs.index(x)
-        st = s.stat(metric)
-        if st["n"]:
-            z[i][j] = st["median"]
-            ci = ("" if math.isnan(st["ci_low"])
-                  else f"<br>95% CI [{_fmt(st['ci_low'], unit)}, {_fmt(st['ci_high'], unit)}]")
-            text[i][j] = f"{_fmt(st['median'], unit)}<br>n={st['n']}{ci}"
+    for r in rows:
+        i, j = ys.index(_label(r, y_params)), xs.index(r[x_param] if x_param else "value")
+        if r["n"]:
+            z[i][j] = r["median"]
+            ci = ("" if math.isnan(r["ci_low"])
+                  else f"<br>95% CI [{_fmt(r['ci_low'], unit)}, {_fmt(r['ci_high'], unit)}]")
+            text[i][j] = f"{_fmt(r['median'], unit)}<br>n={r['n']}{ci}"
         else:
-            text[i][j] = f"{s.status}: {(s.reason or '')[:80]}"
+            text[i][j] = f"{r['status']}: {(r['reason'] or '')[:80]}"
     fig = go.Figure(go.Heatmap(z=z, x=xs, y=ys, text=text, hoverinfo="text+x+y", texttemplate="%{text}",
                                colorscale="Viridis", colorbar={"title": unit}))
     fig.update_layout(title=title or f"median {metric}", xaxis_title=x_param or "", height=max(320, 60 * len(ys) + 160),
@@ -108,18 +103,15 @@ def _table(header: list[str], rows: list[list[str]], left: int = 1) -> str:
     return f"<table><tr>{head}</tr>{''.join(body)}</table>"
 
 
-def matrix_table_html(data: dict, metric: str) -> str:
-    unit = metric_unit(metric)
-    names = varying_params(data) or sorted({k for c in data["cells"] for k in c["params"]})
+def matrix_table_html(matrix: pl.DataFrame, names: list[str], metric: str, unit: str) -> str:
     rows = []
-    for s in summarize(data):
-        st = s.stat(metric)
-        cls = {"done": "ok", "failed": "bad", "skipped": "skip"}.get(s.status, "")
-        status = f"<span class='{cls}'>{s.status}</span>" + (
-            f" <span class='note'>{html.escape((s.reason or '')[:160])}</span>" if s.reason else "")
-        ci = "–" if math.isnan(st["ci_low"]) else f"[{_fmt(st['ci_low'], unit)}, {_fmt(st['ci_high'], unit)}]"
-        rows.append([s.cell, *(html.escape(s.params.get(n, DEFAULTS.get(n, ""))) for n in names), str(st["n"]),
-                     _fmt(st["median"], unit), ci, f"{_fmt(st['min'], unit)} – {_fmt(st['max'], unit)}", status])
+    for r in matrix.to_dicts():
+        cls = {"done": "ok", "failed": "bad", "skipped": "skip"}.get(r["status"], "")
+        status = f"<span class='{cls}'>{r['status']}</span>" + (
+            f" <span class='note'>{html.escape((r['reason'] or '')[:160])}</span>" if r["reason"] else "")
+        ci = "–" if math.isnan(r["ci_low"]) else f"[{_fmt(r['ci_low'], unit)}, {_fmt(r['ci_high'], unit)}]"
+        rows.append([r["cell"], *(html.escape(r[n]) for n in names), str(r["n"]),
+                     _fmt(r["median"], unit), ci, f"{_fmt(r['min'], unit)} – {_fmt(r['max'], unit)}", status])
     return _table(["cell", *names, "n", f"median {metric}", "95% CI (bootstrap)", "range", "status"], rows,
                   left=1 + len(names))
 
@@ -157,32 +149,38 @@ class _Page:
         return path
 
 
-def _sweep_sections(page: _Page, data: dict, metric: str) -> None:
-    from mobiperf.orchestration.sweep import status_counts
+@dataclass(frozen=True)
+class Matrix:
+    """A sweep's cells with the statistics of one metric (see the module docstring for the frame's columns)."""
 
-    x, ys = _axes(data)
-    counts = ", ".join(f"{v} {k}" for k, v in status_counts(data).items())
-    page.p(f"{len(data['cells'])} cells × {data['repeat']} repetitions, seeded order (seed {data['seed']}); "
-           f"units: {html.escape(counts)}. Confidence intervals: 95 % percentile bootstrap of the median.")
-    page.fig(fig_matrix(summarize(data), x, ys, metric))
-    page.raw(matrix_table_html(data, metric))
+    frame: pl.DataFrame
+    metric: str
+    unit: str
+    varying: list[str]     # the parameters whose value differs between cells (the heatmap's axes), in order
+    names: list[str]       # the parameters the table shows: the varying ones, else every one
+    intro: str             # one line: cells, repetitions, the seed, the units by status
 
 
-def write_matrix_page(data: dict, path: Path, *, metric: str | None = None) -> Path:
-    metric = metric or data.get("metric") or "run.throughput"
-    page = _Page(f"mobiperf sweep {data.get('name', '')}: {metric}")
-    _sweep_sections(page, data, metric)
+def _sweep_sections(page: _Page, matrix: Matrix) -> None:
+    x, ys = (matrix.varying[-1], matrix.varying[:-1]) if matrix.varying else (None, [])
+    page.p(html.escape(matrix.intro) + " Confidence intervals: 95 % percentile bootstrap of the median.")
+    page.fig(fig_matrix(matrix.frame, x, ys, matrix.metric, matrix.unit))
+    page.raw(matrix_table_html(matrix.frame, matrix.names, matrix.metric, matrix.unit))
+
+
+def write_matrix_page(matrix: Matrix, path: Path, *, name: str = "") -> Path:
+    page = _Page(f"mobiperf sweep {name}: {matrix.metric}")
+    _sweep_sections(page, matrix)
     return page.write(path)
 
 
-def write_study_page(study_result: dict, data: dict, path: Path) -> Path:
-    """The study's page: checks, ours-vs-paper tables (one per figure/table of the paper), then the raw matrix."""
+def write_study_page(study_result: dict, matrix: Matrix, path: Path, *, notes: list[str] = ()) -> Path:
+    """The study's page: checks, ours-vs-paper tables (one per figure/table of the paper), then the raw matrix.
+    notes: lines said under the description (the phone model the cells ran on)."""
     page = _Page(f"mobiperf study {study_result['name']}: {study_result['title']}")
     page.p(html.escape(study_result.get("description", "")))
-    from mobiperf.orchestration.study import phone_note
-
-    if phone_note(study_result.get("config") or {}):
-        page.p(html.escape(phone_note(study_result["config"])))
+    for note in notes:
+        page.p(html.escape(note))
     page.p("Machine: " + html.escape(study_result.get("machine_note", "")))
     checks = study_result.get("checks", [])
     if checks:
@@ -210,5 +208,5 @@ def write_study_page(study_result: dict, data: dict, path: Path) -> Path:
                                html.escape(r.get("note", ""))])
         page.raw(_table(["configuration", "ours (median)", "95% CI", "n", "paper", "note"], table_rows))
     page.h("All cells")
-    _sweep_sections(page, data, data.get("metric") or "run.throughput")
+    _sweep_sections(page, matrix)
     return page.write(path)

@@ -38,9 +38,9 @@ def test_shared_storage_is_noexec_and_data_local_tmp_is_the_shells(android_devic
 
 
 def test_aarch64_binaries_run_through_qemu_and_pidof_cannot_find_them(android_device: AndroidDevice):
-    from mobiperf.target.android import REFERENCE_BIN
+    from mobiperf.core.binaries import reference_bin_dir
 
-    generator = REFERENCE_BIN / "aarch64" / "mobibench"
+    generator = reference_bin_dir() / "aarch64" / "mobibench"
     assert generator.exists(), "not built: make -C reference-impl ARCH=aarch64 (make setup does)"
     pushed = android_device.server.client("-s", android_device.serial, "push", str(generator), "/data/local/tmp/mb")
     assert pushed.returncode == 0, pushed.stderr

@@ -180,24 +180,26 @@ def test_a_phone_without_root_says_which_step_needs_it(start_android, tmp_path):
     # The daemon's mount, asked on its own, names its step.
     from mobiperf.stack.device import plan_device_stack
     from mobiperf.core.errors import TargetError
-    from mobiperf.stack.local import parse_stack_spec
+    from mobiperf.stack.spec import parse_stack_spec
+    from mobiperf.target.target import Target
 
     with pytest.raises(TargetError, match=r"mounting bfuse over /data/local/tmp/mp \(mount\(2\) on /dev/fuse\) "
                                           r"needs root, and the device gives none"):
-        plan_device_stack(device.transport(), parse_stack_spec("dir:/data/local/tmp/mp+bfuse"))
+        plan_device_stack(Target(device.transport()), parse_stack_spec("dir:/data/local/tmp/mp+bfuse"))
     assert device.shell("ls -A /data/local/tmp").stdout.split() == []   # nothing pushed, nothing made
 
 
 def test_an_abi_without_a_build_names_the_make_command(start_android, tmp_path, monkeypatch):
     device = start_android(props={"ro.product.cpu.abi": "armeabi-v7a"})
-    monkeypatch.setattr("mobiperf.target.android.REFERENCE_BIN", tmp_path / "empty-bin")
+    monkeypatch.setenv("MOBIPERF_BIN", str(tmp_path / "empty-bin"))
     from mobiperf.stack.device import plan_device_stack
     from mobiperf.core.errors import StackError
-    from mobiperf.stack.local import parse_stack_spec
+    from mobiperf.stack.spec import parse_stack_spec
+    from mobiperf.target.target import Target
 
     with pytest.raises(StackError, match=r"fjord for the device's ABI armeabi-v7a is not built \(.*/arm/fjord is "
                                          r"missing\): run `make -C reference-impl ARCH=arm`"):
-        plan_device_stack(device.transport(), parse_stack_spec("dir:/data/local/tmp/mp+fjord"))
+        plan_device_stack(Target(device.transport()), parse_stack_spec("dir:/data/local/tmp/mp+fjord"))
 
 
 def test_the_host_phone_models_are_refused_on_a_device_stack(loopback_device, tmp_path):
@@ -245,9 +247,9 @@ def test_a_daemon_that_leaves_its_mount_voids_the_run(loopback_device, tmp_path,
 def test_passthrough_on_a_phone_whose_kernel_has_it(start_android, tmp_path, clean_machine):
     # An x86_64 Android-shaped device: its static daemon runs natively (no qemu), on this host's kernel (>= 6.9):
     # the INIT and open replies are patched on the phone's side of adb, and no data request reaches the daemon.
-    from mobiperf.target.android import REFERENCE_BIN
+    from mobiperf.core.binaries import reference_bin_dir
 
-    if not (REFERENCE_BIN / "x86_64" / "bfuse").exists():
+    if not (reference_bin_dir() / "x86_64" / "bfuse").exists():
         pytest.skip("needs the x86_64 phone build: make -C reference-impl ARCH=x86_64")
     device = start_android(props={"ro.product.cpu.abi": "x86_64", "ro.product.cpu.abilist": "x86_64"})
     out = tmp_path / "pt"

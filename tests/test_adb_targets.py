@@ -17,7 +17,8 @@ import pytest
 pytest_plugins = ["adb_fixtures"]  # adb_server, loopback_device, start_loopback
 from mobiperf.core.errors import TargetError
 from mobiperf.target.adb import from_target_spec, list_adb_devices, parse_devices_l
-from mobiperf.target.android import (REFERENCE_BIN, android_facts, parse_android_facts, push_reference_binaries,
+from mobiperf.core.binaries import reference_bin_dir
+from mobiperf.target.android import (android_facts, parse_android_facts, push_reference_binaries,
                                      reference_binary_path, run_facts)
 from mobiperf.target.transport import LocalTransport
 
@@ -347,11 +348,11 @@ def test_push_reference_binaries_for_an_unbuilt_abi(loopback_device, fake_bin):
     with pytest.raises(TargetError, match=r"no reference builds for ABI 'mips': the Makefile builds "
                                           r"`make -C reference-impl ARCH=aarch64` \(arm64-v8a\)"):
         reference_binary_path("fakegen", "mips", fake_bin)
-    assert reference_binary_path("mobibench", "arm64-v8a") == REFERENCE_BIN / "aarch64" / "mobibench"
+    assert reference_binary_path("mobibench", "arm64-v8a") == reference_bin_dir() / "aarch64" / "mobibench"
 
 
 def test_the_real_generator_runs_on_the_device_and_its_result_comes_back(start_loopback, shared_tmp):
-    local = REFERENCE_BIN / "mobibench"
+    local = reference_bin_dir() / "mobibench"
     if not local.is_file():
         pytest.skip("reference-impl/bin/mobibench is not built (make -C reference-impl)")
     t = start_loopback("--uid", str(SHELL_UID)).transport()

@@ -1,4 +1,4 @@
-"""A kernel with Android's android_fs events gets them in every run (collectors/__init__.py plan_collectors),
+"""A kernel with Android's android_fs events gets them in every run (collectors/plan.py plan_collectors),
 unfiltered (they carry no device), whatever event sets were asked; a kernel without them is not asked for them."""
 
 from __future__ import annotations
@@ -10,16 +10,17 @@ import pytest
 
 from mobiperf.collectors.plan import plan_collectors
 from mobiperf.collectors.ftrace import EVENT_SETS, event_set_specs
+from mobiperf.target.target import Target
 
 ANDROID_FS = list(EVENT_SETS["android_fs"][1])
 
 
 def planned_events(tmp_path: Path, available: dict, event_sets=None) -> list[tuple[str, str, str | None]]:
-    transport = SimpleNamespace(name="local")
+    transport = SimpleNamespace(name="local", is_local=True)
     caps = SimpleNamespace(events=available, tracefs_path="/sys/kernel/tracing")
-    stack = SimpleNamespace(traced_devices=[(259, 32)], dev_major=259, dev_minor=32, filesystem="f2fs", layers=None)
+    stack = SimpleNamespace(traced_devices=[(259, 32)], dev_major=259, dev_minor=32, filesystem="f2fs", layers=[])
     notes: list[str] = []
-    (ftrace,) = plan_collectors(transport, caps, stack, tmp_path, sources=("ftrace",), event_sets=event_sets,
+    (ftrace,) = plan_collectors(Target(transport, caps), stack, tmp_path, sources=("ftrace",), event_sets=event_sets,
                                 notes=notes)
     return [(e.system, e.name, e.filter) for e in ftrace.events]
 

@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from mobiperf.collectors.parse.pairing import SORT_KEYS, sort_requests
+from mobiperf.collectors.parse.block_requests import SORT_KEYS, sort_requests
 
 
 @pytest.mark.parametrize("seed", range(20))

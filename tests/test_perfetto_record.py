@@ -77,7 +77,7 @@ def test_the_device_perfetto_is_found_with_its_facts(phone_with_perfetto):
 def test_the_trace_config_asks_for_the_run_s_events():
     from google.protobuf import text_format
 
-    from mobiperf.collectors.parse.perfetto_schema import message_class
+    from mobiperf.core.perfetto_protos import message_class
 
     events = [EventSpec("block", "block_rq_issue", "dev == 8388624"), EventSpec("ext4", "ext4_sync_file_enter")]
     text = trace_config(events, buffer_kb=65536, ftrace_buffer_kb=8192, instance="mobiperf-1-abc")

@@ -14,7 +14,10 @@ from conftest import needs_fuse, needs_root
 from mobiperf.stack.cpu_share import CpuShare, parse_cpu_share, remove_stale_cgroups
 from mobiperf.stack.dirty_limit import parse_dirty_limit
 from mobiperf.core.errors import UsageError
-from mobiperf.stack.local import LocalStack, parse_stack_spec
+from mobiperf.stack.local import LocalStack
+from mobiperf.stack.options import StackOptions
+from mobiperf.stack.spec import parse_stack_spec
+from mobiperf.target.target import Target
 from mobiperf.target.transport import LocalTransport
 
 MiB = 1 << 20
@@ -32,7 +35,7 @@ def test_parse_phone_model_values():
 
 
 def test_wrap_workload_joins_the_share_before_exec():
-    from mobiperf.stack.local import StackFacts
+    from mobiperf.stack.facts import StackFacts
 
     facts = StackFacts(spec="ext4", workdir="/w", device="/dev/loop9", dev_major=7, dev_minor=9,
                        filesystem="ext4", mount_options="", scheduler="none", image_size_bytes=0,
@@ -103,8 +106,9 @@ def phone_stack(tmp_path, reference_binary):
     stacks: list[LocalStack] = []
 
     def build(spec: str, **options) -> LocalStack:
-        stack = LocalStack(LocalTransport(), parse_stack_spec(spec), image_size=128 * MiB,
-                           workroot=str(tmp_path / "root"), counters_dir=tmp_path, **options)
+        stack = LocalStack(Target(LocalTransport()), parse_stack_spec(spec),
+                           StackOptions(image_size=128 * MiB, workroot=str(tmp_path / "root"), counters_dir=tmp_path,
+                                        **options))
         stacks.append(stack)
         return stack
 
@@ -119,7 +123,7 @@ def test_stack_sets_the_dirty_limit_and_cpu_share_and_undoes_them(phone_stack, t
     stack = phone_stack("ext4+fuse", dirty_limit=64 * MiB, cpu_share="20%")
     with stack as facts:
         bdi = Path(f"/sys/class/bdi/{facts.dev_major}:{facts.dev_minor}")
-        saved = dict(stack._undo[[step[0] for step in stack._undo].index("dirty")][1].saved)
+        saved = dict(stack._dirty.saved)
         assert set(saved) == {"strict_limit", "max_ratio_fine", "min_ratio_fine"}
         # During the run: the data device's own limit, and only its own
         assert (bdi / "strict_limit").read_text().strip() == "1"
@@ -129,7 +133,7 @@ def test_stack_sets_the_dirty_limit_and_cpu_share_and_undoes_them(phone_stack, t
         assert abs(int((bdi / "min_bytes").read_text()) - 0.9 * 64 * MiB) <= 0.15 * 64 * MiB
         # The FUSE daemon is in the share; the workload joins it before it execs
         share = stack._cpu
-        daemon_pid = stack._undo[-1][1][1].pid
+        daemon_pid = facts.layers[-1]["daemon_pid"]
         assert daemon_pid in share.members()
         out = subprocess.run(facts.wrap_workload(["sh", "-c", "cat /proc/self/cgroup"]), capture_output=True,
                              text=True, timeout=30, cwd=facts.workdir)
@@ -169,19 +173,20 @@ def test_fuse_wakeup_delays_every_request_of_the_daemon(phone_stack):
 def test_remote_targets_refuse_the_host_side_models():
     class Remote(LocalTransport):
         name = "adb"
+        is_local = False
 
-    stack = LocalStack(Remote(), parse_stack_spec("ext4+fuse"), fuse_wakeup_ns=1000)
+    stack = LocalStack(Target(Remote()), parse_stack_spec("ext4+fuse"), StackOptions(fuse_wakeup_ns=1000))
     with pytest.raises(UsageError, match="remote target"):
         stack._daemon_env()
     assert os.environ.get("FUSE_WAKEUP_NS") is None
 
 
 def test_a_directory_stack_refuses_the_phone_models():
-    from mobiperf.stack.local import make_stack
+    from mobiperf.stack import make_stack
 
     for option in ({"dirty_limit": 64 * MiB}, {"cpu_share": "25%"}, {"fuse_wakeup_ns": 1000}):
         with pytest.raises(UsageError, match="measured as it is"):
-            make_stack(LocalTransport(), parse_stack_spec("dir:/tmp"), **option)
+            make_stack(Target(LocalTransport()), parse_stack_spec("dir:/tmp"), StackOptions(**option))
 
 
 def test_dirty_limit_retries_a_min_refused_by_a_moving_threshold_and_restores_in_order():

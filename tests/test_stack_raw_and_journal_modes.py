@@ -11,7 +11,10 @@ import pytest
 from conftest import needs_root
 from mobiperf.orchestration import sweep
 from mobiperf.core.errors import UsageError
-from mobiperf.stack.local import LocalStack, parse_stack_spec
+from mobiperf.stack.local import LocalStack
+from mobiperf.stack.options import StackOptions
+from mobiperf.stack.spec import parse_stack_spec
+from mobiperf.target.target import Target
 from mobiperf.target.transport import LocalTransport
 
 MiB = 1 << 20
@@ -48,8 +51,8 @@ def build(tmp_path):
     stacks: list[LocalStack] = []
 
     def make(spec: str) -> LocalStack:
-        stack = LocalStack(LocalTransport(), parse_stack_spec(spec), image_size=64 * MiB,
-                           workroot=str(tmp_path / "root"))
+        stack = LocalStack(Target(LocalTransport()), parse_stack_spec(spec),
+                           StackOptions(image_size=64 * MiB, workroot=str(tmp_path / "root")))
         stacks.append(stack)
         return stack
 

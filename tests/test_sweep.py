@@ -168,9 +168,7 @@ def test_summaries_and_matrix_text_show_median_ci_and_failures(tmp_path):
     text = sweep.format_matrix_text(data)
     assert "10.5 MiB/s" in text and "failed: mobibench: boom" in text and "skipped" in text
 
-    from mobiperf.reports.study_page import write_matrix_page
-
-    page = write_matrix_page(data, tmp_path / "m.html").read_text()
+    page = sweep.write_matrix_page(data, tmp_path / "m.html").read_text()
     assert "Plotly.newPlot" in page and "<script src=" not in page
     assert "95% CI (bootstrap)" in page and "mobibench: boom" in page
 

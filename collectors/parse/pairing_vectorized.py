@@ -14,8 +14,8 @@ import numpy as np
 import polars as pl
 
 from mobiperf.collectors.parse.fifo import CONSUMER, NO_TAG, PEEK, PRODUCER, fifo_match
-from mobiperf.collectors.parse.pairing import (C, D, F, FLUSH_SECTOR, G, I, KINDS, M, Q, R, RM, STALE_AFTER_NS, X,
-                                        PairingStats, _finish_requests, _ordered_events, _rwbs_flush_op)
+from mobiperf.collectors.parse.block_requests import (C, D, F, FLUSH_SECTOR, G, I, KINDS, M, Q, R, RM, STALE_AFTER_NS,
+                                                      X, PairingStats, finish_requests, ordered_events, rwbs_flush_op)
 from mobiperf.core.schema import BLOCK_RQ
 
 
@@ -23,7 +23,7 @@ def pair_vectorized(block_event: pl.DataFrame, *, stale_after_ns: int = STALE_AF
                     ) -> tuple[pl.DataFrame, PairingStats]:
     """block_rq rows and pairing statistics, every FIFO matched at once (fifo.py)."""
     stats = PairingStats()
-    ev = _ordered_events(block_event)
+    ev = ordered_events(block_event)
     deviceless = ev.filter((pl.col("dev_major") < 0) & pl.col("event").is_in(list(KINDS)).not_())
     for name, n in deviceless.group_by("event").len().iter_rows():
         stats.ignored["deviceless " + name] += n
@@ -38,7 +38,7 @@ def pair_vectorized(block_event: pl.DataFrame, *, stale_after_ns: int = STALE_AF
                  | ev["dev_minor"].to_numpy().astype(np.int64))
     devices = np.sort(pl.Series(composite).unique().to_numpy())
     dev = np.searchsorted(devices, composite).astype(np.int64)
-    is_flush_op = _rwbs_flush_op(ev["rwbs"])
+    is_flush_op = rwbs_flush_op(ev["rwbs"])
     n = len(ev)
     order = np.arange(n, dtype=np.int64) * 4
 
@@ -354,6 +354,6 @@ def _request_rows(ev: pl.DataFrame, kind, ts, q_src, root, is_partial, completin
         "nr_bios": np.maximum(nr_bios, 1), "pid": ev["pid"].gather(who), "comm": ev["comm"].gather(who),
         "error": pl.select(gather("error", final_c).fill_null(0)).to_series(),
     })
-    return _finish_requests(out, stats)
+    return finish_requests(out, stats)
 
 

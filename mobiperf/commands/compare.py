@@ -105,15 +105,13 @@ def cmd_compare(base, new, fmt, output, primary, guards, metrics, alpha, min_eff
 
 def _extend(base, new, limit: int, options, target: str) -> None:
     """--until: repetitions added to both runs before they are compared."""
-    from mobiperf.cli import _transport
-    from mobiperf.target.probe import probe
+    from mobiperf.cli import _target
     from mobiperf.orchestration.until import extend_until
 
     if len(new) != 1:
         raise UsageError("--until compares one NEW run with BASE; give one NEW")
-    transport = _transport(target)
     plan = extend_until(base, new[0], limit=limit, min_effect=options.min_effect, alpha=options.alpha,
-                        primary=options.primary, transport=transport, caps=probe(transport),
+                        primary=options.primary, target=_target(target),
                         say=lambda text: click.echo(text, err=True))
     click.echo(f"--until: {plan.reason}", err=True)
 

@@ -58,7 +58,6 @@ def cmd_sweep(output, params, repeat, seed, primary, timeout, retry_failed, stat
     """Run WORKLOAD cells over a grid of stack and workload parameters, in a seeded random order, resumable;
     write SWEEP/matrix.html (heatmap + table with confidence intervals)."""
     from mobiperf.orchestration import sweep
-    from mobiperf.reports.study_page import write_matrix_page
     from mobiperf.core.units import parse_duration_ns
 
     metric = sweep.canonical_metric(primary) if primary else None
@@ -101,7 +100,7 @@ def cmd_sweep(output, params, repeat, seed, primary, timeout, retry_failed, stat
     else:
         data = sdir.read()
     metric = sweep.canonical_metric(metric or data.get("metric") or sweep.DEFAULT_METRIC)
-    page = write_matrix_page(data, output / "matrix.html", metric=metric)
+    page = sweep.write_matrix_page(data, output / "matrix.html", metric=metric)
     if fmt == "json":
         import json
 

@@ -6,17 +6,12 @@ Each stage reads the files of the previous one from the run directory and writes
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import json
 import os
 import platform
-import shlex
 import time
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -27,56 +22,25 @@ from mobiperf.collectors.parse import derive_tables, parse_raw_dir
 from mobiperf.core.errors import MissingTableError, MobiperfError, NotApplicable, TargetError, UsageError
 from mobiperf.core.progress import stage
 from mobiperf.orchestration.reanalysis import WeakerDataError, events_lost
-from mobiperf.core.run_stop import add_missing_repetitions, keep_incomplete, storage_full
+from mobiperf.core.run_stop import add_missing_repetitions, keep_incomplete
 from mobiperf.core.runstore import RunDir
-from mobiperf.core.signals import raise_if_stopping, shielded
+from mobiperf.core.signals import raise_if_stopping
 from mobiperf.core.schema import RESULTS, TABLES
 
 if TYPE_CHECKING:  # imported where used: analysing an ingested trace needs no stack, collector or plotly
-    from mobiperf.collectors.ftrace import EventSpec
-    from mobiperf.stack.local import StackSpec
-    from mobiperf.target.probe import Capabilities
-    from mobiperf.target.transport import Transport
+    from mobiperf.orchestration.run_request import RunRequest
+    from mobiperf.target.target import Target
 
 
-@dataclass
-class RunRequest:
-    """What `mobiperf run` was asked to do."""
-
-    stack: StackSpec
-    command: list[str]
-    scheduler: str | None = None
-    repeat: int = 1
-    image_size: int = 1 << 30
-    extra_events: list[EventSpec] = field(default_factory=list)
-    timeout_s: float | None = None
-    device: str | None = None       # a device profile of mobiperf.stack.devmodel (None: the host's disk as it is)
-    dirty_limit: int | None = None  # the data device's dirty page limit in bytes (None: the host's thresholds)
-    cpu_share: str = "host"         # CPU share of the workload and the FUSE daemons (mobiperf.stack.cpu_share)
-    fuse_wakeup_ns: int = 0         # a phone's wake-up latency per FUSE request (reference-impl/phonemodel)
-    sources: tuple[str, ...] | None = None     # trace sources (collectors.SOURCES); None: the defaults
-    event_sets: tuple[str, ...] | None = None  # whole ftrace event sets; None: the stack's light events
-    report: bool = True             # sweeps skip the per-run HTML page: they draw one matrix for all runs
-    scope: str = "workload"         # whose IO the figures count (analyzers/scope.py): workload or all
-    auto: Any = None                # -n auto: an auto_repeat.AutoRepeat that stops the loop (repeat is ignored)
-    recorder: str = "auto"          # ftrace through the device's perfetto or tracefs (collectors.RECORDERS)
-
-
-def default_run_path(request: RunRequest) -> Path:
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    program = Path(request.command[0]).name if request.command else "run"
-    return Path("runs") / f"{stamp}-{str(request.stack).split(':')[0].replace('+', '-')}-{program}"
-
-
-def run(transport: Transport, caps: Capabilities, request: RunRequest, out: Path) -> RunDir:
+def run(target: Target, request: RunRequest, out: Path) -> RunDir:
     """Collect every repetition, then parse, analyze and report. The run is kept whatever happens: a run that
     stops early says at which stage and why (mobiperf.core.run_stop)."""
-    _check_can_trace(transport, caps, request)
-    _check_target_stack(transport, request)
+    _check_can_trace(target, request)
+    _check_target_stack(target, request)
     out = Path(os.path.abspath(out))  # the daemons and the workload run elsewhere: every path they get is absolute
     rundir = RunDir.create(out, {
         "id": out.name, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "mobiperf": __version__, "host": platform.node(), "target": caps.as_dict(), "stack": str(request.stack),
+        "mobiperf": __version__, "host": platform.node(), "target": target.caps.as_dict(), "stack": str(request.stack),
         "scheduler": request.scheduler, "device": request.device, "dirty_limit": request.dirty_limit,
         "cpu_share": request.cpu_share, "fuse_wakeup_ns": request.fuse_wakeup_ns, "scope": request.scope,
         "command": request.command,
@@ -86,14 +50,16 @@ def run(transport: Transport, caps: Capabilities, request: RunRequest, out: Path
     rundir.reserve_space()
     where: dict = {"stage": "collect", "rep": None}
     try:
-        _run_stages(transport, caps, request, rundir, where)
+        _run_stages(target, request, rundir, where)
     except BaseException as e:
         raise keep_incomplete(rundir, e, **where)
     rundir.release_reserve()
     return rundir
 
 
-def _run_stages(transport: Transport, caps: Capabilities, request: RunRequest, rundir: RunDir, where: dict) -> None:
+def _run_stages(target: Target, request: RunRequest, rundir: RunDir, where: dict) -> None:
+    from mobiperf.orchestration.collect import collect_repetition
+
     timings = {}
     started = time.time()
     auto = request.auto
@@ -102,7 +68,7 @@ def _run_stages(transport: Transport, caps: Capabilities, request: RunRequest, r
             raise_if_stopping()
             where.update(stage=f"collect rep {rep}", rep=rep)
             advance(0, description=f"collect rep {rep}")
-            record = collect_repetition(transport, caps, request, rundir, rep)
+            record = collect_repetition(target, request, rundir, rep)
             meta = rundir.read_meta()
             meta["repetitions"].append(record)
             rundir.write_meta(meta)
@@ -126,16 +92,16 @@ def _run_stages(transport: Transport, caps: Capabilities, request: RunRequest, r
             report(rundir)
 
 
-def _check_can_trace(transport: Transport, caps: Capabilities, request: RunRequest) -> None:
+def _check_can_trace(target: Target, request: RunRequest) -> None:
     """Refuse before anything is created: a run that cannot trace would only leave a broken run directory."""
     from mobiperf.collectors.plan import EVENT_SET_NAMES, SOURCES
 
-    acquire = getattr(transport, "require_root", None)   # a phone: gets root (adb root) or says how to get it
-    if (not caps.tracefs_path or not caps.tracefs_writable) and acquire and not getattr(transport, "is_root", True):
-        from mobiperf.target.probe import probe
-
-        acquire("tracing (a tracefs instance of mobiperf's own)")
-        caps.__dict__.update(probe(transport).__dict__)   # root came from `adb root`: look again
+    caps = target.caps
+    # A phone gets root (adb root, su) or says how to get it; this host's user is who ran mobiperf.
+    if (not caps.tracefs_path or not caps.tracefs_writable) and not target.is_local and not target.is_root:
+        target.require_root("tracing (a tracefs instance of mobiperf's own)")
+        target.refresh()   # root came from `adb root`: look again
+        caps = target.caps
     if not caps.tracefs_path or not caps.tracefs_writable:
         raise TargetError("tracing needs a writable tracefs: run as root (tracefs is mounted at "
                           "/sys/kernel/tracing when absent)")
@@ -145,180 +111,23 @@ def _check_can_trace(transport: Transport, caps: Capabilities, request: RunReque
         if unknown:
             raise UsageError(f"unknown {kind} {', '.join(unknown)}; choose from {', '.join(valid)}")
     for ev in request.extra_events:
-        if not transport.exists(f"{caps.tracefs_path}/{ev.path}/format"):
+        if not target.transport.exists(f"{caps.tracefs_path}/{ev.path}/format"):
             known = caps.events.get(ev.system)
             hint = (f"this kernel's {ev.system} events are {', '.join(known)}" if known
                     else f"this kernel has no {ev.system} events")
             raise UsageError(f"unknown trace event {ev.system}:{ev.name}; {hint}")
 
 
-def _check_target_stack(transport: Transport, request: RunRequest) -> None:
+def _check_target_stack(target: Target, request: RunRequest) -> None:
     """A dir: stack (the target's own storage) is checked before the run directory exists: the host's phone
     models do not apply to it, and a FUSE daemon over it needs its path, its build and root on the target."""
     if request.stack.filesystem.name != "dir":
         return
     from mobiperf.stack.device import plan_device_stack, refuse_host_models
 
-    refuse_host_models(scheduler=request.scheduler, device=request.device, dirty_limit=request.dirty_limit,
-                       cpu_share=request.cpu_share, fuse_wakeup_ns=request.fuse_wakeup_ns)
+    refuse_host_models(request.stack_options())
     if request.stack.layers:
-        plan_device_stack(transport, request.stack)
-
-
-def collect_repetition(transport: Transport, caps: Capabilities, request: RunRequest, rundir: RunDir,
-                       rep: int) -> dict:
-    from mobiperf.collectors.plan import plan_collectors
-    from mobiperf.collectors.clock import read_clock_offset
-    from mobiperf.stack.local import make_stack
-
-    raw = rundir.raw_dir(rep)
-    with make_stack(transport, request.stack, scheduler=request.scheduler, image_size=request.image_size,
-                    counters_dir=raw, device=request.device, dirty_limit=request.dirty_limit,
-                    cpu_share=request.cpu_share, fuse_wakeup_ns=request.fuse_wakeup_ns) as stack, \
-            contextlib.ExitStack() as active:
-        notes: list[str] = []
-        collectors = plan_collectors(transport, caps, stack, raw, extra_events=request.extra_events,
-                                     sources=request.sources, event_sets=request.event_sets, notes=notes,
-                                     recorder=request.recorder)
-        argv, env = _workload_command(transport, request.command, stack.workdir, active)
-        argv = stack.wrap_workload(argv)   # the phone's CPU share, innermost: collectors' wrappers stay outside
-        env["MOBIPERF_WORKDIR"] = stack.workdir
-        env["MOBIPERF_DEVICE"] = stack.device   # what a raw stack's workload writes
-        for collector in collectors:
-            active.enter_context(collector)
-            env.update(collector.workload_env())
-            argv = collector.wrap_command(argv)
-        clock = [read_clock_offset()] if transport.name == "local" else []
-        for collector in collectors:
-            collector.start()
-        t0 = time.monotonic_ns()
-        proc = None
-        try:
-            with shielded():  # started and known as one: the finally below must find it
-                proc = transport.start(argv, stdout_path=raw / "stdout.txt", stderr_path=raw / "stderr.txt",
-                                       cwd=stack.workdir, env=env)
-            exit_code = _wait(proc, request.timeout_s, raw)
-        finally:
-            if proc is not None and proc.poll() is None:  # a stop, a timeout: the workload must not outlive its stack
-                proc.kill()
-        elapsed = time.monotonic_ns() - t0
-        # Writeback of a buffered workload may still be in flight: let it reach the traced device.
-        if transport.run(["sync", "-f", stack.workdir], timeout=120).returncode != 0:
-            transport.run(["sync"], timeout=120)  # a sync without -f (older toybox)
-        if clock:
-            clock.append(read_clock_offset())
-        write_task_roles(transport, raw / "tasks.json", stack, workload_pid=proc.pid, clock=clock)
-        # Tracing stops first: the snapshots (layout, facts) read the device, and that is not the workload's IO.
-        order = [c for c in reversed(collectors) if not c.snapshot] + [c for c in collectors if c.snapshot]
-        summaries = {c.name: c.stop() for c in order}
-    if storage_full(raw):  # the trace readers' writes failed: the traces end early
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(raw))
-    # The FUSE daemons and the device model write their counters when the stack comes down.
-    counters = {p.name.removesuffix(".json"): _read_json(p) for p in sorted(raw.glob("*counters*.json"))}
-    layer_counters = counters_by_layer(stack, raw)
-    notes += [f"counters: {layer} wrote none ({why})" for layer, why in layer_counters.items()
-              if isinstance(why, str) and why != "ok"]
-    return {"index": rep, "exit_code": exit_code, "workload_ns": elapsed, "stack": stack.as_dict(),
-            "counters": counters, "layer_counters": layer_counters, "notes": notes, **summaries}
-
-
-def counters_by_layer(stack, raw: Path) -> dict[str, str]:
-    """Which counters each counting part of the stack left in raw/: "ok", or why there are none. The FUSE daemons
-    write theirs at unmount, the device model and the CPU share theirs at teardown."""
-    expected = {layer["layer"]: Path(layer["counters_path"]) for layer in stack.layers if layer.get("counters_path")}
-    if stack.device_profile:
-        expected["device"] = raw / "device-counters-userdata.json"
-    if stack.cpu_share != "host":
-        expected["cpu"] = raw / "cpu-counters.json"
-    found = {}
-    for part, path in expected.items():
-        if not path.exists():
-            log = raw / f"{part}-daemon.log"
-            tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
-            found[part] = f"missing {path.name}" + (f": {tail[0][:200]}" if tail else "")
-        else:
-            data = _read_json(path)
-            found[part] = "ok" if isinstance(data, dict) and "error" not in data else f"unreadable {path.name}"
-    return found
-
-
-def write_task_roles(transport: Transport, path: Path, stack, *, workload_pid: int | None, clock: list[dict]) -> None:
-    """raw/tasks.json: who is who in the trace (parse/task_role.py reads it). The workload's tree is known from
-    its traced calls; here go its root, the stack's FUSE daemons (every thread, their /dev/fuse descriptors),
-    mobiperf itself, whether the device is the run's own (an emulated stack) or shared (a phone's /data), and the
-    wall-clock readings that put strace on the trace clock (collectors/clock.py)."""
-    from mobiperf.collectors.plan import task_ids
-
-    daemons = [{"layer": layer["layer"], "pid": layer["daemon_pid"], "tids": task_ids(transport, layer["daemon_pid"]),
-                "fuse_fds": layer.get("fuse_fds", []), "mountpoint": layer.get("mountpoint")}
-               for layer in (getattr(stack, "layers", None) or []) if layer.get("daemon_pid")]
-    path.write_text(json.dumps({
-        "workload_pid": workload_pid, "mobiperf_pid": os.getpid(),
-        "mobiperf_comm": Path("/proc/self/comm").read_text().strip(), "fuse_daemons": daemons,
-        "device_private": not str(stack.spec).startswith("dir:"), "clock": clock}, indent=1) + "\n")
-
-
-def _read_json(path: Path):
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        return {"error": f"unreadable: {e}"}
-
-
-def _workload_command(transport: Transport, command: list[str], workdir: str,
-                      active: contextlib.ExitStack) -> tuple[list[str], dict[str, str]]:
-    """The workload's argv and environment: the reference binaries on its PATH, pushed to the device when the
-    target is remote (and removed afterwards). They go to the device's own work directory (/data/local/tmp/mobiperf
-    on a phone), not to the stack's: a phone's shared storage is mounted noexec."""
-    from mobiperf.stack.local import REFERENCE_BIN
-
-    if transport.name == "local":
-        return list(command), {"PATH": f"{REFERENCE_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
-    from mobiperf.target.android import android_facts, push_reference_binaries
-
-    wanted = _reference_programs(command)
-    if not wanted:
-        return list(command), {}
-    facts = android_facts(transport)
-    bindir = f"{facts['default_workdir']}/bin-{os.getpid()}-{time.monotonic_ns() % 10**8}"
-    remote = active.enter_context(push_reference_binaries(transport, wanted, facts["abi"], bindir,
-                                                          android=facts["is_android"]))
-    first = remote.get(Path(command[0]).name, command[0])
-    return [first, *command[1:]], {"PATH": f"{bindir}:{facts.get('path') or '/system/bin:/usr/bin:/bin'}"}
-
-
-def _reference_programs(command: list[str]) -> list[str]:
-    """The reference binaries a workload runs: its program, or programs named in its `sh -c` script (a sweep's
-    `sh -c 'mobibench ... && sync FILE'`)."""
-    from mobiperf.stack.local import REFERENCE_BIN
-
-    words = [Path(command[0]).name]
-    if len(command) > 2 and Path(command[0]).name == "sh" and command[1] == "-c":
-        try:
-            words += shlex.split(command[2])
-        except ValueError:
-            pass
-    return sorted({w for w in words if "/" not in w and w and (REFERENCE_BIN / w).is_file()})
-
-
-def _wait(proc, timeout_s: float | None, raw: Path) -> int:
-    """The workload's exit status. It is stopped early when the time is up, and when the run directory's file
-    system fills up: the traces can no longer be written, and the run would only go on for nothing."""
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    next_check = time.monotonic()
-    while True:
-        raise_if_stopping()   # a stop signal that landed where Python drops exceptions (mobiperf.core.signals)
-        code = proc.poll()
-        if code is not None:
-            return code
-        if deadline is not None and time.monotonic() > deadline:
-            proc.kill()
-            raise TargetError(f"the workload did not finish within {timeout_s:g} s and was killed")
-        if time.monotonic() > next_check:
-            next_check = time.monotonic() + 0.5
-            if storage_full(raw):
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(raw))
-        time.sleep(0.02)
+        plan_device_stack(target, request.stack)
 
 
 def parse(rundir: RunDir, *, recorded: dict | None = None, force: bool = False) -> tuple[dict, list[str]]:

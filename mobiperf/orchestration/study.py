@@ -174,10 +174,10 @@ def plan_study(study: Study, config: Config) -> tuple[SweepDefinition, dict[str,
 
 
 def missing_components(study: Study) -> list[str]:
-    from mobiperf.stack.local import REFERENCE_BIN
+    from mobiperf.core.binaries import reference_bin_dir
 
-    return [f"reference-impl/bin/{b} (make -C reference-impl)" for b in study.needs
-            if not (REFERENCE_BIN / b).exists()]
+    return [f"{reference_bin_dir() / b} (make -C reference-impl)" for b in study.needs
+            if not (reference_bin_dir() / b).exists()]
 
 
 def run_study(name: str, out: Path, config: Config, *, progress: Progress | None = None,
@@ -220,6 +220,7 @@ def _stored_config(out: Path) -> dict | None:
 
 def write_study_outputs(study: Study, config: Config, data: dict, labels: dict[str, dict[str, str]],
                         out: Path) -> dict:
+    from mobiperf.orchestration.sweep import sweep_matrix
     from mobiperf.reports.study_page import write_study_page
 
     results = Results(data, labels)
@@ -235,7 +236,8 @@ def write_study_outputs(study: Study, config: Config, data: dict, labels: dict[s
     tmp = out / ".study.json.tmp"
     tmp.write_text(json.dumps(result, indent=1))
     os.replace(tmp, out / "study.json")
-    write_study_page(result, data, out / "study.html")
+    notes = [phone_note(result["config"])] if phone_note(result["config"]) else []
+    write_study_page(result, sweep_matrix(data), out / "study.html", notes=notes)
     return result
 
 

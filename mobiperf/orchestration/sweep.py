@@ -1005,6 +1005,37 @@ def format_matrix_text(data: dict, metric: str | None = None) -> str:
     return format_rows(rows)
 
 
+def sweep_matrix(data: dict, metric: str | None = None):
+    """The cells of a sweep with the statistics of `metric` (default: the sweep's), for the matrix page."""
+    import polars as pl
+
+    from mobiperf.reports.study_page import Matrix
+
+    metric = canonical_metric(metric or data.get("metric") or DEFAULT_METRIC)
+    names = list(dict.fromkeys(k for c in data["cells"] for k in c["params"]))
+    rows = []
+    for s in summarize(data):
+        st = s.stat(metric)
+        rows.append({"cell": s.cell, **{n: s.params.get(n, DEFAULTS.get(n, "")) for n in names},
+                     "status": s.status, "reason": s.reason, **{k: st[k] for k in ("n", "median", "ci_low",
+                                                                                    "ci_high", "min", "max")}})
+    schema = {"cell": pl.Utf8, **{n: pl.Utf8 for n in names}, "status": pl.Utf8, "reason": pl.Utf8,
+              "n": pl.Int64, **{k: pl.Float64 for k in ("median", "ci_low", "ci_high", "min", "max")}}
+    varying = varying_params(data)
+    counts = ", ".join(f"{v} {k}" for k, v in status_counts(data).items())
+    intro = (f"{len(data['cells'])} cells × {data['repeat']} repetitions, seeded order (seed {data['seed']}); "
+             f"units: {counts}.")
+    return Matrix(pl.DataFrame(rows, schema=schema), metric, metric_unit(metric), varying,
+                  varying or sorted(names), intro)
+
+
+def write_matrix_page(data: dict, path: Path, *, metric: str | None = None) -> Path:
+    """SWEEP/matrix.html: the heatmap and the table of `metric` (default: the sweep's) over the cells."""
+    from mobiperf.reports.study_page import write_matrix_page as write_page
+
+    return write_page(sweep_matrix(data, metric), path, name=data.get("name", ""))
+
+
 def format_rows(rows: list[list[str]]) -> str:
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]

@@ -15,31 +15,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from mobiperf.orchestration.auto_repeat import repetition_values
+from mobiperf.orchestration.run_request import request_from_meta
 from mobiperf.core.errors import MobiperfError, UsageError
 from mobiperf.core.runstore import RunDir
 from mobiperf.core.sequential import FIRST_LOOK, Plan
 from mobiperf.compare.verdict import PRIMARY_CANDIDATES
 
-
-def request_from_meta(meta: dict, *, report: bool = True):
-    """The RunRequest that made a run, rebuilt from its run.json (trace sources from what each repetition
-    recorded, when the run predates their being saved)."""
-    from mobiperf.collectors.plan import SOURCES
-    from mobiperf.orchestration.pipeline import RunRequest
-    from mobiperf.stack.local import parse_stack_spec
-
-    reps = meta.get("repetitions") or [{}]
-    first = reps[0]
-    sources = meta.get("sources") or tuple(s for s in SOURCES if s in first) or None
-    image = (first.get("stack") or {}).get("image_size_bytes") or (1 << 30)
-    return RunRequest(stack=parse_stack_spec(meta["stack"]), command=list(meta["command"]),
-                      scheduler=meta.get("scheduler"), image_size=int(image), device=meta.get("device"),
-                      dirty_limit=meta.get("dirty_limit"), cpu_share=meta.get("cpu_share") or "host",
-                      fuse_wakeup_ns=int(meta.get("fuse_wakeup_ns") or 0), sources=tuple(sources) if sources else None,
-                      event_sets=tuple(meta["event_sets"]) if meta.get("event_sets") else None, report=report)
+if TYPE_CHECKING:
+    from mobiperf.target.target import Target
 
 
 @dataclass
@@ -65,7 +51,7 @@ def _side(label: str, path, primary: str) -> Side:
 
 
 def extend_until(base_path, new_path, *, limit: int, min_effect: float, alpha: float, primary: str | None,
-                 transport, caps, say: Callable[[str], None]) -> Plan:
+                 target: Target, say: Callable[[str], None]) -> Plan:
     """Collect repetitions into BASE and NEW until the plan stops; returns the plan (its reason says why)."""
     from mobiperf.orchestration import pipeline
 
@@ -75,10 +61,10 @@ def extend_until(base_path, new_path, *, limit: int, min_effect: float, alpha: f
                          f"{', '.join(PRIMARY_CANDIDATES)}, not {primary}")
     sides = [_side("BASE", base_path, primary), _side("NEW", new_path, primary)]
     for s in sides:
-        target = s.run.read_meta().get("target", {}).get("target")
-        if target and target != transport.name and not str(target).startswith(transport.name):
-            raise UsageError(f"{s.label} {s.run.path} ran on {target}; --until adds repetitions on "
-                             f"{transport.name} (give -t {target})")
+        ran_on = s.run.read_meta().get("target", {}).get("target")
+        if ran_on and ran_on != target.name and not str(ran_on).startswith(target.name):
+            raise UsageError(f"{s.label} {s.run.path} ran on {ran_on}; --until adds repetitions on "
+                             f"{target.name} (give -t {ran_on})")
     plan = Plan(primary, limit, min_effect, alpha, first=FIRST_LOOK)
     have = min(len(s.values) for s in sides)
     if have >= plan.looks[-1]:
@@ -90,7 +76,7 @@ def extend_until(base_path, new_path, *, limit: int, min_effect: float, alpha: f
         while min(len(s.values) for s in sides) < n:
             for s in sides:  # alternate, so that a drift of the machine hits both sides
                 if len(s.values) < n:
-                    _add_repetition(pipeline, transport, caps, s, primary, say)
+                    _add_repetition(target, s, primary, say)
         if min(len(s.values) for s in sides) >= n:
             look = plan.look_two(sides[0].values, sides[1].values)
             width = "unbounded" if math.isinf(look.relative_width) else f"{100 * look.relative_width:.3g}% wide"
@@ -119,13 +105,15 @@ def _primary_of(base_path) -> str:
     return default_primary(repetition_values(run, rec)) or "run.workload_time"
 
 
-def _add_repetition(pipeline, transport, caps, side: Side, primary: str, say) -> None:
+def _add_repetition(target: Target, side: Side, primary: str, say) -> None:
+    from mobiperf.orchestration.collect import collect_repetition
+
     meta = side.run.read_meta()
     # After every repetition recorded and every raw directory on disk (one left by an interrupted run is not
     # overwritten).
     rep = max([r["index"] for r in meta["repetitions"]] + [i for i, _ in side.run.raw_dirs()], default=-1) + 1
     say(f"--until: {side.label} {side.run.path}: repetition {rep} ...")
-    record = pipeline.collect_repetition(transport, caps, side.request, side.run, rep)
+    record = collect_repetition(target, side.request, side.run, rep)
     meta = side.run.read_meta()
     meta["repetitions"].append(record)
     meta["status"] = "incomplete"   # until it is analysed again

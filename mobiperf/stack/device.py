@@ -38,11 +38,16 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from mobiperf.core import signals
 from mobiperf.core.errors import StackError, TargetError, UsageError
-from mobiperf.stack.local import FUSE_LAYERS, StackFacts, StackSpec, fuse_device_fds
+from mobiperf.core.vocabulary import FUSE_LAYERS
+from mobiperf.stack.facts import StackFacts, fuse_device_fds
+from mobiperf.stack.options import StackOptions
+from mobiperf.stack.spec import StackSpec
+from mobiperf.stack.undo import Teardown
+from mobiperf.target.target import Target
 from mobiperf.target.transport import Transport
 from mobiperf.target.undo_journal import journal_for
 
@@ -67,12 +72,9 @@ class DirectoryStack:
     /data is traced instead.
     """
 
-    def __init__(self, transport: Transport, spec: StackSpec, *, scheduler: str | None = None,
-                 device: str | None = None, dirty_limit: int | None = None, cpu_share: str = "host",
-                 fuse_wakeup_ns: int = 0, **_ignored):
-        refuse_host_models(scheduler=scheduler, device=device, dirty_limit=dirty_limit, cpu_share=cpu_share,
-                           fuse_wakeup_ns=fuse_wakeup_ns)
-        self.transport = transport
+    def __init__(self, target: Target, spec: StackSpec, options: StackOptions = StackOptions()):
+        refuse_host_models(options)
+        self.transport = target.transport
         self.spec = spec
         self.workdir = f"{spec.filesystem.options['path'].rstrip('/')}/mobiperf-{uuid.uuid4().hex[:8]}"
         self._made: list[str] = []
@@ -103,19 +105,20 @@ class DeviceFuseStack:
     counters_dir receives the daemon's counters (<layer>-counters.json) and log (<layer>-daemon.log).
     """
 
-    def __init__(self, transport: Transport, spec: StackSpec, *, counters_dir: Path | None = None,
-                 timeout_s: float = 120.0, scheduler: str | None = None, device: str | None = None,
-                 dirty_limit: int | None = None, cpu_share: str = "host", fuse_wakeup_ns: int = 0, **_ignored):
-        refuse_host_models(scheduler=scheduler, device=device, dirty_limit=dirty_limit, cpu_share=cpu_share,
-                           fuse_wakeup_ns=fuse_wakeup_ns)
-        self.transport = transport
+    def __init__(self, target: Target, spec: StackSpec, options: StackOptions = StackOptions()):
+        from mobiperf.target.adb import DeviceLostError
+
+        refuse_host_models(options)
+        self.target = target
+        self.transport = target.transport
         self.spec = spec
         self.layer = spec.layers[0]
         self.path = spec.filesystem.options["path"].rstrip("/") or "/"
         self.run_dir = f"{self.path}/mobiperf-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self.counters_dir = counters_dir
-        self.timeout_s = timeout_s
-        self._undo: list[tuple[str, Callable[[], None]]] = []
+        self.counters_dir = options.counters_dir
+        self.timeout_s = options.timeout_s
+        self._journal = journal_for(self.transport)
+        self._undo = Teardown(self._journal, fatal=(DeviceLostError,))
         self._pid: int | None = None   # the daemon's, from its pid file
         self._served = False           # the daemon answered on its mount
         self._left: str | None = None  # why the run is void: the daemon left its mount before the teardown
@@ -141,20 +144,19 @@ class DeviceFuseStack:
     def _build(self) -> StackFacts:
         from mobiperf.target.android import make_dirs, push_reference_binaries, remove_dirs
 
-        plan = plan_device_stack(self.transport, self.spec)
+        plan = plan_device_stack(self.target, self.spec)
         t = self.transport
-        journal = journal_for(t)  # what a killed mobiperf leaves on the device, undone by the next run
-        run_dir = journal.record("dir", path=self.run_dir)
+        run_dir = self._journal.record("dir", path=self.run_dir)  # for the next run, if this one is killed
         made = make_dirs(t, self.run_dir, self.timeout_s)
-        self._undo.append(("directories", lambda: remove_dirs(t, made)))
-        self._undo.append(("run directory", lambda: (self._remove_run_dir(), journal.done(run_dir))))
+        self._undo.push("directories", lambda: remove_dirs(t, made))
+        self._undo.push("run directory", self._remove_run_dir, run_dir)
         media, mountpoint = f"{self.run_dir}/media", f"{self.run_dir}/sdcard"
         t.run(["mkdir", "-p", media, mountpoint], timeout=30).check()
         bindir = f"{plan['workdir']}/bin-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         pushed = push_reference_binaries(t, [plan["daemon"]], plan["abi"], bindir, android=plan["is_android"],
                                          timeout=self.timeout_s)
         binary = pushed.__enter__()[plan["daemon"]]
-        self._undo.append(("pushed binary", lambda: pushed.__exit__(None, None, None)))
+        self._undo.push("pushed binary", lambda: pushed.__exit__(None, None, None))
         options = {"preset": FUSE_LAYERS[self.layer.name][1], **self.layer.options,
                    "counters": f"{self.run_dir}/counters.json"}
         allow_other = plan["workload_uid"] != 0
@@ -181,10 +183,9 @@ class DeviceFuseStack:
         script = (f"cd /; sh -c 'echo $$ > \"$0\" && exec \"$@\"' {shlex.quote(pidfile)} {shlex.join(argv)} "
                   f"> {shlex.quote(logfile)} 2>&1 < /dev/null &")
         mountpoint = argv[-1]
-        journal = journal_for(self.transport)
-        mount = journal.record("mount", path=mountpoint)  # unmounting also ends the daemon
+        mount = self._journal.record("mount", path=mountpoint)  # unmounting also ends the daemon
         self.transport.run(["sh", "-c", script], timeout=30).check()
-        self._undo.append(("daemon", lambda: (self._stop_daemon(), journal.done(mount))))
+        self._undo.push("daemon", self._stop_daemon, mount)
         deadline = time.monotonic() + MOUNT_TIMEOUT_S
         while True:
             mounted, pid, alive = self._state(mountpoint, pidfile)
@@ -222,25 +223,16 @@ class DeviceFuseStack:
     def _teardown(self) -> None:
         """Undo every step that succeeded, newest first. A failure is reported at the end; a lost device ends the
         teardown at once (nothing more can be done on it) and says what may be left there."""
-        from mobiperf.target.adb import DeviceLostError
-
         old = signal.signal(signal.SIGINT, signal.SIG_IGN) if _in_main_thread() else None
-        failures = []
         try:
-            while self._undo:
-                what, step = self._undo.pop()
-                try:
-                    step()
-                except DeviceLostError as e:
-                    left = [w for w, _ in reversed(self._undo)]
-                    self._undo.clear()
-                    raise StackError(f"{e}; on the device, the {', '.join([what, *left])} may be left "
-                                     f"({self.run_dir})") from e
-                except (TargetError, StackError) as e:
-                    failures.append(f"{what}: {e}")
+            failures = self._undo.close()
         finally:
             if old is not None:
                 signal.signal(signal.SIGINT, old)
+        if self._undo.lost is not None:
+            lost, left = self._undo.lost, self._undo.not_run
+            self._undo.lost, self._undo.not_run = None, []
+            raise StackError(f"{lost}; on the device, the {', '.join(left)} may be left ({self.run_dir})") from lost
         if self._left:
             raise StackError(self._left + ("; teardown: " + "; ".join(failures) if failures else ""))
         if failures:
@@ -308,17 +300,18 @@ class DeviceFuseStack:
 
 # --- checks made before anything is created ---------------------------------------------------------------------
 
-def plan_device_stack(transport: Transport, spec: StackSpec) -> dict[str, Any]:
+def plan_device_stack(target: Target, spec: StackSpec) -> dict[str, Any]:
     """What a dir:PATH+LAYER stack needs on this target, checked before anything is created: PATH may carry a
     daemon, the daemon is built for the device's ABI, root is available (tried: adb root). Raises UsageError or
     StackError/TargetError saying what to do. Returns daemon, abi, is_android, workdir (where binaries go),
     workload_uid, root_method, kernel."""
-    from mobiperf.target.android import android_facts, build_command, reference_binary_path
+    from mobiperf.target.android import build_command, reference_binary_path
 
+    transport = target.transport
     layer = spec.layers[0]
     daemon = FUSE_LAYERS[layer.name][0]
     path = spec.filesystem.options["path"].rstrip("/") or "/"
-    facts = android_facts(transport)
+    facts = target.android
     check_fuse_path(transport, str(spec), path, facts)
     preset = layer.options.get("preset", FUSE_LAYERS[layer.name][1])
     if preset == "passthrough":
@@ -327,7 +320,7 @@ def plan_device_stack(transport: Transport, spec: StackSpec) -> dict[str, Any]:
     if not local.is_file():
         raise StackError(f"{daemon} for the device's ABI {facts['abi']} is not built ({local} is missing): run "
                          f"`{build_command(local)}`")
-    root_method = require_root(transport, f"mounting {daemon} over {path} (mount(2) on /dev/fuse)")
+    root_method = target.require_root(f"mounting {daemon} over {path} (mount(2) on /dev/fuse)")
     uid = transport.run(["id", "-u"], timeout=30).text.strip()   # the uid commands, and the workload, run as
     return {"daemon": daemon, "abi": facts["abi"], "is_android": facts["is_android"],
             "workdir": facts["default_workdir"], "workload_uid": int(uid) if uid.isdigit() else -1,
@@ -363,24 +356,12 @@ def check_passthrough_kernel(release: str) -> None:
                          f"Linux {PASSTHROUGH_KERNEL[0]}.{PASSTHROUGH_KERNEL[1]} or later); this kernel is {release}")
 
 
-def require_root(transport: Transport, why: str) -> str:
-    """How the transport gets root for `why`; an error naming that step and how to get root otherwise."""
-    acquire = getattr(transport, "require_root", None)
-    if acquire is not None:   # AdbTransport: its root method, or `adb root`
-        return acquire(why)
-    if transport.run(["id", "-u"], timeout=10).text.strip() != "0":
-        raise StackError(f"{why} needs root: run mobiperf as root (e.g. with sudo)")
-    return "uid 0"
-
-
-def refuse_host_models(*, scheduler: str | None, device: str | None, dirty_limit: int | None, cpu_share: str,
-                       fuse_wakeup_ns: int) -> None:
+def refuse_host_models(options: StackOptions) -> None:
     """UsageError for the options that model a phone around an emulated stack on this host: a dir: stack is a
     device's own storage (a phone's, with its own eMMC, memory, CPU and scheduler), measured as it is."""
-    if scheduler is not None:
+    if options.scheduler is not None:
         raise UsageError("--scheduler changes an emulated stack's device; a dir: stack is measured as it is")
-    given = [name for name, on in (("--device", device is not None), ("--dirty-limit", dirty_limit is not None),
-                                   ("--cpu", cpu_share != "host"), ("--fuse-wakeup", bool(fuse_wakeup_ns))) if on]
+    given = options.host_models()
     if given:
         raise UsageError(f"{', '.join(given)} (and --phone, which sets them) model a phone around an emulated "
                          "stack on this host; a dir: stack is the device's own storage, measured as it is")

@@ -422,7 +422,7 @@ class AdbProcess(BackgroundProcess):
         exports = "".join(f"export {k}={shlex.quote(v)}; " for k, v in (env or {}).items())
         # The pid file (named after the status shell, which removes it) lets a later run find what a killed
         # mobiperf left running here; the owner token in the environment proves the pid is still ours.
-        pid_dir = getattr(transport, "pid_dir", None)
+        pid_dir = transport.pid_dir
         pid_file = f"{shlex.quote(pid_dir)}/$PPID" if pid_dir else ""
         record = f"mkdir -p {shlex.quote(pid_dir)} && echo $$ $PPID > {pid_file}; " if pid_dir else ""
         inner = (f"{record}printf '%s %d %d\\n' {shlex.quote(self._marker)} $$ $PPID >&2; {cd}{exports}"

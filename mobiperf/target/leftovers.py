@@ -148,7 +148,7 @@ def describe_leftovers(item: DeadJournal) -> list[str]:
 # --- the journals on a target ---
 
 def _journal_texts(transport, local_dir: str) -> list[tuple[str, str]]:
-    if transport.name == "local":
+    if transport.is_local:
         out = []
         try:
             names = sorted(os.listdir(local_dir))
@@ -176,7 +176,7 @@ def _journal_texts(transport, local_dir: str) -> list[tuple[str, str]]:
 
 def _judge_owner(transport, state: JournalState, other_hosts: bool) -> tuple[str | None, int | None]:
     """("dead", lock fd held) when the owner is gone, (None, None) while it lives, ("other host", None)."""
-    if transport.name == "local":
+    if transport.is_local:
         return _lock_if_free(state.path)
     owner = state.owner
     if owner.get("host") != platform.node():
@@ -213,9 +213,9 @@ def _mark_done(transport, state: JournalState, ids: list[int], *, remove: bool) 
     if remove:
         transport.run(["rm", "-f", path], timeout=30)
         pid_dir = state.header.get("pid_dir")
-        if transport.name != "local" and pid_dir and pid_dir.endswith(".pids"):
+        if not transport.is_local and pid_dir and pid_dir.endswith(".pids"):
             transport.run(["rm", "-rf", pid_dir], timeout=30)
-        lock = state.header.get("lock") if transport.name != "local" else None
+        lock = state.header.get("lock") if not transport.is_local else None
         if lock and os.path.dirname(lock) == LOCAL_DIR:  # never a path a device could choose
             try:
                 os.unlink(lock)
@@ -225,7 +225,7 @@ def _mark_done(transport, state: JournalState, ids: list[int], *, remove: bool) 
     lines = "".join(json.dumps({"done": i}) + "\n" for i in ids)
     if not lines:
         return
-    if transport.name == "local":
+    if transport.is_local:
         with open(path, "a") as f:
             f.write(lines)
             f.flush()

@@ -92,7 +92,7 @@ class UndoJournal:
 
     def __init__(self, transport, local_dir: str = LOCAL_DIR):
         self.transport = transport
-        self.local = transport.name == "local"
+        self.local = transport.is_local
         self.local_dir = local_dir
         self._lock = threading.Lock()
         self._next_id = 1
@@ -218,7 +218,7 @@ class UndoJournal:
             if self.local:
                 os.unlink(self.path)
             else:
-                pid_dir = getattr(self.transport, "pid_dir", None)
+                pid_dir = self.transport.pid_dir
                 extra = f"; rm -rf {shlex.quote(pid_dir)}" if pid_dir else ""
                 self._run(f"rm -f {shlex.quote(self.path)}{extra}")
                 os.unlink(self._lock_path)

@@ -56,7 +56,7 @@ def undo(transport, entry: Entry) -> None:
 
 def owned_processes(transport, token: str, pid_dir: str | None = None) -> dict[int, str]:
     """{pid: name} of the live processes carrying the owner token on the target."""
-    if transport.name == "local":
+    if transport.is_local:
         return local_owned_processes(token)
     script = (f"grep -lsF {shlex.quote(f'{OWNER_ENV}={token}')} /proc/[0-9]*/environ 2>/dev/null | "
               "while read -r f; do d=${f%/environ}; echo \"${d#/proc/} $(cat $d/comm 2>/dev/null)\"; done; true")
@@ -70,7 +70,7 @@ def owned_processes(transport, token: str, pid_dir: str | None = None) -> dict[i
 
 def end_owned_processes(transport, token: str, pid_dir: str | None = None) -> dict[int, str]:
     """SIGKILL every process carrying the token (and, on a device, forget its pid files); returns those ended."""
-    if transport.name == "local":
+    if transport.is_local:
         return kill_owned(token)
     killed: dict[int, str] = {}
     deadline = time.monotonic() + RETRY_S

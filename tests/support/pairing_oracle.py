@@ -11,8 +11,9 @@ from collections import defaultdict, deque
 
 import polars as pl
 
-from mobiperf.collectors.parse.pairing import (C, D, F, FLUSH_SECTOR, G, I, KINDS, M, Q, R, RM, STALE_AFTER_NS, X,
-                                        SORT_KEYS, PairingStats, _fully_matched, _with_rwbs_flags, is_empty_flush)
+from mobiperf.collectors.parse.block_requests import (C, D, F, FLUSH_SECTOR, G, I, KINDS, M, Q, R, RM, STALE_AFTER_NS,
+                                                      X, SORT_KEYS, PairingStats, complete_match_expr, is_empty_flush,
+                                                      with_rwbs_flags)
 from mobiperf.core.schema import BLOCK_RQ
 
 
@@ -215,7 +216,7 @@ def pair_block_requests_oracle(block_event: pl.DataFrame, *, stale_after_ns: int
         return BLOCK_RQ.empty(), stats
     times = ("queue_ts", "getrq_ts", "insert_ts", "issue_ts", "complete_ts", "first_issue_ts")
     out = pl.DataFrame(rows, schema_overrides={**{t: pl.Int64 for t in times}, "comm": pl.Utf8, "rwbs": pl.Utf8})
-    out = _with_rwbs_flags(out).with_columns(is_complete_match=_fully_matched())
+    out = with_rwbs_flags(out).with_columns(is_complete_match=complete_match_expr())
     out = out.sort(SORT_KEYS, nulls_last=True, maintain_order=True)
     stats.requests = len(out)
     stats.fully_matched = int(out["is_complete_match"].sum())

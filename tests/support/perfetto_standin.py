@@ -45,7 +45,7 @@ USAGE = """Usage: perfetto
 def parse_config(raw: bytes, text: bool):
     from google.protobuf import text_format
 
-    from mobiperf.collectors.parse.perfetto_schema import message_class
+    from mobiperf.core.perfetto_protos import message_class
 
     cfg = message_class("TraceConfig")()
     if text:
