@@ -102,7 +102,7 @@ def bfuse_mounted(workdir: Path, binary: Path = REPO / "reference-impl" / "bin" 
     if not (binary.exists() and Path("/dev/fuse").exists() and shutil.which("fusermount3")):
         yield None
         return
-    from test_bfuse_mount import start_bfuse, stop_quietly
+    from bfuse_mounts import start_bfuse, stop_quietly
 
     mount = start_bfuse(binary, workdir, "preset=bfuse")
     try:

@@ -1,4 +1,4 @@
-"""Fuzz inputs for the trace parsers, shared by tests/test_parse_fuzz.py (a small count) and
+"""Fuzz inputs for the trace parsers, shared by tests/property/test_parse_fuzz.py (a small count) and
 bench/fuzz_parsers.py (>= 100k inputs): real traces with bytes flipped, inserted, deleted and cut, close enough to
 real to reach deep code, plus random bytes."""
 
