@@ -1,9 +1,9 @@
 """Golden tests: small real traces captured on this machine's emulated stack (tests/fixtures/golden/*, see
 capture.py there), re-parsed and re-analyzed offline, compared with their expected tables.
 
-The expected tables are regenerated only on request: MOBIPERF_REGEN_GOLDEN=1 pytest tests/golden/test_analyzers_golden.py
-(re-capture the raw traces first with `python tests/fixtures/golden/capture.py`, as root). A diff in a pull
-request then shows exactly which numbers a change moved.
+The expected tables are regenerated only on request: MOBIPERF_REGEN_GOLDEN=1 pytest
+tests/golden/test_analyzers_golden.py (re-capture the raw traces first with `python tests/fixtures/golden/capture.py`,
+as root). A diff in a pull request then shows exactly which numbers a change moved.
 """
 
 from __future__ import annotations
