@@ -222,6 +222,8 @@ def _new_request(r, queue_ts, getrq_ts, insert_ts, issue_ts, complete_ts, issued
     into[r] = -1
 
 
+# One function on purpose: the event state machine keeps its open-request tables in local arrays that numba
+# holds in registers and cache; split, every event would pass them through calls.
 @njit(cache=True)
 def pair_events(kind, dev, sector, nr, ts, is_flush_op, stale_ns, span):
     """Arrays in, arrays out: per request (index < n_req) its times and the events its fields come from."""
