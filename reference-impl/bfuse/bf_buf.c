@@ -40,105 +40,18 @@
  * reply (holes read as zeros).  Nothing is flushed.  stat's size is the
  * larger of the native size and the end of the buffered data.
  *
- * Ordering: entries of an inode are written in the order they were made
- * (seq), and only the newest one grows, so a later write never lands before
- * an earlier one.  All native writes of an inode (entry flushes and direct
- * writes) are serialised by its flush_lock.
- *
- * Locking:
- *   b->lock       protects every entry's state, bi, file, off, len, limit,
- *                 seq, times, segments and their contents while FILLING or
- *                 SEALED; the free list, nused, seq, occupancy, stopping;
- *                 and every bf_inode's entry list, nentries and err.  A
- *                 FLUSHING entry belongs to the thread flushing it (which
- *                 holds the inode's flush_lock): it writes the segments,
- *                 returns them to the pool and drops the file without
- *                 b->lock.  No pwrite runs under b->lock.
- *   bi->flush_lock  serialises native writes of one inode, and reads that
- *                 overlay buffered bytes (no entry of the inode can leave
- *                 the buffer meanwhile); taken before b->lock, never while
- *                 waiting for a free entry.
- *   The pool's lock nests inside b->lock (a small write's fresh buffer).
+ * This file takes bytes in: entries, writes, reads and stat; bf_flush.c
+ * takes them out.  Their shared data, its ordering and lock rules are in
+ * bf_internal.h.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 #include <time.h>
 
-#include "bf_buf.h"
-
-#define BF_ALL UINT64_MAX
-
-enum bf_state { BF_FREE, BF_FILLING, BF_SEALED, BF_FLUSHING };
-
-struct bf_entry {
-	enum bf_state state;
-	struct bf_inode *bi;
-	struct fc_file *file;	/* referenced while FILLING or SEALED */
-	off_t off;
-	size_t len;
-	off_t limit;		/* the entry never grows past this offset */
-	uint64_t seq;
-	uint64_t created_ns;
-	uint64_t touched_ns;
-	unsigned int nseg;
-	struct bf_seg *seg;	/* max_segs, in file order */
-	struct iovec *iov;	/* max_segs: the flusher's pwritev vector */
-	struct bf_entry *next;	/* newer entry of bi, or next FREE entry */
-};
-
-struct bf_inode {
-	struct bf_buf *b;	/* constant */
-	pthread_mutex_t flush_lock;
-	struct bf_entry *head;	/* b->lock: entries not FREE, oldest first */
-	struct bf_entry *tail;	/* b->lock: the newest of them */
-	unsigned int nentries;	/* b->lock: their number (read as a hint) */
-	int err;		/* b->lock: deferred errno, 0 = none */
-};
-
-struct bf_buf {
-	struct bf_buf_params p;		/* constant */
-	const struct bf_counters *c;	/* constant */
-	size_t seg_size;		/* fc_rbuf_size(); constant */
-	size_t own_min;			/* writes this large get a segment */
-	unsigned int max_segs;		/* segments per entry */
-	struct bf_entry *entries;	/* p.nentries */
-
-	pthread_mutex_t lock;
-	pthread_cond_t cond_free;	/* an entry became FREE */
-	pthread_cond_t cond_work;	/* an entry was sealed / stopping */
-	struct bf_entry *free;		/* lock: FREE entries, by next */
-	unsigned int nused;		/* lock: entries not FREE */
-	uint64_t seq;			/* lock: seq of the newest entry */
-	uint64_t occupancy;		/* lock: bytes held */
-	bool stopping;			/* lock */
-	pthread_t flusher;
-	bool flusher_running;		/* start/stop only */
-};
-
-static struct bf_inode *bf_inode_of(struct fc_inode *i)
-{
-	return __atomic_load_n((struct bf_inode **)&i->pdata,
-			       __ATOMIC_ACQUIRE);
-}
-
-/* Does bi hold buffered data?  (racy hint; callers then flush properly) */
-static bool bf_has_entries(struct bf_inode *bi)
-{
-	return bi && __atomic_load_n(&bi->nentries, __ATOMIC_RELAXED);
-}
-
-/*
- * A read-only descriptor wrote nothing: its close neither waits for other
- * descriptors' data nor takes their error (that goes to their close/fsync).
- */
-static bool bf_is_writable(const struct fc_file *f)
-{
-	return (f->flags & O_ACCMODE) != O_RDONLY;
-}
+#include "bf_internal.h"
 
 /* ---- entries ---------------------------------------------------------- */
 
@@ -378,201 +291,6 @@ static void bf_entry_overlay(const struct bf_entry *e, char *buf, off_t off,
 	}
 }
 
-/* ---- writing out ------------------------------------------------------- */
-
-/*
- * Write a FLUSHING entry (owned by the caller, no b->lock): one pwritev,
- * a failure kept in bi->err; then its buffers go back to the pool and its
- * file reference is dropped.
- */
-static void bf_entry_write_out(struct bf_buf *b, struct bf_entry *e)
-{
-	struct fc_file *f = e->file;
-	unsigned int k;
-	ssize_t res;
-
-	for (k = 0; k < e->nseg; k++) {
-		e->iov[k].iov_base = e->seg[k].data;
-		e->iov[k].iov_len = e->seg[k].len;
-	}
-	res = fc_pwritev_all(f->fd, e->iov, (int)e->nseg, e->off);
-	if (res < 0) {
-		fc_counter_add(b->c->deferred_errors, 1);
-		fc_log("deferred write of %zu bytes at %lld to inode %llu "
-		       "failed: %s (reported at the next fsync/close)",
-		       e->len, (long long)e->off,
-		       (unsigned long long)f->inode->src_ino,
-		       strerror((int)-res));
-		pthread_mutex_lock(&b->lock);
-		if (!e->bi->err)
-			e->bi->err = (int)-res;
-		pthread_mutex_unlock(&b->lock);
-	}
-	for (k = 0; k < e->nseg; k++)
-		fc_rbuf_free(e->seg[k].base);
-	e->nseg = 0;
-	e->file = NULL;
-	fc_file_put(f);
-}
-
-/*
- * Write out bi's entries with seq <= max_seq, oldest first.  Caller holds
- * bi->flush_lock and a reference to the inode (through a file), so that
- * the entries' file references are never the inode's last.  Returns the
- * number of entries written.
- */
-static unsigned int bf_flush_locked(struct bf_inode *bi, uint64_t max_seq,
-				    enum fc_cause cause)
-{
-	struct bf_buf *b = bi->b;
-	struct bf_entry *first, *e;
-	unsigned int n = 0, k;
-
-	pthread_mutex_lock(&b->lock);
-	first = bi->head;
-	for (e = first; e && e->seq <= max_seq; e = e->next) {
-		e->state = BF_FLUSHING;
-		n++;
-	}
-	pthread_mutex_unlock(&b->lock);
-	if (!n)
-		return 0;
-	/*
-	 * The n entries stay at the head of bi's list (only flush_lock's
-	 * holder removes entries; writers append), so their links hold,
-	 * but for the last one's next, which a writer may be setting.
-	 */
-	for (e = first, k = 0; k < n; k++) {
-		bf_entry_write_out(b, e);
-		if (k + 1 < n)
-			e = e->next;
-	}
-
-	pthread_mutex_lock(&b->lock);
-	for (k = 0; k < n; k++) {
-		e = bi->head;
-		bi->head = e->next;
-		b->occupancy -= e->len;
-		e->state = BF_FREE;
-		e->bi = NULL;
-		e->next = b->free;
-		b->free = e;
-		b->nused--;
-	}
-	if (!bi->head)
-		bi->tail = NULL;
-	__atomic_store_n(&bi->nentries, bi->nentries - n, __ATOMIC_RELAXED);
-	fc_counter_add(b->c->flushed[cause], n);	/* before any waiter runs */
-	pthread_cond_broadcast(&b->cond_free);
-	pthread_mutex_unlock(&b->lock);
-	return n;
-}
-
-static void bf_flush(struct bf_inode *bi, uint64_t max_seq,
-		     enum fc_cause cause)
-{
-	pthread_mutex_lock(&bi->flush_lock);
-	bf_flush_locked(bi, max_seq, cause);
-	pthread_mutex_unlock(&bi->flush_lock);
-}
-
-/* Flush everything of inode i; return and clear its deferred error. */
-static int bf_sync_and_take_error(struct fc_inode *i, enum fc_cause cause)
-{
-	struct bf_inode *bi = bf_inode_of(i);
-	int err;
-
-	if (!bi)
-		return 0;
-	if (bf_has_entries(bi))
-		bf_flush(bi, BF_ALL, cause);
-	pthread_mutex_lock(&bi->b->lock);
-	err = bi->err;
-	bi->err = 0;
-	pthread_mutex_unlock(&bi->b->lock);
-	if (err)
-		fc_counter_add(bi->b->c->errors_reported, 1);
-	return -err;
-}
-
-/* ---- the management thread -------------------------------------------- */
-
-/* The oldest entry due to be written out at now, or NULL.  b->lock held. */
-static struct bf_entry *bf_pick_due(struct bf_buf *b, uint64_t now)
-{
-	uint64_t idle_ns = b->p.flush_ms * 1000000ULL;
-	struct bf_entry *pick = NULL;
-	unsigned int k;
-
-	for (k = 0; k < b->p.nentries; k++) {
-		struct bf_entry *e = &b->entries[k];
-		bool due = e->state == BF_SEALED ||
-			   (e->state == BF_FILLING &&
-			    (now - e->touched_ns >= idle_ns ||
-			     now - e->created_ns >= 100 * idle_ns));
-
-		if (due && (!pick || e->seq < pick->seq))
-			pick = e;
-	}
-	return pick;
-}
-
-/*
- * Write out pick and the older entries of its inode; b->lock is held on
- * entry and return, dropped meanwhile.
- */
-static void bf_flush_pick(struct bf_buf *b, struct bf_entry *pick)
-{
-	struct fc_file *f = pick->file;
-	struct bf_inode *bi = pick->bi;
-	uint64_t seq = pick->seq;
-	enum fc_cause cause = pick->state == BF_FILLING ? FC_CAUSE_TIMER :
-							   FC_CAUSE_FULL;
-
-	fc_file_get(f);		/* keeps the inode and bi alive */
-	pthread_mutex_unlock(&b->lock);
-	bf_flush(bi, seq, cause);
-	fc_file_put(f);
-	pthread_mutex_lock(&b->lock);
-}
-
-unsigned int bf_buf_flush_due(struct bf_buf *b)
-{
-	struct bf_entry *pick;
-	unsigned int n = 0;
-
-	pthread_mutex_lock(&b->lock);
-	while ((pick = bf_pick_due(b, b->p.clock()))) {
-		bf_flush_pick(b, pick);
-		n++;
-	}
-	pthread_mutex_unlock(&b->lock);
-	return n;
-}
-
-static void *bf_flusher_main(void *arg)
-{
-	struct bf_buf *b = arg;
-	struct bf_entry *pick;
-	struct timespec ts;
-
-	pthread_mutex_lock(&b->lock);
-	while (!b->stopping) {
-		pick = bf_pick_due(b, b->p.clock());
-		if (pick) {
-			bf_flush_pick(b, pick);
-			continue;
-		}
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_nsec += (long)(b->p.flush_ms % 1000) * 1000000L;
-		ts.tv_sec += b->p.flush_ms / 1000 + ts.tv_nsec / 1000000000L;
-		ts.tv_nsec %= 1000000000L;
-		pthread_cond_timedwait(&b->cond_work, &b->lock, &ts);
-	}
-	pthread_mutex_unlock(&b->lock);
-	return NULL;
-}
-
 /* ---- life ------------------------------------------------------------- */
 
 struct bf_buf *bf_buf_new(const struct bf_buf_params *p,
@@ -618,60 +336,6 @@ struct bf_buf *bf_buf_new(const struct bf_buf_params *p,
 fail:
 	bf_buf_free(b);
 	return NULL;
-}
-
-int bf_buf_start(struct bf_buf *b)
-{
-	if (pthread_create(&b->flusher, NULL, bf_flusher_main, b))
-		return -EAGAIN;
-	b->flusher_running = true;
-	return 0;
-}
-
-void bf_buf_stop(struct bf_buf *b)
-{
-	unsigned int k, left = 0;
-
-	pthread_mutex_lock(&b->lock);
-	b->stopping = true;
-	pthread_cond_broadcast(&b->cond_work);
-	pthread_mutex_unlock(&b->lock);
-	if (b->flusher_running)
-		pthread_join(b->flusher, NULL);
-	b->flusher_running = false;
-
-	/* no request is being served any more: write out what is left */
-	for (;;) {
-		struct bf_inode *bi = NULL;
-		struct fc_file *f = NULL;
-
-		pthread_mutex_lock(&b->lock);
-		for (k = 0; k < b->p.nentries && !bi; k++) {
-			struct bf_entry *e = &b->entries[k];
-
-			if (e->state == BF_FILLING || e->state == BF_SEALED) {
-				bi = e->bi;
-				f = e->file;
-				fc_file_get(f);
-			}
-		}
-		pthread_mutex_unlock(&b->lock);
-		if (!bi)
-			break;
-		bf_flush(bi, BF_ALL, FC_CAUSE_UNMOUNT);
-		pthread_mutex_lock(&b->lock);
-		if (bi->err) {
-			fc_log("unmount: a deferred write error (%s) could not "
-			       "be reported to any application",
-			       strerror(bi->err));
-			left++;
-			bi->err = 0;
-		}
-		pthread_mutex_unlock(&b->lock);
-		fc_file_put(f);
-	}
-	if (left)
-		fc_log("unmount: %u files lost data to write errors", left);
 }
 
 void bf_buf_free(struct bf_buf *b)
@@ -742,23 +406,6 @@ size_t bf_buf_own_min(const struct bf_buf *b)
 	return b->own_min;
 }
 
-struct bf_inode *bf_buf_direct_begin(struct fc_file *f)
-{
-	struct bf_inode *bi = bf_inode_of(f->inode);
-
-	if (bi) {
-		pthread_mutex_lock(&bi->flush_lock);
-		bf_flush_locked(bi, BF_ALL, FC_CAUSE_OVERLAP);
-	}
-	return bi;
-}
-
-void bf_buf_direct_end(struct bf_inode *bi)
-{
-	if (bi)
-		pthread_mutex_unlock(&bi->flush_lock);
-}
-
 ssize_t bf_buf_write(struct bf_buf *b, struct fc_file *f, const char *src,
 		     size_t size, off_t off, struct bf_seg *own)
 {
@@ -795,7 +442,7 @@ ssize_t bf_buf_write(struct bf_buf *b, struct fc_file *f, const char *src,
 	return size;
 }
 
-/* ---- reads, stat and the hooks that write out -------------------------- */
+/* ---- reads and stat ----------------------------------------------------- */
 
 /*
  * Holding the inode's flush_lock keeps every entry of the file in the
@@ -859,54 +506,4 @@ void bf_buf_getattr(struct fc_inode *i, struct stat *st)
 		if (e->off + (off_t)e->len > st->st_size)
 			st->st_size = e->off + e->len;
 	pthread_mutex_unlock(&bi->b->lock);
-}
-
-int bf_buf_setattr(struct fc_inode *i, struct fc_file *f,
-		   const struct stat *attr, int to_set)
-{
-	struct bf_inode *bi = bf_inode_of(i);
-
-	(void)f;
-	(void)attr;
-	if (!bf_has_entries(bi))
-		return 0;
-	if (to_set & FUSE_SET_ATTR_SIZE)
-		bf_flush(bi, BF_ALL, FC_CAUSE_TRUNCATE);
-	else if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME |
-			   FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_ATIME_NOW))
-		bf_flush(bi, BF_ALL, FC_CAUSE_METADATA);
-	return 0;
-}
-
-int bf_buf_close(struct fc_file *f)
-{
-	if (!bf_is_writable(f))
-		return 0;
-	return bf_sync_and_take_error(f->inode, FC_CAUSE_CLOSE);
-}
-
-int bf_buf_release(struct fc_file *f)
-{
-	struct bf_inode *bi = bf_inode_of(f->inode);
-
-	/* data goes out on last close; an error stays for the next opener */
-	if (bf_is_writable(f) && bf_has_entries(bi))
-		bf_flush(bi, BF_ALL, FC_CAUSE_CLOSE);
-	return 0;
-}
-
-int bf_buf_fsync(struct fc_file *f, int datasync)
-{
-	(void)datasync;
-	/* 0: the core then fsyncs / fdatasyncs the native fd */
-	return bf_sync_and_take_error(f->inode, FC_CAUSE_FSYNC);
-}
-
-int bf_buf_sync_inode(struct fc_inode *i, enum fc_cause cause)
-{
-	struct bf_inode *bi = bf_inode_of(i);
-
-	if (bf_has_entries(bi))
-		bf_flush(bi, BF_ALL, cause);
-	return 0;
 }

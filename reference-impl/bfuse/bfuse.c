@@ -36,10 +36,12 @@
  * Entries hold a reference to the open file whose fd they write with, so
  * rename and unlink need no flush.
  *
- * The buffer itself, its rules, ordering and lock rules, is bf_buf.c (unit
- * tested without a mount in test_bf_buf.c).  This file is the daemon around
- * it: options and presets, a FUSE request's bytes (adopted, read from the
- * pipe, or copied into a pool buffer), the counters, the policy table.
+ * The buffer itself is a unit of its own, tested without a mount
+ * (test_bf_buf.c): its rules and the way bytes come in are bf_buf.c, the
+ * way out bf_flush.c, its data with the ordering and lock rules
+ * bf_internal.h.  This file is the daemon around it: options and presets,
+ * a FUSE request's bytes (adopted, read from the pipe, or copied into a
+ * pool buffer), the counters, the policy table.
  *
  * Configuration (bf_buffer_size ... bf_flush_ms) is written by option
  * parsing, single threaded, before the mount; bf_buffer is made in

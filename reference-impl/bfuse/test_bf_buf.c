@@ -1,331 +1,19 @@
 // SPDX-License-Identifier: MIT
 /*
- * Unit tests of bFUSE's write buffer (bf_buf.c), without a FUSE mount: each
- * test makes a buffer and real files in a temporary directory, drives the
- * buffer as bfuse.c's hooks do, and checks what reached the native files
- * (bytes, sizes, the core's count of native writes) and the counters.  The
- * buffer's clock is the test's, so timer rules are exact; the management
- * thread runs only where a test says so.
- *
- * One test per rule of bf_buf.c's purpose block, and a randomised run of
- * every operation against a flat model of the files.  Exit status 0 = all
- * passed; a failed check prints file:line and both values, and exits 1.
+ * Unit tests of bFUSE's write buffer (bf_buf.c, bf_flush.c), one or more per
+ * rule of bf_buf.c's purpose block, without a FUSE mount: each test makes a
+ * buffer and real files, drives the buffer as bfuse.c's hooks do, and
+ * checks what reached the native files (bytes, sizes, the core's count of
+ * native writes), what reads and stat see, and the counters.  The buffer's
+ * clock is the test's, so the timer rules are exact; the management thread
+ * runs only where a test says so.  Exit status 0 = all passed.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
+#include <stdio.h>
 
-#include "bf_buf.h"
-#include "fc_internal.h"
-
-#define KIB 1024ULL
-#define MIB (1024 * KIB)
-#define FLUSH_MS 10ULL
-#define MS 1000000ULL
-
-static unsigned int t_checks;
-
-static void t_fail_eq(const char *file, int line, const char *expr,
-		      long long got, long long want)
-{
-	fprintf(stderr, "%s:%d: %s: got %lld, want %lld\n", file, line, expr,
-		got, want);
-	exit(1);
-}
-
-#define EXPECT_EQ(got, want)                                                \
-	do {                                                                \
-		long long g_ = (long long)(got), w_ = (long long)(want);    \
-		t_checks++;                                                 \
-		if (g_ != w_)                                               \
-			t_fail_eq(__FILE__, __LINE__, #got, g_, w_);        \
-	} while (0)
-#define EXPECT(cond) EXPECT_EQ(!!(cond), 1)
-
-/* ---- the buffer under test, its clock and counters --------------------- */
-
-static char t_dir[PATH_MAX];
-
-/* What a test opened, released by t_finish. */
-static struct fc_inode *t_inodes[8];
-static struct fc_file *t_files[8];
-static unsigned int t_ninodes, t_nfiles;
-
-static _Atomic uint64_t t_now;	/* read by the management thread too */
-static uint64_t t_clock(void)
-{
-	return atomic_load(&t_now);
-}
-
-static struct fc_counter t_store[10 + FC_CAUSE_COUNT];
-static struct bf_counters t_ctr;
-static uint64_t t_pwrite_base;
-
-static uint64_t t_val(const struct fc_counter *c)
-{
-	return atomic_load(&c->value);
-}
-
-/* Native writes (pwrite/pwritev calls) since the buffer was made. */
-static uint64_t t_pwrites(void)
-{
-	return t_val(fc_c_pwrite_calls) - t_pwrite_base;
-}
-
-static struct bf_buf *t_buffer(uint64_t entry, uint64_t phase,
-			       unsigned int nentries)
-{
-	struct bf_buf_params p = {
-		.entry_size = entry, .entry_phase = phase,
-		.nentries = nentries, .flush_ms = FLUSH_MS, .clock = t_clock,
-	};
-	struct fc_counter **slots[] = {
-		&t_ctr.buffered, &t_ctr.direct, &t_ctr.coalesced,
-		&t_ctr.entries_filled, &t_ctr.full_waits, &t_ctr.hwm_bytes,
-		&t_ctr.hwm_entries, &t_ctr.deferred_errors,
-		&t_ctr.errors_reported, &t_ctr.reads_from_buffer,
-	};
-	struct bf_buf *b;
-	unsigned int k;
-
-	memset(t_store, 0, sizeof(t_store));
-	for (k = 0; k < 10; k++)
-		*slots[k] = &t_store[k];
-	for (k = 0; k < FC_CAUSE_COUNT; k++)
-		t_ctr.flushed[k] = &t_store[10 + k];
-	EXPECT(!t_nfiles && !t_ninodes);	/* the last test finished */
-	t_now = 1000 * MS;
-	t_pwrite_base = t_val(fc_c_pwrite_calls);
-	b = bf_buf_new(&p, &t_ctr);
-	EXPECT(b != NULL);
-	return b;
-}
-
-/* ---- files ------------------------------------------------------------- */
-
-
-/* An inode as fusecore's table holds one (never forgotten in a test). */
-static struct fc_inode *t_inode_at(const char *path)
-{
-	struct fc_inode *i = calloc(1, sizeof(*i));
-	struct stat st;
-
-	EXPECT(i != NULL);
-	i->fd = open(path, O_PATH);
-	EXPECT(i->fd >= 0 && fstat(i->fd, &st) == 0);
-	i->src_dev = st.st_dev;
-	i->src_ino = st.st_ino;
-	i->is_reg = S_ISREG(st.st_mode);
-	i->nlookup = 1;
-	pthread_mutex_init(&i->lock, NULL);
-	EXPECT(t_ninodes < 8);
-	t_inodes[t_ninodes++] = i;
-	return i;
-}
-
-static void t_inode_free(struct fc_inode *i)
-{
-	bf_buf_inode_free(i);
-	close(i->fd);
-	pthread_mutex_destroy(&i->lock);
-	free(i);
-}
-
-/* Open i as the core does for an open() (the open hook included). */
-static struct fc_file *t_open(struct bf_buf *b, struct fc_inode *i, int flags)
-{
-	struct fc_file *f = calloc(1, sizeof(*f));
-	char path[PATH_MAX];
-
-	EXPECT(f != NULL);
-	EXPECT_EQ(fc_inode_path(i, path, sizeof(path)), 0);
-	f->fd = open(path, flags);
-	EXPECT(f->fd >= 0);
-	f->flags = flags;
-	f->inode = i;
-	atomic_init(&f->refs, 1);
-	fc_inode_get(i);
-	EXPECT_EQ(bf_buf_open(b, f), 0);
-	EXPECT(t_nfiles < 8);
-	t_files[t_nfiles++] = f;
-	return f;
-}
-
-/* The application's last close of f: the buffer may still hold it. */
-static void t_drop(struct fc_file *f)
-{
-	unsigned int k;
-
-	for (k = 0; k < t_nfiles; k++)
-		if (t_files[k] == f)
-			t_files[k] = NULL;
-	fc_file_put(f);
-}
-
-/* Unmount the buffer, close and forget everything the test opened. */
-static void t_finish(struct bf_buf *b)
-{
-	unsigned int k;
-
-	bf_buf_stop(b);
-	for (k = 0; k < t_nfiles; k++)
-		if (t_files[k])
-			fc_file_put(t_files[k]);
-	for (k = 0; k < t_ninodes; k++)
-		t_inode_free(t_inodes[k]);
-	t_nfiles = t_ninodes = 0;
-	bf_buf_free(b);
-}
-
-/* The test's pattern: byte at file offset off of a write made with seed. */
-static unsigned char t_byte(uint64_t off, int seed)
-{
-	return (unsigned char)(seed * 131 + off * 7 + off / 4096 + 1);
-}
-
-static void t_fill(unsigned char *p, uint64_t off, size_t len, int seed)
-{
-	size_t k;
-
-	for (k = 0; k < len; k++)
-		p[k] = t_byte(off + k, seed);
-}
-
-/* A regular file in the test directory holding len bytes of seed. */
-static struct fc_inode *t_inode(const char *name, size_t len, int seed)
-{
-	char path[PATH_MAX + 32];
-	unsigned char *data = malloc(len + 1);
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/%s", t_dir, name);
-	fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
-	EXPECT(fd >= 0 && data != NULL);
-	t_fill(data, 0, len, seed);
-	EXPECT_EQ(pwrite(fd, data, len, 0), len);
-	close(fd);
-	free(data);
-	return t_inode_at(path);
-}
-
-/* Native size of inode i (through its O_PATH fd: renames do not matter). */
-static long long t_native_size(struct fc_inode *i)
-{
-	struct stat st;
-
-	EXPECT_EQ(fstatat(i->fd, "", &st, AT_EMPTY_PATH), 0);
-	return st.st_size;
-}
-
-/* Do the native bytes [off, off + len) of i follow seed's pattern? */
-static void t_expect_native(struct fc_inode *i, uint64_t off, size_t len,
-			    int seed, int line)
-{
-	char path[PATH_MAX];
-	unsigned char *got = malloc(len), *want = malloc(len);
-	int fd;
-
-	EXPECT_EQ(fc_inode_path(i, path, sizeof(path)), 0);
-	fd = open(path, O_RDONLY);
-	EXPECT(fd >= 0 && got && want);
-	EXPECT_EQ(pread(fd, got, len, off), len);
-	if (seed < 0)
-		memset(want, 0, len);
-	else
-		t_fill(want, off, len, seed);
-	if (memcmp(got, want, len))
-		t_fail_eq(__FILE__, line, "native bytes differ", 1, 0);
-	t_checks++;
-	close(fd);
-	free(got);
-	free(want);
-}
-
-/* ---- writes, as bfuse.c's write hook makes them ------------------------ */
-
-/*
- * Write len bytes of seed's pattern at off.  A write of at least
- * bf_buf_own_min comes in a pool buffer of its own (as an adopted receive
- * buffer would); what the buffer does not keep goes back to the pool.
- */
-static ssize_t t_write(struct bf_buf *b, struct fc_file *f, uint64_t off,
-		       size_t len, int seed)
-{
-	struct bf_seg own = { 0 };
-	unsigned char *tmp = NULL, *src;
-	struct bf_inode *bi;
-	ssize_t res;
-
-	if (len >= bf_buf_own_min(b)) {
-		own.base = fc_rbuf_alloc();
-		EXPECT(own.base != NULL);
-		src = (unsigned char *)own.base + 4096;	/* data on a page */
-	} else {
-		src = tmp = malloc(len);
-		EXPECT(tmp != NULL);
-	}
-	t_fill(src, off, len, seed);
-	if (bf_buf_takes(b, f, len)) {
-		res = bf_buf_write(b, f, (const char *)src, len, off, &own);
-	} else {
-		fc_counter_add(t_ctr.direct, 1);
-		bi = bf_buf_direct_begin(f);
-		res = fc_pwrite_all(f->fd, src, len, off);
-		bf_buf_direct_end(bi);
-	}
-	fc_rbuf_free(own.base);
-	free(tmp);
-	return res;
-}
-
-#define WRITE_OK(b, f, off, len, seed)                                      \
-	EXPECT_EQ(t_write(b, f, off, len, seed), len)
-#define NATIVE(i, off, len, seed) t_expect_native(i, off, len, seed, __LINE__)
-
-/* Read [off, off + size) through the buffer; expect seeds[k] per 4 KiB. */
-static void t_expect_read(struct fc_file *f, uint64_t off, size_t size,
-			  size_t want_len, const int *seeds, int line)
-{
-	unsigned char *buf = malloc(size), *want = malloc(size);
-	ssize_t got = bf_buf_read(f, (char *)buf, size, off);
-	size_t k;
-
-	EXPECT(buf && want);
-	if (got != (ssize_t)want_len)
-		t_fail_eq(__FILE__, line, "read length", got, want_len);
-	for (k = 0; k < want_len; k += 4096) {
-		size_t n = want_len - k < 4096 ? want_len - k : 4096;
-
-		if (seeds[k / 4096] < 0)
-			memset(want + k, 0, n);
-		else
-			t_fill(want + k, off + k, n, seeds[k / 4096]);
-	}
-	if (memcmp(buf, want, want_len))
-		t_fail_eq(__FILE__, line, "read bytes differ", 1, 0);
-	t_checks++;
-	free(buf);
-	free(want);
-}
-
-#define READ(f, off, size, want_len, ...)                                  \
-	t_expect_read(f, off, size, want_len, (const int[]){ __VA_ARGS__ }, \
-		      __LINE__)
-
-static long long t_stat_size(struct fc_inode *i)
-{
-	struct stat st = { 0 };
-
-	bf_buf_getattr(i, &st);
-	return st.st_size;
-}
-
-#define FLUSHED(cause) t_val(t_ctr.flushed[FC_CAUSE_##cause])
+#include "test_bf.h"
 
 /* ---- entries ----------------------------------------------------------- */
 
@@ -433,6 +121,36 @@ static void test_only_the_newest_entry_of_a_file_grows(void)
 	WRITE_OK(b, fa, 104 * KIB, 4 * KIB, 8);
 	EXPECT_EQ(t_val(t_ctr.coalesced), k + 1);
 	EXPECT_EQ(t_val(t_ctr.entries_filled), 8);
+	t_finish(b);
+}
+
+/*
+ * A large write's pool buffer keeps it where it arrived (4 KiB into the
+ * buffer, as an adopted receive buffer): a small write joins behind it only
+ * within the buffer, else it gets a pool buffer of its own.  (Run under
+ * AddressSanitizer, make test: a copy past a buffer's end fails it.)
+ */
+static void test_small_writes_pack_behind_a_large_one_within_its_buffer(void)
+{
+	struct bf_buf *b = t_buffer(2 * MIB, 0, 2);
+	struct fc_inode *i = t_inode("pack", 0, 0);
+	struct fc_file *f = t_open(b, i, O_WRONLY);
+	size_t room = fc_rbuf_size() - 4096 - 512 * KIB;
+	uint64_t at = 512 * KIB + room + 8 * KIB;	/* after the first three */
+
+	WRITE_OK(b, f, 0, 512 * KIB, 1);
+	WRITE_OK(b, f, 512 * KIB, room + 4096, 2);	/* more than the room */
+	WRITE_OK(b, f, 512 * KIB + room + 4096, 4 * KIB, 3);
+	WRITE_OK(b, f, at, 512 * KIB, 4);
+	WRITE_OK(b, f, at + 512 * KIB, room, 5);	/* exactly the room */
+	EXPECT_EQ(t_val(t_ctr.entries_filled), 1);
+	EXPECT_EQ(bf_buf_fsync(f, 0), 0);
+	EXPECT_EQ(t_pwrites(), 1);
+	NATIVE(i, 0, 512 * KIB, 1);
+	NATIVE(i, 512 * KIB, room + 4096, 2);
+	NATIVE(i, 512 * KIB + room + 4096, 4 * KIB, 3);
+	NATIVE(i, at, 512 * KIB, 4);
+	NATIVE(i, at + 512 * KIB, room, 5);
 	t_finish(b);
 }
 
@@ -650,137 +368,14 @@ static void test_entries_keep_their_file_across_rename_and_unlink(void)
 	t_finish(b);
 }
 
-/* ---- every operation at random, against a flat model of the files ------- */
-
-#define R_FILES 3
-#define R_SPAN (1536 * KIB)		/* writes start below this offset */
-#define R_MAX (R_SPAN + 512 * KIB)
-
-struct r_file {
-	struct fc_inode *i;
-	struct fc_file *f;
-	unsigned char *model;		/* what the file must read as */
-	uint64_t len;			/* its size */
-	uint64_t end;			/* where the last write ended */
-};
-
-static uint64_t r_state;
-
-static uint64_t r_next(void)		/* xorshift64: reproducible */
+int main(void)
 {
-	r_state ^= r_state << 13;
-	r_state ^= r_state >> 7;
-	r_state ^= r_state << 17;
-	return r_state;
-}
-
-static void r_write(struct bf_buf *b, struct r_file *rf, int seed)
-{
-	bool large = r_next() % 4 == 0;
-	size_t size = large ? 256 * KIB + r_next() % (256 * KIB + 1) :
-			      1 + r_next() % (16 * KIB);
-	uint64_t off = r_next() % 2 ? rf->end % R_SPAN : r_next() % R_SPAN;
-
-	WRITE_OK(b, rf->f, off, size, seed);
-	t_fill(rf->model + off, off, size, seed);
-	rf->end = off + size;
-	if (rf->end > rf->len)
-		rf->len = rf->end;
-}
-
-static void r_check_read(struct r_file *rf)
-{
-	uint64_t off = r_next() % (rf->len + 64 * KIB);
-	size_t size = 1 + r_next() % (600 * KIB);
-	size_t want = off >= rf->len ? 0 :
-		      rf->len - off < size ? rf->len - off : size;
-	char *buf = malloc(size);
-
-	EXPECT(buf != NULL);
-	EXPECT_EQ(bf_buf_read(rf->f, buf, size, off), want);
-	EXPECT(!memcmp(buf, rf->model + off, want));
-	free(buf);
-}
-
-static void r_check_native(struct r_file *rf)
-{
-	char *buf = malloc(R_MAX);
-
-	EXPECT(buf != NULL);
-	EXPECT_EQ(t_native_size(rf->i), rf->len);
-	EXPECT_EQ(pread(rf->f->fd, buf, rf->len, 0), rf->len);
-	EXPECT(!memcmp(buf, rf->model, rf->len));
-	free(buf);
-}
-
-static void r_step(struct bf_buf *b, struct r_file *rf, int seed)
-{
-	unsigned int r = r_next() % 100;
-
-	if (r < 55) {
-		r_write(b, rf, seed);
-	} else if (r < 75) {
-		r_check_read(rf);
-	} else if (r < 82) {
-		EXPECT_EQ(t_stat_size(rf->i), rf->len);
-	} else if (r < 88) {
-		EXPECT_EQ(bf_buf_fsync(rf->f, 0), 0);
-		r_check_native(rf);
-	} else if (r < 96) {
-		t_now += r_next() % (3 * FLUSH_MS * MS);
-		bf_buf_flush_due(b);
-	} else {
-		bf_buf_release(rf->f);
-	}
-}
-
-/*
- * Random writes (small ones packed, large ones in pool buffers of their
- * own, some larger than an entry), reads, stats, fsyncs, timer rounds and
- * releases on three files, with the management thread running: every read
- * and stat must match the model, and so must the native files after each
- * fsync and at the end.
- */
-static void test_random_operations_match_a_model(uint64_t entry,
-						 uint64_t phase,
-						 unsigned int nentries)
-{
-	struct bf_buf *b = t_buffer(entry, phase, nentries);
-	struct r_file rf[R_FILES];
-	char name[24];
-	int k, op;
-
-	r_state = 0x9e3779b97f4a7c15ULL ^ entry ^ nentries;
-	for (k = 0; k < R_FILES; k++) {
-		snprintf(name, sizeof(name), "random%d", k);
-		rf[k].i = t_inode(name, 0, 0);
-		rf[k].f = t_open(b, rf[k].i, O_RDWR);
-		rf[k].model = calloc(1, R_MAX);
-		rf[k].len = rf[k].end = 0;
-		EXPECT(rf[k].model != NULL);
-	}
-	EXPECT_EQ(bf_buf_start(b), 0);
-	for (op = 0; op < 3000; op++)
-		r_step(b, &rf[r_next() % R_FILES], op + 1);
-	bf_buf_stop(b);
-	for (k = 0; k < R_FILES; k++) {
-		r_check_native(&rf[k]);
-		free(rf[k].model);
-	}
-	/* the run met the rules it means to test */
-	EXPECT(t_val(t_ctr.coalesced) > 0);
-	if (nentries < R_FILES)		/* three files, fewer entries */
-		EXPECT(t_val(t_ctr.full_waits) > 0);
-	EXPECT_EQ(t_val(t_ctr.direct) > 0, entry < 512 * KIB);
-	t_finish(b);
-}
-
-static void t_run_rules(void)
-{
+	t_setup("test_bf_buf");
 	test_entries_are_cut_at_the_phase(1 * MIB);
 	test_entries_are_cut_at_the_phase(0);
 	test_a_write_across_the_cut_is_kept_whole();
 	test_only_the_newest_entry_of_a_file_grows();
+	test_small_writes_pack_behind_a_large_one_within_its_buffer();
 	test_reads_lay_the_buffer_over_the_native_file();
 	test_fsync_close_truncate_and_times_write_a_file_out();
 	test_unbuffered_writes_land_after_the_entries();
@@ -788,39 +383,6 @@ static void t_run_rules(void)
 	test_the_timer_writes_idle_and_old_entries();
 	test_a_full_buffer_seals_the_oldest_and_waits();
 	test_entries_keep_their_file_across_rename_and_unlink();
-	test_random_operations_match_a_model(64 * KIB, 0, 4);
-	test_random_operations_match_a_model(2 * MIB, 1 * MIB, 4);
-	test_random_operations_match_a_model(256 * KIB, 128 * KIB, 3);
-	test_random_operations_match_a_model(1 * MIB, 0, 1);
-}
-
-/* Remove the test directory and what the tests left in it. */
-static void t_remove_dir(void)
-{
-	DIR *d = opendir(t_dir);
-	struct dirent *de;
-
-	EXPECT(d != NULL);
-	while ((de = readdir(d)))
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-			EXPECT_EQ(unlinkat(dirfd(d), de->d_name, 0), 0);
-	closedir(d);
-	EXPECT_EQ(rmdir(t_dir), 0);
-}
-
-int main(void)
-{
-	static const struct fc_policy t_policy = { .name = "test_bf_buf" };
-	const char *tmp = getenv("TMPDIR");
-
-	fc_pol = &t_policy;
-	fc_cfg.io_unit = 512 << 10;	/* the bfuse preset: 520 KiB buffers */
-	fc_counters_init();
-	snprintf(t_dir, sizeof(t_dir), "%s/test_bf_buf.XXXXXX",
-		 tmp && *tmp ? tmp : "/tmp");
-	EXPECT(mkdtemp(t_dir) != NULL);
-	t_run_rules();
-	t_remove_dir();
-	printf("test_bf_buf: %u checks passed\n", t_checks);
+	t_teardown("test_bf_buf");
 	return 0;
 }
