@@ -35,14 +35,15 @@ extern char t_dir[];
 void t_fail_eq(const char *file, int line, const char *expr, long long got,
 	       long long want) __attribute__((noreturn));
 
-#define EXPECT_EQ(got, want)                                                \
+#define T_CHECK_EQ(got, want, text)                                         \
 	do {                                                                \
 		long long g_ = (long long)(got), w_ = (long long)(want);    \
 		t_checks++;                                                 \
 		if (g_ != w_)                                               \
-			t_fail_eq(__FILE__, __LINE__, #got, g_, w_);        \
+			t_fail_eq(__FILE__, __LINE__, text, g_, w_);        \
 	} while (0)
-#define EXPECT(cond) EXPECT_EQ(!!(cond), 1)
+#define EXPECT_EQ(got, want) T_CHECK_EQ(got, want, #got)
+#define EXPECT(cond) T_CHECK_EQ(!!(cond), 1, #cond)
 
 /* The harness's start (temporary directory, fusecore) and end. */
 void t_setup(const char *name);
