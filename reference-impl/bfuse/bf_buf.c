@@ -259,6 +259,7 @@ static int bf_entry_put(struct bf_buf *b, struct bf_entry *e, off_t off,
 	size_t rest = size - overlap;
 	void *spare = NULL;
 
+	/* bf_entry_append's last case, got before anything changes */
 	if (rest && !own->base && bf_tail_room(b, e) < rest) {
 		spare = fc_rbuf_alloc();	/* the pool lock nests */
 		if (!spare)
@@ -269,7 +270,6 @@ static int bf_entry_put(struct bf_buf *b, struct bf_entry *e, off_t off,
 		b->occupancy += rest;
 		bf_entry_append(b, e, src + overlap, rest, own, &spare);
 	}
-	fc_rbuf_free(spare);	/* NULL: used */
 	return 0;
 }
 

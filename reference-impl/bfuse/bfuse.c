@@ -235,7 +235,7 @@ static int bf_validate_hook(struct fc_config *cfg)
 /* ---- writes ----------------------------------------------------------- */
 
 /*
- * The request's bytes, contiguous, before bf_lock is taken.  A large
+ * The request's bytes, contiguous, before the buffer's lock is taken.  A large
  * write gets a buffer of its own (*own): the receive buffer itself when
  * fusecore's loop lets us adopt it, else a pool buffer filled from the
  * pipe or libfuse's buffer.  A small one is used in place (libfuse's or our
@@ -246,20 +246,20 @@ static const char *bf_request_bytes(struct fuse_bufvec *in, size_t size,
 				    struct bf_seg *own, void **tmp, int *err)
 {
 	const struct fuse_buf *b = &in->buf[in->idx];
-	size_t bf_own_min = bf_buf_own_min(bf_buffer);
+	size_t own_min = bf_buf_own_min(bf_buffer);
 	bool in_memory = in->count - in->idx == 1 &&
 			 !(b->flags & FUSE_BUF_IS_FD);
 	void *buf;
 	ssize_t n;
 
-	if (in_memory && size >= bf_own_min &&
+	if (in_memory && size >= own_min &&
 	    (own->base = fc_rbuf_adopt(b->mem))) {
 		fc_counter_add(bf_c_adopted, 1);
 		own->data = (char *)b->mem + in->off;
 		own->len = size;
 		return own->data;
 	}
-	if (in_memory && size < bf_own_min)
+	if (in_memory && size < own_min)
 		return (const char *)b->mem + in->off;
 	buf = fc_rbuf_alloc();
 	if (!buf) {
@@ -273,7 +273,7 @@ static const char *bf_request_bytes(struct fuse_bufvec *in, size_t size,
 		return NULL;
 	}
 	fc_counter_add(bf_c_copied, 1);
-	if (size >= bf_own_min)
+	if (size >= own_min)
 		*own = (struct bf_seg){ buf, buf, size };
 	else
 		*tmp = buf;
