@@ -19,6 +19,7 @@ from typing import Callable
 
 from mobiperf.auto_repeat import repetition_values
 from mobiperf.errors import MobiperfError, UsageError
+from mobiperf.reanalysis import forget_repetition
 from mobiperf.runstore import RunDir
 from mobiperf.sequential import FIRST_LOOK, Plan
 from mobiperf.verdict import PRIMARY_CANDIDATES
@@ -127,6 +128,7 @@ def _add_repetition(pipeline, transport, caps, side: Side, primary: str, say) ->
     say(f"--until: {side.label} {side.run.path}: repetition {rep} ...")
     record = pipeline.collect_repetition(transport, caps, side.request, side.run, rep)
     meta = side.run.read_meta()
+    forget_repetition(meta.get("parse"), rep)
     meta["repetitions"].append(record)
     meta["status"] = "incomplete"   # until it is analysed again
     side.run.write_meta(meta)
