@@ -25,6 +25,8 @@ libfuse's examples (/usr/share/doc/libfuse3-dev/examples) to build passthrough_l
     python bench/bfuse_bench.py --quick               # 64 MiB (phone part 16 MiB), 2 repetitions: checks the bench
     python bench/bfuse_bench.py --only legacy,nobuf,bfuse,ptll_mw512k --no-phone --json out.json
     python bench/bfuse_bench.py --tmpfs --quick       # host part over a tmpfs: the FUSE path without a device
+    python bench/bfuse_bench.py --quick --no-phone --only nobuf,bfuse --baseline /tmp/bfuse.before
+                                                      # this build against another, side by side
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -62,6 +64,7 @@ class Config:
     options: str = ""    # -o value for the daemon
     note: str = ""
     phone: bool = False  # also measured in the phone part
+    binary: Path | None = None  # the bfuse to run (None: this tree's); set by --baseline
 
 
 CONFIGS = [
@@ -201,7 +204,8 @@ def fuse_mount(config: Config, source: Path, mnt: Path, ptll: Path | None, count
     env: extra environment (the phone model's preload); join(pid): put the daemon in the phone model's CPU share
     before it mounts."""
     if config.kind == "bfuse":
-        cmd = [str(BFUSE), "-f", "-o", f"{config.options},counters={counters}", str(source), str(mnt)]
+        cmd = [str(config.binary or BFUSE), "-f", "-o", f"{config.options},counters={counters}", str(source),
+               str(mnt)]
     else:
         opts = f"source={source}" + (f",{config.options}" if config.options else "")
         cmd = [str(ptll), "-f", "-o", opts, str(mnt)]
@@ -456,6 +460,43 @@ def print_table(results: list[Result], args) -> None:
     print("cpu s/GiB = the daemon's user+sys seconds over its whole life (wait4) per GiB written")
 
 
+def with_baseline(configs: list[Config], binary: Path) -> list[Config]:
+    """Each bFUSE configuration followed by itself run with another build of bfuse (CONFIG@baseline), so that the
+    round robin measures the two builds side by side, one right after the other."""
+    out = []
+    for config in configs:
+        out.append(config)
+        if config.kind == "bfuse":
+            out.append(replace(config, name=f"{config.name}@baseline", binary=binary,
+                               note=f"{config.note}; {binary}"))
+    return out
+
+
+def print_baseline(results: list[Result], binary: Path) -> None:
+    """This build against the baseline build: median daemon CPU s/GiB of each, their ratio, and the ratio of each
+    repetition's adjacent pair (the load moves less between the two runs of a pair than over the whole bench)."""
+    by_name = {r.config.name: r for r in results if not r.error}
+    print(f"\nthis bfuse ({BFUSE}) vs baseline ({binary}): daemon cpu s/GiB, medians; ratio; ratio per repetition")
+    for name, base in by_name.items():
+        this = by_name.get(name.removesuffix("@baseline")) if name.endswith("@baseline") else None
+        a, b = median(this.daemon_cpu_s_per_gib) if this else None, median(base.daemon_cpu_s_per_gib)
+        if a is None or not b:
+            continue
+        pairs = " ".join(f"{x / y:.2f}" for x, y in zip(this.daemon_cpu_s_per_gib, base.daemon_cpu_s_per_gib) if y)
+        print(f"  {this.config.name:22} {a:.3f} vs {b:.3f}  {a / b:.2f}x  ({pairs})")
+
+
+def visit_order(results: list[Result], rep: int) -> list[Result]:
+    """The round robin's order in repetition rep: as listed, but with each CONFIG, CONFIG@baseline pair swapped
+    in odd repetitions, so that neither build always runs first."""
+    order = list(results)
+    if rep % 2:
+        for k in range(len(order) - 1):
+            if order[k + 1].config.name == order[k].config.name + "@baseline":
+                order[k], order[k + 1] = order[k + 1], order[k]
+    return order
+
+
 def run_parts(configs: list[Config], args) -> list[Result]:
     results = [Result(config) for config in configs]
     with tempfile.TemporaryDirectory(prefix="bfuse-bench-", dir="/var/tmp") as tmp:
@@ -467,7 +508,7 @@ def run_parts(configs: list[Config], args) -> list[Result]:
             print(f"host: {'tmpfs' if args.tmpfs else 'ext4 on ' + device} ({image_mib} MiB), kernel "
                   f"{os.uname().release}, load average {os.getloadavg()[0]:.1f}", flush=True)
             for rep in range(args.repeat):   # round robin: each repetition visits every configuration
-                for result in results:
+                for result in visit_order(results, rep):
                     if not result.error:
                         measure_host(result.config, fs, ptll, args, rep, result)
                         print(f"  host rep {rep + 1} {result.config.name}: " + (result.error or (
@@ -480,7 +521,7 @@ def run_parts(configs: list[Config], args) -> list[Result]:
         with phone_model(workdir, max(1024, 3 * args.phone_bytes // MIB + 256), PHONE) as model:
             print(f"phone: {PHONE} model on {model.fs}, load average {os.getloadavg()[0]:.1f}", flush=True)
             for rep in range(args.repeat):
-                for result in results:
+                for result in visit_order(results, rep):
                     if result.config.phone and not result.error:
                         measure_phone(result.config, model, ptll, args, result)
                         print(f"  phone rep {rep + 1} {result.config.name}: "
@@ -504,6 +545,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-phone", action="store_true", help="skip the phone part (and its gate)")
     parser.add_argument("--only", default="", help="comma-separated config names")
     parser.add_argument("--json", type=Path, help="write all repetitions and the gates here")
+    parser.add_argument("--baseline", type=Path, metavar="BFUSE",
+                        help="another build of bfuse (say, before a change): every bFUSE configuration also runs "
+                             "with it, as CONFIG@baseline, alternated with this tree's; CPU ratios are printed")
     args = parser.parse_args(argv)
     args.repeat = args.repeat or (2 if args.quick else GATE_REPEAT)
     args.seq_bytes = (args.size_mib or (64 if args.quick else 512)) * MIB
@@ -520,8 +564,15 @@ def main(argv: list[str] | None = None) -> int:
     if not BFUSE.exists():
         run(["make", "-s", "-C", str(REPO / "reference-impl")], timeout=600)
     configs = [c for c in CONFIGS if not args.only or c.name in args.only.split(",")]
+    if args.baseline:
+        if not os.access(args.baseline, os.X_OK):
+            print(f"bfuse_bench: --baseline {args.baseline}: not an executable file", file=sys.stderr)
+            return 2
+        configs = with_baseline(configs, args.baseline.resolve())
     results = run_parts(configs, args)
     print_table(results, args)
+    if args.baseline:
+        print_baseline(results, args.baseline.resolve())
     gates = evaluate_gates(results, args)
     print("\ngates:")
     for g in gates:

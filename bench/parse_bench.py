@@ -65,12 +65,12 @@ def make_blktrace(events, path: Path) -> int:
     """block_event rows -> blk_io_trace v0x07 records (U carries its request count as a big-endian PDU)."""
     import polars as pl
 
-    ev = events.with_columns(action=pl.col("event").replace_strict(ACTION, default=0, return_dtype=pl.Int64))
+    ev = events.with_columns(action=pl.col("event").cast(pl.Utf8).replace_strict(ACTION, default=0, return_dtype=pl.Int64))
     ev = ev.filter(pl.col("action") > 0)
     dev_major = int(ev.filter(pl.col("dev_major") >= 0)["dev_major"][0])
     dev_minor = int(ev.filter(pl.col("dev_major") >= 0)["dev_minor"][0])
     n = len(ev)
-    rwbs = ev["rwbs"]
+    rwbs = ev["rwbs"].cast(pl.Utf8)  # block_event keeps rwbs as a category
     tc = (np.where(rwbs.str.contains("W").to_numpy(), 2, 1) | np.where(rwbs.str.contains("S").to_numpy(), 8, 0)
           | np.where(rwbs.str.contains("M").to_numpy(), 0x1000, 0))
     action = ev["action"].to_numpy()
@@ -116,7 +116,7 @@ def make_perfetto(events, path: Path) -> int:
         table[k, 0] = event_field(name)
         for j, f in enumerate(wanted, 1):
             table[k, j] = layout.fields[f].number if f in layout.fields else 0
-    code = events["event"].replace_strict({n: k for k, n in enumerate(names)}, return_dtype=pl.Int64).to_numpy()
+    code = events["event"].cast(pl.Utf8).replace_strict({n: k for k, n in enumerate(names)}, return_dtype=pl.Int64).to_numpy()
 
     def strings(col: str):
         arr = events[col].to_arrow().cast(pa.large_string())

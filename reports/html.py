@@ -30,7 +30,7 @@ nav .status.failed { background: #d9534f; color: #fff; }
 main { max-width: 1400px; margin: 0 auto; padding: 0.5em 1.5em 2em; }
 h1 { font-size: 1.45em; margin: 0.6em 0 0.1em; } h2 { font-size: 1.2em; border-bottom: 1px solid #ddd;
       padding-bottom: 0.2em; margin-top: 1.6em; scroll-margin-top: 3em; }
-.sub { color: #555; margin: 0 0 0.6em; font-family: ui-monospace, monospace; font-size: 0.9em; word-break: break-all; }
+.sub { color: #555; margin: 0 0 0.6em; font-size: 0.9em; overflow-wrap: anywhere; }
 .banner { background: #fff3cd; border: 1px solid #e0c068; padding: 0.5em 1em; border-radius: 4px; margin: 0.4em 0; }
 .banner.failed { background: #f8d7da; border-color: #d9959c; }
 .banner.loud { background: #f8d7da; border: 2px solid #c9302c; font-weight: 600; }

@@ -76,7 +76,7 @@ def place_inputs(inputs: list[Path], kind: str, raw: Path, warnings: list[str] |
     the user (a .dat read through trace-cmd, a truncated .dat) are appended to warnings. An input that is no
     trace mobiperf reads is a UsageError naming it."""
     from mobiperf.collectors.parse.compressed import unpack
-    from mobiperf.collectors.parse.perfetto_trace import sniff_perfetto
+    from mobiperf.collectors.parse.perfetto_sniff import sniff_perfetto
 
     warnings = [] if warnings is None else warnings
     placed: dict[str, list[str]] = {}

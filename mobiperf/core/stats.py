@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 LOWER, HIGHER, NEUTRAL = "lower", "higher", "none"
 
@@ -103,6 +102,14 @@ def _rank_sum(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.sum(x, axis=axis)
 
 
+def _scipy():
+    """scipy.stats, imported when a test or interval is computed: it costs half a second, which every command
+    that never compares (ingest, run, analyze) would otherwise pay at start-up."""
+    from scipy import stats
+
+    return stats
+
+
 @dataclass(frozen=True)
 class TestResult:
     p_value: float
@@ -116,13 +123,13 @@ def mann_whitney(base: Sequence[float], new: Sequence[float], *, seed: int = 0) 
     if np.all(pooled == pooled[0]):
         return TestResult(1.0, "every value equal")
     if len(np.unique(pooled)) == len(pooled):
-        p = scipy_stats.mannwhitneyu(a, b, alternative="two-sided", method="exact").pvalue
+        p = _scipy().mannwhitneyu(a, b, alternative="two-sided", method="exact").pvalue
         return TestResult(float(p), "exact Mann-Whitney U")
     splits = math.comb(len(pooled), len(a))
     exact = splits <= MAX_EXACT_SPLITS
     # Splitting the pooled mid-ranks is splitting the values: rank once, then each split is only a sum.
-    ranks = scipy_stats.rankdata(pooled)
-    res = scipy_stats.permutation_test(
+    ranks = _scipy().rankdata(pooled)
+    res = _scipy().permutation_test(
         (ranks[:len(a)], ranks[len(a):]), _rank_sum, permutation_type="independent", vectorized=True,
         alternative="two-sided",
         n_resamples=np.inf if exact else MONTE_CARLO_SPLITS, rng=np.random.default_rng(seed))
@@ -176,7 +183,7 @@ def ratio_ci(base: Sequence[float], new: Sequence[float], *, confidence: float =
                         "no interval: a BASE repetition is 0, so a resampled BASE median can be 0")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")   # scipy warns on a degenerate bootstrap distribution; we say why below
-        res = scipy_stats.bootstrap((a, b), _ratio_of_medians, paired=False, vectorized=True,
+        res = _scipy().bootstrap((a, b), _ratio_of_medians, paired=False, vectorized=True,
                                     confidence_level=confidence, n_resamples=n_resamples, method="percentile",
                                     rng=np.random.default_rng(seed))
     lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
@@ -200,7 +207,7 @@ def median_ci(values: Sequence[float], *, confidence: float = 0.95) -> Interval:
     a = np.asarray(values, dtype=float)
     if len(a) == 0:
         return Interval(math.nan, math.nan, confidence, "no values")
-    ci = scipy_stats.quantile_test(a, q=float(np.median(a)), p=0.5).confidence_interval(confidence)
+    ci = _scipy().quantile_test(a, q=float(np.median(a)), p=0.5).confidence_interval(confidence)
     lo, hi = float(ci.low), float(ci.high)
     if math.isnan(lo) or math.isnan(hi):
         need = next(n for n in range(1, 10_000) if 1 - 2 * 0.5 ** n >= confidence)

@@ -9,6 +9,11 @@ the rows of every table (`table_rows`, recorded since this check exists) and, fo
 per-repetition counts each source reports (ftrace and syscalls lines, binary ftrace events, strace lines,
 blktrace records, layout extents) and the block and FUSE requests paired from them. Any count that went down is a
 loss. The pipeline then refuses (WeakerDataError) unless asked to go on (`--force`), and records the loss.
+
+The recorded counts describe the raw directories as they were parsed. A repetition collected afterwards (`compare
+--until` adds some; a run whose run.json was cut back has its later repetitions collected again) has other raw
+data: `forget_repetition` drops its counts and the whole-run totals before it is recorded, so the next parse is
+held only to what it can still be compared with.
 """
 
 from __future__ import annotations
@@ -51,6 +56,19 @@ def counts(summary: dict) -> dict[str, int]:
         if isinstance(requests, int):
             out[f"{pairing.replace('_', ' ')} requests"] = requests
     return out
+
+
+def forget_repetition(recorded: dict | None, rep: int) -> None:
+    """Drop from a recorded parse summary what a new collection of repetition rep makes incomparable: that
+    repetition's per-source counts and the whole-run table rows and pairing totals, which sum over it."""
+    if not recorded:
+        return
+    reps = recorded.get("repetitions") or {}
+    for key in (rep, str(rep)):  # run.json turns the int keys of a summary into strings
+        reps.pop(key, None)
+    recorded.pop("table_rows", None)
+    for pairing in ("block_pairing", "fuse_pairing"):
+        ((recorded.get("derived") or {}).get(pairing) or {}).pop("requests", None)
 
 
 def events_lost(recorded: dict, new: dict) -> list[str]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from mobiperf.orchestration.auto_repeat import repetition_values
+from mobiperf.orchestration.reanalysis import forget_repetition
 from mobiperf.orchestration.run_request import request_from_meta
 from mobiperf.core.errors import MobiperfError, UsageError
 from mobiperf.core.runstore import RunDir
@@ -115,6 +116,7 @@ def _add_repetition(target: Target, side: Side, primary: str, say) -> None:
     say(f"--until: {side.label} {side.run.path}: repetition {rep} ...")
     record = collect_repetition(target, side.request, side.run, rep)
     meta = side.run.read_meta()
+    forget_repetition(meta.get("parse"), rep)
     meta["repetitions"].append(record)
     meta["status"] = "incomplete"   # until it is analysed again
     side.run.write_meta(meta)

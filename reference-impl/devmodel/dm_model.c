@@ -21,27 +21,21 @@
 const struct dm_profile dm_profiles[] = {
 	{
 		.name = "emmc-2012",
-		.write_bw = 40000000,
-		.read_bw = 80000000,
+		.write_bw = 40000000, .read_bw = 80000000,
 		.rand_write_lat_ns = 2 * NS_PER_MS,
 		.rand_read_lat_ns = 500 * NS_PER_US,
-		.seq_lat_ns = 50 * NS_PER_US,
-		.flush_lat_ns = 5 * NS_PER_MS,
-		.burst_bytes = 256 << 10,
-		.seq_window = 4,
+		.seq_lat_ns = 50 * NS_PER_US, .flush_lat_ns = 5 * NS_PER_MS,
+		.burst_bytes = 256 << 10, .seq_window = 4,
 		.description = "Galaxy S3 class eMMC 4.5: 40 MB/s seq write, "
 			       "80 MB/s read, 2 ms random write, 5 ms flush",
 	},
 	{
 		.name = "ufs-2020",
-		.write_bw = 500000000,
-		.read_bw = 1000000000,
+		.write_bw = 500000000, .read_bw = 1000000000,
 		.rand_write_lat_ns = 100 * NS_PER_US,
 		.rand_read_lat_ns = 100 * NS_PER_US,
-		.seq_lat_ns = 10 * NS_PER_US,
-		.flush_lat_ns = 1 * NS_PER_MS,
-		.burst_bytes = 1 << 20,
-		.seq_window = 4,
+		.seq_lat_ns = 10 * NS_PER_US, .flush_lat_ns = 1 * NS_PER_MS,
+		.burst_bytes = 1 << 20, .seq_window = 4,
 		.description = "UFS 3.x class: 500 MB/s write, 1 GB/s read, "
 			       "0.1 ms random IO, 1 ms flush",
 	},

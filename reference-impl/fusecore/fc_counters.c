@@ -108,7 +108,6 @@ void fc_counters_init(void)
 	fc_c_fsync_calls = fc_counter_new("daemon_fsync_calls", FC_COUNTER_SUM);
 	fc_c_fdatasync_calls = fc_counter_new("daemon_fdatasync_calls",
 					      FC_COUNTER_SUM);
-	fc_pt_counters_init();
 }
 
 static void fc_json_string(FILE *out, const char *s)

@@ -22,8 +22,8 @@ enum fc_op {
 /* Per-opcode request and payload byte counts (lock-free). */
 void fc_op_count(enum fc_op op, uint64_t bytes);
 
-extern const struct fuse_lowlevel_ops fc_ll_ops;
-extern const struct fc_policy *fc_pol;
+extern const struct fuse_lowlevel_ops fc_ll_ops;	/* fc_ops.c */
+extern const struct fc_policy *fc_pol;		/* fc_policy.c */
 
 /* Core counters, registered by fc_counters_init(). */
 extern struct fc_counter *fc_c_pwrite_calls, *fc_c_pwrite_bytes;
@@ -38,7 +38,13 @@ int fc_table_init(const char *source);
 /* Serve with fusecore's own receive loop (fc_loop.c); 0 or -errno. */
 int fc_loop_run(struct fuse_session *se, unsigned int nthreads);
 
-/* Called once at unmount (after the last request or on FUSE_DESTROY). */
+/*
+ * The running configuration and policy (fc_policy.c; fc_cfg is declared in
+ * fusecore.h).  fc_start_policy: policy->start, 0 or its -errno.
+ * fc_stop_policy: policy->stop, once, at unmount (after the last request or
+ * on FUSE_DESTROY), and only if start succeeded.
+ */
+int fc_start_policy(void);
 void fc_stop_policy(void);
 
 /* Kernel FUSE passthrough (fc_passthrough.c). */

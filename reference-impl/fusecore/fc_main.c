@@ -19,16 +19,8 @@
 
 #include "fc_internal.h"
 
-struct fc_config fc_cfg = {
-	.threads = 4,
-	.timeout = 1.0,
-};
-const struct fc_policy *fc_pol;
-
 static pthread_t fc_house_thread;
 static atomic_bool fc_house_stop;
-static pthread_once_t fc_stop_once = PTHREAD_ONCE_INIT;
-static bool fc_started;		/* policy->start succeeded; main thread only */
 
 struct fc_kv {
 	char *key;
@@ -130,11 +122,22 @@ static int fc_bad(const char *key, const char *val, const char *why)
 	return -1;
 }
 
+/* The core's boolean options (-o key=BOOL). */
+static const struct {
+	const char *key;
+	bool *value;
+} fc_bool_opts[] = {
+	{ "splice", &fc_cfg.splice },
+	{ "own_loop", &fc_cfg.own_loop },
+	{ "passthrough", &fc_cfg.passthrough },
+	{ "writeback_cache", &fc_cfg.writeback_cache },
+};
+
 /* 1 = core option handled, 0 = not a core option, -1 = bad value. */
 static int fc_core_opt(const char *key, const char *val)
 {
 	uint64_t v;
-	bool b;
+	size_t k;
 
 	if (!strcmp(key, "io_unit")) {
 		if (fc_parse_size(val, &v))
@@ -154,28 +157,11 @@ static int fc_core_opt(const char *key, const char *val)
 		fc_cfg.threads = n;
 		return 1;
 	}
-	if (!strcmp(key, "splice")) {
-		if (fc_parse_bool(val, &b))
+	for (k = 0; k < sizeof(fc_bool_opts) / sizeof(fc_bool_opts[0]); k++) {
+		if (strcmp(key, fc_bool_opts[k].key))
+			continue;
+		if (fc_parse_bool(val, fc_bool_opts[k].value))
 			return fc_bad(key, val, "must be 0/1, yes/no, on/off");
-		fc_cfg.splice = b;
-		return 1;
-	}
-	if (!strcmp(key, "own_loop")) {
-		if (fc_parse_bool(val, &b))
-			return fc_bad(key, val, "must be 0/1, yes/no, on/off");
-		fc_cfg.own_loop = b;
-		return 1;
-	}
-	if (!strcmp(key, "passthrough")) {
-		if (fc_parse_bool(val, &b))
-			return fc_bad(key, val, "must be 0/1, yes/no, on/off");
-		fc_cfg.passthrough = b;
-		return 1;
-	}
-	if (!strcmp(key, "writeback_cache")) {
-		if (fc_parse_bool(val, &b))
-			return fc_bad(key, val, "must be 0/1, yes/no, on/off");
-		fc_cfg.writeback_cache = b;
 		return 1;
 	}
 	if (!strcmp(key, "timeout")) {
@@ -431,17 +417,6 @@ static int fc_add_mount_names(struct fuse_args *args)
 	return res ? -1 : 0;
 }
 
-static void fc_stop_once_fn(void)
-{
-	if (fc_started && fc_pol->stop)
-		fc_pol->stop();
-}
-
-void fc_stop_policy(void)
-{
-	pthread_once(&fc_stop_once, fc_stop_once_fn);
-}
-
 /*
  * Housekeeping thread: SIGUSR1 (blocked in every other thread) dumps the
  * counters; the policy's tick runs every tick_ms.
@@ -513,6 +488,7 @@ int fc_main(int argc, char *argv[], const struct fc_policy *policy)
 	fc_cfg.progname = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 :
 			  argv[0];
 	fc_counters_init();
+	fc_pt_counters_init();
 
 	if (fuse_opt_parse(&args, NULL, NULL, fc_opt_proc) < 0 || fc_bad_args)
 		goto out_args;
@@ -563,14 +539,11 @@ int fc_main(int argc, char *argv[], const struct fc_policy *policy)
 	if (fuse_daemonize(fc_cfg.foreground))
 		goto out_unmount;
 
-	if (fc_pol->start) {
-		err = fc_pol->start(&fc_cfg);
-		if (err) {
-			fc_log("cannot start: %s", strerror(-err));
-			goto out_unmount;
-		}
+	err = fc_start_policy();
+	if (err) {
+		fc_log("cannot start: %s", strerror(-err));
+		goto out_unmount;
 	}
-	fc_started = true;
 	if (pthread_create(&fc_house_thread, NULL, fc_house, NULL)) {
 		fc_log("cannot start the housekeeping thread");
 		fc_stop_policy();

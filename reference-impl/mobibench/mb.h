@@ -116,14 +116,14 @@ struct mb_run {
 	struct mb_worker *workers;
 };
 
-/* run state, mb_main.c */
+/* run state, mb_run.c; mb_set_state's caller holds run->lock */
+void mb_set_state(struct mb_run *run, int state);
 void mb_fail(struct mb_run *run, const char *short_msg, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 int mb_ready_and_wait(struct mb_run *run);
 void mb_signal_end(struct mb_run *run);
 void mb_progress(struct mb_worker *w, long long done, long long total,
 		 int *last);
-uint64_t mb_now_ns(void);
 void mb_sched_sample(struct mb_worker *w, int which);
 
 /* workloads */
@@ -132,7 +132,8 @@ void mb_file_install_sigbus(void);
 void *mb_db_worker(void *arg);
 int mb_replay(const struct mb_config *cfg);
 
-/* small shared helpers */
+/* system services, mb_run.c */
+uint64_t mb_now_ns(void);	/* CLOCK_MONOTONIC */
 char *mb_strdupf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int mb_drop_caches(void);
 int mb_marker_open(void);

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mobiperf.orchestration import pipeline
-from mobiperf.orchestration.reanalysis import WeakerDataError, counts, events_lost
+from mobiperf.orchestration.reanalysis import WeakerDataError, counts, events_lost, forget_repetition
 from mobiperf.core.runstore import RunDir
 
 MOBIPERF = [sys.executable, "-m", "mobiperf"]
@@ -99,3 +99,17 @@ def test_counts_and_losses_of_parse_summaries():
             "table_rows": {"block_event": 90}}
     assert events_lost(recorded, gone) == ["rep 0 strace lines: 50 before, 0 now",
                                            "rep 0 blktrace loop0.blktrace records: 30 before, 0 now"]
+
+
+def test_a_repetition_collected_again_is_not_held_to_the_counts_of_the_one_it_replaced():
+    # A run cut back to rep 0 whose rep 1 is collected again (what `compare --until` does with such a run):
+    # rep 1's new trace is shorter than the old one, and that is not a loss; rep 0's counts are still held.
+    recorded = {"repetitions": {"0": {"ftrace": {"lines": 100}}, "1": {"ftrace": {"lines": 1135}}},
+                "derived": {"block_pairing": {"requests": 65}}, "table_rows": {"block_event": 330}}
+    forget_repetition(recorded, 1)
+    assert counts(recorded) == {"rep 0 ftrace lines": 100}
+    new = {"repetitions": {"0": {"ftrace": {"lines": 100}}, "1": {"ftrace": {"lines": 1131}}},
+           "derived": {"block_pairing": {"requests": 64}}, "table_rows": {"block_event": 326}}
+    assert events_lost(recorded, new) == []
+    new["repetitions"]["0"]["ftrace"]["lines"] = 60
+    assert events_lost(recorded, new) == ["rep 0 ftrace lines: 100 before, 60 now"]
