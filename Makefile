@@ -11,9 +11,9 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEBIAN_PACKAGES := e2fsprogs xfsprogs btrfs-progs fuse3 libfuse3-dev pkg-config strace sqlite3 \
 	libsqlite3-dev adb build-essential blktrace fio gcc-aarch64-linux-gnu chromium \
 	trace-cmd gcc-arm-linux-gnueabihf qemu-user-static binfmt-support mksh toybox
-PY_SOURCES := setup.cfg pyproject.toml $(shell find mobiperf collectors analyzers reports -name '*.py')
+PY_SOURCES := setup.cfg setup.py pyproject.toml $(shell find mobiperf collectors analyzers reports -name '*.py')
 
-.PHONY: demo test setup system-packages reference bench clean
+.PHONY: demo test layers setup system-packages reference bench clean
 
 # The demo: SQLite inserts (Mobibench-compatible generator, TRUNCATE journal as on Android) on /sdcard, i.e. a
 # legacy FUSE layer over an ext4 data partition, traced at the syscall (strace), FUSE, ext4/jbd2 and block layers.
@@ -21,8 +21,15 @@ demo: setup
 	$(BIN)/mobiperf run -t local --stack ext4+fuse --source ftrace --source syscalls --source strace --source layout --source facts \
 		-- mobibench -p . -d 0 -n 200 -j 1
 
-test: setup
+test: setup layers
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+# The floors of docs/ARCHITECTURE.md, checked by import-linter (the contracts are in setup.cfg) on the package as it
+# installs: build_py lays it out as pip would (collectors/ as mobiperf.collectors ...) in a scratch directory.
+layers: .stamps/venv
+	@tree=$$(mktemp -d) && trap 'rm -rf "$$tree"' EXIT && \
+		$(BIN)/python setup.py -q build_py --build-lib "$$tree" >/dev/null 2>&1 && \
+		cd "$$tree" && PYTHONPATH="$$tree" $(CURDIR)/$(BIN)/lint-imports $(CURDIR)/setup.cfg --no-cache
 
 setup: .stamps/system-packages .stamps/venv reference
 

@@ -82,8 +82,9 @@ def _analyzer(name: str, needs: tuple[str, ...], produces: str, run: Callable,
 
 
 def registry() -> list[Analyzer]:
-    from mobiperf.analyzers import (amplification, block_io, file_io, io_class, io_span, latency, pairing,
-                                    sqlite_txn, syscall, waterfall)
+    from mobiperf.analyzers import (amplification, block_io, file_io, io_class, io_span, latency, sqlite_txn, syscall,
+                                    waterfall)
+    from mobiperf.collectors.parse import pairing
 
     calls = ("trace_marker", "task_role", "fuse_req")
     return [

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from mobiperf.metrics import Metric, metric
+from mobiperf.core.metrics import Metric, metric
 
 SYNC_MODES = ("fsync", "fdatasync", "msync", "sync_file_range", "o_sync", "o_dsync", "o_direct")
 

@@ -36,8 +36,8 @@ import polars as pl
 
 from mobiperf.analyzers.file_type import file_type_of_path
 from mobiperf.analyzers.syscall import classify_syscalls
-from mobiperf.errors import NotApplicable
-from mobiperf.schema import SQLITE_TXN
+from mobiperf.core.errors import NotApplicable
+from mobiperf.core.schema import SQLITE_TXN
 
 COMMIT_FILES = ("db", "db-wal")
 SQLITE_FILES = ("db", "db-journal", "db-wal")

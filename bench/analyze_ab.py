@@ -22,9 +22,9 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-SWAPPED = {"mobiperf.analyzers.fifo": "analyzers/fifo.py",
-           "mobiperf.analyzers.pairing_kernel": "analyzers/pairing_kernel.py",
-           "mobiperf.analyzers.pairing": "analyzers/pairing.py",
+SWAPPED = {"mobiperf.collectors.parse.fifo": "collectors/parse/fifo.py",
+           "mobiperf.collectors.parse.pairing_kernel": "collectors/parse/pairing_kernel.py",
+           "mobiperf.collectors.parse.pairing": "collectors/parse/pairing.py",
            "mobiperf.collectors.parse.blktrace": "collectors/parse/blktrace.py"}
 
 

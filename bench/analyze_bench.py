@@ -56,7 +56,7 @@ def golden_events() -> pl.DataFrame:
 
 
 def category_bits(rwbs: str) -> int:
-    from mobiperf.analyzers.pairing import decode_request_rwbs
+    from mobiperf.collectors.parse.block_requests import decode_request_rwbs
 
     d = decode_request_rwbs(rwbs) if rwbs else None
     bits = 0
@@ -135,8 +135,8 @@ def run_mobiperf(stem: Path) -> tuple[float, dict]:
     from mobiperf.analyzers.block_io import classify_block_io
     from mobiperf.analyzers.io_class import count_io_classes, share_io
     from mobiperf.analyzers.latency import summarize_block_latency
-    from mobiperf.analyzers.pairing import pair_block_requests
-    from mobiperf.collectors.parse.blktrace import parse_blktrace
+    from mobiperf.collectors.parse.pairing import pair_block_requests
+    from mobiperf.collectors.parse.blktrace_reader import parse_blktrace
 
     files = sorted(stem.parent.glob(f"{stem.name}.blktrace.*"))
     r0 = resource.getrusage(resource.RUSAGE_SELF)

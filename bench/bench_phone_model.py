@@ -1,13 +1,13 @@
 """The galaxy-s3-2012 phone model around any FUSE daemon, for bench/bfuse_bench.py's phone part.
 
-mobiperf's emulated stack applies the model to its own daemons (mobiperf.phone: device, dirty limit, CPU share,
+mobiperf's emulated stack applies the model to its own daemons (mobiperf.stack.phone: device, dirty limit, CPU share,
 FUSE wake-up). The bench also measures libfuse's passthrough_ll, which no mobiperf stack starts, so the four
 pieces are put together here from the same mechanisms, alike for every daemon:
 
   device       the loop device's image is served by the device model (reference-impl/bin/devmodel, profile
-               emmc-2012: 40 MB/s sequential writes), mobiperf.devmodel.ThrottledStore
-  dirty        a 64 MiB dirty page limit on that loop device (mobiperf.dirty_limit.DirtyLimit)
-  cpu          one 25 % CPU share (mobiperf.cpu_share.CpuShare) that the writer and the daemon join
+               emmc-2012: 40 MB/s sequential writes), mobiperf.stack.devmodel.ThrottledStore
+  dirty        a 64 MiB dirty page limit on that loop device (mobiperf.stack.dirty_limit.DirtyLimit)
+  cpu          one 25 % CPU share (mobiperf.stack.cpu_share.CpuShare) that the writer and the daemon join
   fuse_wakeup  fuse_wakeup.so preloaded into the daemon, FUSE_WAKEUP_NS=430000: each request arrives 430 us late
 
 `with phone_model(workdir, size_mib) as model:` gives the ext4 mountpoint on the modelled device (model.fs), the
@@ -28,12 +28,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from mobiperf.cpu_share import CpuShare  # noqa: E402
-from mobiperf.devmodel import ThrottledStore  # noqa: E402
-from mobiperf.dirty_limit import DirtyLimit  # noqa: E402
-from mobiperf.phone import resolve_phone  # noqa: E402
+from mobiperf.stack.cpu_share import CpuShare  # noqa: E402
+from mobiperf.stack.devmodel import ThrottledStore  # noqa: E402
+from mobiperf.stack.dirty_limit import DirtyLimit  # noqa: E402
+from mobiperf.stack.phone import resolve_phone  # noqa: E402
 from mobiperf.target.transport import LocalTransport  # noqa: E402
-from mobiperf.units import parse_duration_ns, parse_size  # noqa: E402
+from mobiperf.core.units import parse_duration_ns, parse_size  # noqa: E402
 
 BIN = REPO / "reference-impl" / "bin"
 MIB = 1 << 20

@@ -256,7 +256,7 @@ def targets(cells: list[Cell]) -> str:
 
 
 def soak(ops: int, extra: str) -> int:
-    sys.path.insert(0, str(REPO / "tests"))
+    sys.path.insert(0, str(REPO / "tests" / "support"))
     from fsx_model import run_fsx
 
     failures = 0

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "support"))
 
 from mobiperf.collectors.parse.ftrace_text import parse_ftrace_text  # noqa: E402
 from parser_fuzz_inputs import FIX, PARSERS, input_name, mutated, parse_or_parse_error  # noqa: E402

@@ -1,9 +1,9 @@
 """Report benchmark: how big is the HTML and how fast does it open, from 10 k to 1 M block requests.
 
-For each size, a synthetic run (reports.synthetic: the real analyzers on a synthetic block trace) is reported,
-and the page is opened in headless Chromium (reports.browser_check) several times; the figure is the page's own
-clock from navigation to the first screen's figures drawn (the others are drawn lazily after it; the time to
-every figure drawn is in the note), median and range. Peers, on the same machine in the same minute:
+For each size, a synthetic run (tests/support/synthetic.py: the real analyzers on a synthetic block trace) is reported,
+and the page is opened in headless Chromium (tests/support/browser_check.py) several times; the figure is the page's own
+clock from navigation to the first screen's figures drawn (the others are drawn lazily after it; the time to every
+figure drawn is in the note), median and range. Peers, on the same machine in the same minute:
 
   plotly.js only   an empty page with plotly.js inlined: the floor every self-contained plotly page pays
   naive scatter    plotly.js plus one WebGL scatter of every request (no thinning), what a report without
@@ -26,10 +26,13 @@ from pathlib import Path
 import plotly.graph_objects as go
 import plotly.io as pio
 
+# the synthetic runs and the browser check are test helpers (tests/support)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
+
 
 def _open_times(path: Path, repeat: int) -> tuple[list[float], list[float], int, int]:
     """(first screen drawn, every figure drawn) times of `repeat` loads, the largest JS heap, error count."""
-    from mobiperf.reports.browser_check import check_page
+    from browser_check import check_page
 
     first, every, heap, errors = [], [], 0, 0
     for _ in range(repeat):
@@ -46,10 +49,10 @@ def _fmt(times: list[float]) -> str:
 
 
 def main() -> int:
-    from mobiperf import pipeline
-    from mobiperf.reports.browser_check import chromium_available
+    from mobiperf.orchestration import pipeline
+    from browser_check import chromium_available
     from mobiperf.reports.html import plotly_js
-    from mobiperf.reports.synthetic import make_synthetic_run
+    from synthetic import make_synthetic_run
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="10000,100000,1000000")

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "support"))
 
 from store_fixtures import FAST, link_or_copy, make_store  # noqa: E402
 
@@ -71,8 +71,8 @@ def timed(fn):
 
 
 def bench_store(work: Path, n: int, seeds: list[Path]) -> bool:
-    from mobiperf.store import Store, update_index
-    from mobiperf.store_query import query_store
+    from mobiperf.core.store import Store, update_index
+    from mobiperf.core.store_query import query_store
 
     root = work / "store"
     _, made = timed(lambda: make_synthetic_store(root, n, seeds))
@@ -104,7 +104,7 @@ def bench_store(work: Path, n: int, seeds: list[Path]) -> bool:
 
 
 def bench_analysis(work: Path, n: int, repeat: int) -> bool:
-    from mobiperf.cluster import analyze_store, open_client, parse_cluster
+    from mobiperf.orchestration.cluster import analyze_store, open_client, parse_cluster
 
     serial_root, cluster_root = work / "serial", work / "cluster"
     make_store(serial_root, n)
@@ -152,7 +152,7 @@ def main() -> int:
     work = args.keep or Path(tempfile.mkdtemp(prefix="mobiperf-store-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        from mobiperf.cluster import analyze_store
+        from mobiperf.orchestration.cluster import analyze_store
 
         seeds_root = work / "seeds"
         make_store(seeds_root, len(FAST))

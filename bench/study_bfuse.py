@@ -1,6 +1,6 @@
 """The bfuse study as a benchmark: raw device vs native vs legacy FUSE vs 512 KiB FUSE vs bFUSE on the
 galaxy-s3-2012 phone model (emmc-2012 device, 64 MiB dirty limit, 25 % CPU share, 430 us FUSE wake-up; see
-mobiperf/phone.py), with ratios against native and legacy FUSE, beside the paper's (seed 000, Figs. 2, 16, 17).
+mobiperf/stack/phone.py), with ratios against native and legacy FUSE, beside the paper's (seed 000, Figs. 2, 16, 17).
 
     python bench/study_bfuse.py                       # full study (256 MiB files, 3 repetitions, phone model)
     python bench/study_bfuse.py --phone none          # the bare emmc-2012 device on this host's memory and CPU
@@ -22,8 +22,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from mobiperf.study import Config, Results, plan_study, get_study, run_study  # noqa: E402
-from mobiperf.sweep import SweepDir, format_rows  # noqa: E402
+from mobiperf.orchestration.study import Config, Results, plan_study, get_study, run_study  # noqa: E402
+from mobiperf.orchestration.sweep import SweepDir, format_rows  # noqa: E402
 
 PEERS = [("raw", "raw device (NOOP)", 40.0), ("native", "ext4, no FUSE", 40.0), ("legacy", "legacy FUSE (4 KiB, 1 thread)", 7.0),
          ("nobuf", "512 KiB unit, no buffer", 33.1), ("bfuse", "bFUSE (8 MiB buffer, 10 ms)", 37.0)]

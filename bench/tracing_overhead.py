@@ -30,9 +30,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from mobiperf.collectors import plan_collectors  # noqa: E402
-from mobiperf.stack import LocalStack, parse_stack_spec  # noqa: E402
-from mobiperf.target.probe import probe  # noqa: E402
+from mobiperf.collectors.plan import plan_collectors  # noqa: E402
+from mobiperf.stack.local import LocalStack  # noqa: E402
+from mobiperf.stack.options import StackOptions  # noqa: E402
+from mobiperf.stack.spec import parse_stack_spec  # noqa: E402
+from mobiperf.target.target import Target  # noqa: E402
 from mobiperf.target.transport import LocalTransport  # noqa: E402
 
 WORKLOADS = {
@@ -42,11 +44,12 @@ WORKLOADS = {
 TARGETS = {"sequential writes": 5.0, "fsync-heavy writes": 10.0}
 
 
-def one_run(transport, caps, argv: list[str], traced: bool) -> tuple[float, float]:
+def one_run(target: Target, argv: list[str], traced: bool) -> tuple[float, float]:
+    transport = target.transport
     with tempfile.TemporaryDirectory(prefix="mobiperf-overhead-") as raw, \
-            LocalStack(transport, parse_stack_spec("ext4"), image_size=512 << 20) as stack, \
+            LocalStack(target, parse_stack_spec("ext4"), StackOptions(image_size=512 << 20)) as stack, \
             contextlib.ExitStack() as active:
-        collectors = plan_collectors(transport, caps, stack, Path(raw)) if traced else []
+        collectors = plan_collectors(target, stack, Path(raw)) if traced else []
         for c in collectors:
             active.enter_context(c)
             argv = c.wrap_command(argv)
@@ -73,8 +76,7 @@ def main() -> None:
     args = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("needs root (loop devices, mounts, tracefs)")
-    transport = LocalTransport()
-    caps = probe(transport)
+    target = Target(LocalTransport())
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (shared: figures are noisy)")
     print(f"{'workload':<20}{'measure':<9}{'untraced s':>11}{'traced s':>10}{'overhead':>10}{'target':>8}"
           "   overhead of each pair (min..max)")
@@ -82,7 +84,7 @@ def main() -> None:
         runs = {False: [], True: []}
         for rep in range(args.reps):
             for traced in ((False, True) if rep % 2 == 0 else (True, False)):
-                runs[traced].append(one_run(transport, caps, list(argv), traced))
+                runs[traced].append(one_run(target, list(argv), traced))
         for k, measure in enumerate(("elapsed", "cpu")):
             off_all, on_all = [r[k] for r in runs[False]], [r[k] for r in runs[True]]
             pairs = [(on / off - 1) * 100 for off, on in zip(off_all, on_all)]

@@ -18,10 +18,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from mobiperf.collectors import Collector
-from mobiperf.errors import TargetError
+from mobiperf.collectors.collector import Collector
+from mobiperf.core.errors import TargetError
 from mobiperf.target.transport import BackgroundProcess, Transport
-from mobiperf.undo_journal import journal_for
+from mobiperf.target.undo_journal import journal_for
 
 
 class BlktraceCollector(Collector):

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mobiperf.collectors import Collector
-from mobiperf.errors import TargetError
+from mobiperf.collectors.collector import Collector
+from mobiperf.core.errors import TargetError
 from mobiperf.target.transport import Transport
 
 VM_KNOBS = ("dirty_ratio", "dirty_background_ratio", "dirty_expire_centisecs", "dirty_writeback_centisecs",

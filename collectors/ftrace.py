@@ -36,12 +36,12 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mobiperf.collectors import Collector
-from mobiperf.errors import TargetError, UsageError
-from mobiperf.run_stop import storage_full
-from mobiperf.signals import shielded
+from mobiperf.collectors.collector import Collector
+from mobiperf.core.errors import TargetError, UsageError
+from mobiperf.core.run_stop import storage_full
+from mobiperf.core.signals import shielded
 from mobiperf.target.transport import BackgroundProcess, Transport
-from mobiperf.undo_journal import journal_for
+from mobiperf.target.undo_journal import journal_for
 
 # Block events of the request life cycle, in the order a request meets them.
 BLOCK_EVENTS = ("block_bio_queue", "block_bio_backmerge", "block_bio_frontmerge", "block_getrq",
@@ -202,10 +202,7 @@ class FtraceCollector(Collector):
         """Stop tracing, let the reader drain the buffer, and record the per-CPU statistics."""
         self._write("tracing_on", "0")
         duration = time.monotonic_ns() - self._started_ns
-        deadline = time.monotonic() + 30
-        # (not into a full file system: the reader's writes fail, and what it drains is lost anyway)
-        while time.monotonic() < deadline and self._buffered_entries() > 0 and not storage_full(self.out_dir):
-            time.sleep(0.05)
+        self._wait_for_readers()
         time.sleep(0.1 + (self.batch_interval_s or 0))  # the reader may still hold the last page it took
         if self._reader is not None:
             self._reader.kill()
@@ -213,6 +210,7 @@ class FtraceCollector(Collector):
         while self._raw_readers:
             self._raw_readers.pop().kill()
         if self.raw_pages:
+            self._drain_raw_pages()
             # pid -> comm for events without a comm field (the text output resolves them the same way)
             try:
                 (self.out_dir / "ftrace_raw" / "saved_cmdlines").write_bytes(
@@ -347,6 +345,29 @@ class FtraceCollector(Collector):
                     values[key.strip()] = int(value)
             stats[cpu] = values
         return stats
+
+    def _wait_for_readers(self, limit_s: float = 30, stalled_s: float = 1.0) -> None:
+        """Until the readers have taken what the buffer holds, at most limit_s, and no longer than stalled_s
+        without progress: a reader asleep in the kernel's wait when tracing stopped may never be woken
+        (_drain_raw_pages takes what it leaves). Not into a full file system: the reader's writes fail there."""
+        deadline = time.monotonic() + limit_s
+        left, progress_at = self._buffered_entries(), time.monotonic()
+        while left > 0 and time.monotonic() < deadline and not storage_full(self.out_dir):
+            if time.monotonic() - progress_at > stalled_s:
+                return
+            time.sleep(0.05)
+            now = self._buffered_entries()
+            if now < left:
+                left, progress_at = now, time.monotonic()
+
+    def _drain_raw_pages(self) -> None:
+        """What the per-CPU readers left in the buffer, read without blocking and appended to their files."""
+        for cpu in self._cpu_dirs():
+            path = f"{self.root}/per_cpu/{cpu}/trace_pipe_raw"
+            left = self.transport.run(["dd", f"if={path}", "iflag=nonblock", "bs=1M"], timeout=30).stdout
+            if left:
+                with open(self.out_dir / "ftrace_raw" / cpu, "ab") as f:
+                    f.write(left)
 
     def _buffered_entries(self) -> int:
         return sum(s.get("entries", 0) for s in self._per_cpu_stats().values())

@@ -18,8 +18,8 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from mobiperf.collectors import Collector
-from mobiperf.errors import TargetError
+from mobiperf.collectors.collector import Collector
+from mobiperf.core.errors import TargetError
 from mobiperf.target.transport import Transport
 
 

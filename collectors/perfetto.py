@@ -29,9 +29,9 @@ import time
 import uuid
 from pathlib import Path
 
-from mobiperf.collectors import Collector
+from mobiperf.collectors.collector import Collector
 from mobiperf.collectors.ftrace import EventSpec, kernel_hz
-from mobiperf.errors import TargetError
+from mobiperf.core.errors import TargetError
 from mobiperf.target.transport import Transport
 
 TRACE_DIRS = ("/data/misc/perfetto-traces", "/data/local/tmp", "/tmp")
@@ -68,7 +68,7 @@ def choose_recorder(transport: Transport, asked: str = "auto") -> tuple[str, str
     for it) and checked again."""
     if asked == "tracefs":
         return "tracefs", "asked (--recorder tracefs)", {}
-    if getattr(transport, "name", "local") == "local":
+    if transport.is_local:
         if asked == "perfetto":
             raise TargetError("--recorder perfetto is for adb targets (a host records through tracefs)")
         return "tracefs", "a host target: tracefs directly", {}
@@ -103,7 +103,7 @@ def trace_config(events: list[EventSpec], *, buffer_kb: int, ftrace_buffer_kb: i
     """The TraceConfig of a recording, as the text (--txt) perfetto reads."""
     from google.protobuf import text_format
 
-    from mobiperf.collectors.parse.perfetto_schema import message_class
+    from mobiperf.core.perfetto_protos import message_class
 
     cfg = message_class("TraceConfig")()
     buf = cfg.buffers.add()

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from mobiperf.collectors import Collector
-from mobiperf.errors import TargetError
+from mobiperf.collectors.collector import Collector
+from mobiperf.core.errors import TargetError
 from mobiperf.target.transport import Transport
 
 STRACE_OPTIONS = ("-f", "-ttt", "-T", "-y")

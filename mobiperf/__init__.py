@@ -4,7 +4,7 @@ __version__ = "0.1.0"
 
 
 def load_store(path):
-    """A store's runs and tables as lazy Polars frames, for notebooks (mobiperf.store_query.load_store)."""
-    from mobiperf.store_query import load_store as load
+    """A store's runs and tables as lazy Polars frames, for notebooks (mobiperf.core.store_query.load_store)."""
+    from mobiperf.core.store_query import load_store as load
 
     return load(path)

@@ -13,12 +13,19 @@ from pathlib import Path
 
 import click
 
-from mobiperf.errors import MobiperfError, UsageError
-from mobiperf.options import fraction, repeat_option
+from mobiperf.core.errors import MobiperfError, UsageError
+from mobiperf.core.sequential import MAX_REPEAT, parse_repeat
 
 
 def _examples(*lines: str) -> str:
     return "\n\n\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def _target(spec: str):
+    """The Target -t names (its facts are probed when first asked for)."""
+    from mobiperf.target.target import Target
+
+    return Target(_transport(spec))
 
 
 def _transport(target: str):
@@ -39,6 +46,53 @@ format_option = click.option("--format", "fmt", type=click.Choice(["text", "json
                              show_default=True, help="Output format.")
 
 
+# The option vocabulary shared by the subcommands, so that the same option means the same thing everywhere.
+#
+#     -n/--repeat N           repetitions, 1..100, in run, sweep and study; run also takes auto[:LIMIT]
+#     --primary METRIC        the one metric that decides (compare, run -n auto) or that a matrix shows (sweep)
+#     --metric PATTERN        which metrics to show (fnmatch pattern; repeatable)
+#     --min-effect PCT        the smallest change worth a verdict (5%)
+#     --format text|json|csv  output for people or machines
+
+
+class RepeatParam(click.ParamType):
+    """N in 1..100, or (when `allow_auto`) auto / auto:LIMIT, returned as ("auto", LIMIT)."""
+
+    name = "N"
+
+    def __init__(self, allow_auto: bool = False):
+        self.allow_auto = allow_auto
+        if allow_auto:
+            self.name = "N|auto[:LIMIT]"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (int, tuple)):
+            return value
+        try:
+            return parse_repeat(value, allow_auto=self.allow_auto)
+        except UsageError as e:
+            self.fail(str(e).removeprefix(f"-n {value}: "), param, ctx)
+
+
+def repeat_option(default: int | None, *, allow_auto: bool = False, what: str = "Repetitions",
+                  note: str = "") -> callable:
+    auto = " auto[:LIMIT] adds repetitions until the primary metric is precise (limit 20)." if allow_auto else ""
+    return click.option("-n", "--repeat", default=default, show_default=default is not None,
+                        type=RepeatParam(allow_auto),
+                        help=f"{what} (1..{MAX_REPEAT}), each on a fresh stack.{auto}{note}")
+
+
+def fraction(text: str, what: str) -> float:
+    """A percentage (5%) or a fraction (0.05) in [0, 1)."""
+    try:
+        value = float(text[:-1]) / 100 if str(text).endswith("%") else float(text)
+    except ValueError:
+        raise UsageError(f"{what}: not a number or percentage: {text!r} (examples: 5%, 0.05)") from None
+    if not 0 <= value < 1:
+        raise UsageError(f"{what}: {text} is outside [0, 1)")
+    return value
+
+
 def _absolute(ctx, param, value):
     """A path given by the user, made absolute before anything else sees it: the FUSE daemons and the workload
     run in other working directories, and a relative path would mean something else to them."""
@@ -46,9 +100,9 @@ def _absolute(ctx, param, value):
 
 
 def _recover_leftovers(transport) -> None:
-    """Undo what killed mobiperf processes left on the target, saying what it was (mobiperf.leftovers)."""
-    from mobiperf import signals
-    from mobiperf.leftovers import recover
+    """Undo what killed mobiperf processes left on the target, saying what it was (mobiperf.target.leftovers)."""
+    from mobiperf.core import signals
+    from mobiperf.target.leftovers import recover
 
     recover(transport, fix=True, say=signals.say)
 
@@ -96,16 +150,12 @@ def cmd_targets(fmt: str) -> None:
 def cmd_probe(target: str, fmt: str) -> None:
     """Print what the target can do: root, tracefs, trace events, strace, FUSE, loop devices, filesystems,
     IO schedulers."""
-    from mobiperf.target.probe import probe
-
-    transport = _transport(target)
-    if is_root(transport):
-        _recover_leftovers(transport)
-    caps = probe(transport).as_dict()
-    if transport.name != "local":
-        from mobiperf.target.android import android_facts
-
-        caps["android"] = android_facts(transport)
+    target = _target(target)
+    if is_root(target.transport):
+        _recover_leftovers(target.transport)
+    caps = target.caps.as_dict()
+    if not target.is_local:
+        caps["android"] = target.android
     if fmt == "json":
         click.echo(json.dumps(caps, indent=2))
         return
@@ -188,16 +238,16 @@ def cmd_run(target, stack_spec, scheduler, repeat, min_effect, primary, output, 
             command) -> None:
     """Set up the stack, run COMMAND in its working directory while tracing, tear the stack down, then parse,
     analyze and report."""
-    from mobiperf import pipeline
     from mobiperf.collectors.ftrace import parse_event_names
-    from mobiperf.cpu_share import parse_cpu_share
-    from mobiperf.dirty_limit import parse_dirty_limit
-    from mobiperf.stack import parse_image_size, parse_stack_spec
-    from mobiperf.target.probe import probe
-    from mobiperf.units import parse_duration_ns
+    from mobiperf.orchestration import pipeline
+    from mobiperf.orchestration.run_request import RunRequest, default_run_path
+    from mobiperf.stack.cpu_share import parse_cpu_share
+    from mobiperf.stack.dirty_limit import parse_dirty_limit
+    from mobiperf.stack.spec import parse_image_size, parse_stack_spec
+    from mobiperf.core.units import parse_duration_ns
 
     if phone:
-        from mobiperf.phone import resolve_phone
+        from mobiperf.stack.phone import resolve_phone
 
         model = resolve_phone(phone)
         device_profile = device_profile or model.device
@@ -206,12 +256,12 @@ def cmd_run(target, stack_spec, scheduler, repeat, min_effect, primary, output, 
         fuse_wakeup = model.fuse_wakeup if fuse_wakeup in ("", "0") else fuse_wakeup
     auto = None
     if isinstance(repeat, tuple):
-        from mobiperf.auto_repeat import AutoRepeat
+        from mobiperf.orchestration.auto_repeat import AutoRepeat
 
         auto = AutoRepeat(repeat[1], fraction(min_effect, "--min-effect"), primary=primary)
     elif primary:
         raise UsageError("--primary applies to -n auto (compare decides on a primary metric of its own)")
-    request = pipeline.RunRequest(
+    request = RunRequest(
         stack=parse_stack_spec(stack_spec), command=list(command), scheduler=scheduler,
         repeat=repeat if auto is None else auto.limit, auto=auto,
         image_size=parse_image_size(image_size), extra_events=parse_event_names(list(events)),
@@ -220,18 +270,17 @@ def cmd_run(target, stack_spec, scheduler, repeat, min_effect, primary, output, 
         dirty_limit=parse_dirty_limit(dirty_limit), cpu_share=parse_cpu_share(cpu_share),
         fuse_wakeup_ns=parse_duration_ns(fuse_wakeup) if fuse_wakeup not in ("", "0") else 0, scope=scope)
     if device_profile:
-        from mobiperf.devmodel import resolve_profile
+        from mobiperf.stack.devmodel import resolve_profile
 
         resolve_profile(device_profile)  # an unknown profile is a usage error before anything is set up
-    out = output or Path(os.path.abspath(pipeline.default_run_path(request)))
-    transport = _transport(target)
-    if is_root(transport):
-        _recover_leftovers(transport)  # before probing: a leftover stack would look like part of the machine
-    caps = probe(transport)
+    out = output or Path(os.path.abspath(default_run_path(request)))
+    target = _target(target)
+    if is_root(target.transport):
+        _recover_leftovers(target.transport)  # before probing: a leftover stack would look like part of the machine
     try:
-        rundir = pipeline.run(transport, caps, request, out)
+        rundir = pipeline.run(target, request, out)
     except KeyboardInterrupt as e:
-        from mobiperf import signals
+        from mobiperf.core import signals
 
         kept = f"the partial run is kept at {out} (marked incomplete)" if (out / "run.json").exists() else \
             "before the run directory was created"
@@ -247,7 +296,7 @@ def cmd_run(target, stack_spec, scheduler, repeat, min_effect, primary, output, 
     if request.report:
         click.echo(f"report: {rundir.path / 'report.html'}")
     if meta["status"] == "failed":
-        from mobiperf.exit_status import describe_exit_statuses
+        from mobiperf.core.exit_status import describe_exit_statuses
 
         codes = [r["exit_code"] for r in meta["repetitions"]]
         first = next(r["index"] for r in meta["repetitions"] if r["exit_code"] != 0)
@@ -287,8 +336,8 @@ def cmd_analyze(rundir: str, fmt: str, cluster: str | None, force: bool) -> None
     if cluster or is_store_arg(rundir):
         analyze_store_cli(rundir, cluster, fmt)
         return
-    from mobiperf import pipeline
-    from mobiperf.runstore import RunDir
+    from mobiperf.orchestration import pipeline
+    from mobiperf.core.runstore import RunDir
 
     from mobiperf.analyzers import breakdown_tables
 
@@ -302,7 +351,7 @@ def cmd_analyze(rundir: str, fmt: str, cluster: str | None, force: bool) -> None
     for title, df in tables.items():
         click.echo(f"\n== {title}" if fmt == "text" else f"# {title}")  # csv: one commented title per table
         if fmt == "text":
-            from mobiperf.text_table import format_table
+            from mobiperf.reports.text_table import format_table
 
             click.echo(format_table(df, more_hint=f" (mobiperf analyze {rundir} --format csv prints every row)"),
                        nl=False)
@@ -318,11 +367,11 @@ def skipped_notes(meta: dict) -> list[str]:
     lack."""
     import re
 
-    from mobiperf.text_table import group_notes
+    from mobiperf.reports.text_table import group_notes
 
     skipped = meta.get("analysis", {}).get("skipped", {})
     if meta.get("target", {}).get("target") == "ingested" and skipped:
-        from mobiperf.schema import TABLES
+        from mobiperf.core.schema import TABLES
 
         lacking = sorted({m for why in skipped.values() for m in re.findall(r"no (\w+) table", why)} & set(TABLES))
         if lacking:  # event tables: what a trace holds or not
@@ -345,8 +394,8 @@ def cmd_report(rundir: str, output: Path | None, by: str | None, base: str | Non
     if by or is_store_arg(rundir):
         fleet_report_cli(rundir, by, output, base)
         return
-    from mobiperf import pipeline
-    from mobiperf.runstore import RunDir
+    from mobiperf.orchestration import pipeline
+    from mobiperf.core.runstore import RunDir
 
     run = RunDir.open(rundir)
     if not run.has_table("io_class"):
@@ -359,7 +408,7 @@ def cmd_report(rundir: str, output: Path | None, by: str | None, base: str | Non
 @format_option
 def cmd_show(rundir: Path, fmt: str) -> None:
     """Print a run's description and metrics."""
-    from mobiperf.runstore import RunDir
+    from mobiperf.core.runstore import RunDir
 
     meta = RunDir.open(rundir).read_meta()
     if fmt == "json":
@@ -396,7 +445,7 @@ HEADLINE_METRICS = ("block.requests", "block.bytes", "block.sequential_share", "
 
 
 def _print_summary(meta: dict, *, headline_only: bool = False) -> None:
-    from mobiperf.metrics import format_value, metric_key
+    from mobiperf.core.metrics import format_value, metric_key
 
     for m in sorted(meta.get("metrics", []), key=metric_key):
         if headline_only and m["name"] not in HEADLINE_METRICS and not m["name"].startswith("workload."):
@@ -439,9 +488,9 @@ def is_root(transport) -> bool:
 
 
 def main() -> None:
-    from mobiperf import signals
+    from mobiperf.core import signals
     from mobiperf.commands import register_all
-    from mobiperf.run_stop import is_storage_error
+    from mobiperf.core.run_stop import is_storage_error
 
     signals.install()  # SIGTERM and SIGHUP stop every command the way Ctrl-C does
     try:

@@ -10,13 +10,13 @@ import plotly.graph_objects as go
 import polars as pl
 from plotly.subplots import make_subplots
 
-from mobiperf import stats
-from mobiperf.compare import CompareResult, MetricRow
+from mobiperf.core import stats
+from mobiperf.compare.runs import CompareResult, MetricRow
 from mobiperf.analyzers.size import SIZE_CLASSES
 from mobiperf.reports.figures import (PALETTE, PHASE_COLORS, PHASE_NAMES, REGION_COLORS, RUN_DASHES,
                                       WATERFALL_LAYERS, _cdf_points, _color, _layout, _shares, block_phase_means,
                                       region_column, thin_scatter, waterfall_layers)
-from mobiperf.verdict import LAYER_ORDER
+from mobiperf.compare.verdict import LAYER_ORDER
 
 VERDICT_COLORS = {stats.REGRESSION: "#c62828", stats.IMPROVEMENT: "#2e7d32", stats.CHANGED: "#6a1b9a",
                   stats.NOT_SIGNIFICANT: "#9e9e9e", stats.UNDECIDED: "#d4a017"}

@@ -17,16 +17,16 @@ from pathlib import Path
 
 import polars as pl
 
-from mobiperf import stats
-from mobiperf.compare import CompareResult, MetricRow, RunGroup
-from mobiperf.compare_format import method_description, row_verdict_text, summary_line
-from mobiperf.errors import MobiperfError
-from mobiperf.metrics import format_quantity
+from mobiperf.core import stats
+from mobiperf.compare.runs import CompareResult, MetricRow, RunGroup
+from mobiperf.compare.formats import method_description, row_verdict_text, summary_line
+from mobiperf.core.errors import MobiperfError
+from mobiperf.core.metrics import format_quantity
 from mobiperf.reports import compare_figures
 from mobiperf.reports.compare_figures import fig_changes, fig_distributions
 from mobiperf.reports.html import esc, figure_div, missing, page, sortable_table, status_label, table_filter
 from mobiperf.reports.page import syscall_count_rows
-from mobiperf.verdict import LAYER_ORDER
+from mobiperf.compare.verdict import LAYER_ORDER
 
 FINDINGS = (stats.REGRESSION, stats.IMPROVEMENT, stats.CHANGED)
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import plotly.graph_objects as go
 
-from mobiperf.compare_format import method_description
-from mobiperf.fleet import Fleet
-from mobiperf.metrics import format_quantity
+from mobiperf.compare.formats import method_description
+from mobiperf.compare.fleet import Fleet
+from mobiperf.core.metrics import format_quantity
 from mobiperf.reports import figures
 from mobiperf.reports.compare_figures import fig_changes
 from mobiperf.reports.compare_page import CONTEXT_HEADERS, context_row

@@ -13,7 +13,7 @@ from typing import Any, Iterable
 import plotly.io as pio
 import polars as pl
 
-from mobiperf.units import format_duration_ns, format_size
+from mobiperf.core.units import format_duration_ns, format_size
 
 PLOTLY_CONFIG = {"displaylogo": False, "responsive": True,
                  "toImageButtonOptions": {"format": "svg", "scale": 1}}

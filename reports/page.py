@@ -19,11 +19,11 @@ from typing import Any, Callable
 
 import polars as pl
 
-from mobiperf.exit_status import describe_exit_statuses
-from mobiperf.metrics import format_quantity, format_value, metric_key
+from mobiperf.core.exit_status import describe_exit_statuses
+from mobiperf.core.metrics import format_quantity, format_value, metric_key
 from mobiperf.reports import figures
 from mobiperf.reports.html import esc, figure_div, missing, page, status_label, table_html
-from mobiperf.units import format_duration_ns, format_size
+from mobiperf.core.units import format_duration_ns, format_size
 
 # Per-request FUSE table: an event table, shown when the caller passes it along with the results.
 FUSE_REQUESTS = ("fuse_req",)

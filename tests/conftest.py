@@ -1,4 +1,19 @@
-"""Shared fixtures: the built reference binaries, and the guard that every test leaves the machine as it found it."""
+"""Shared fixtures: the built reference binaries, and the guard that every test leaves the machine as it found it.
+
+Tests live by kind, and each folder marks its tests (pytest -m selects by them; `pytest tests/unit` runs in
+seconds without root):
+
+    unit/       pure code: parsers, statistics, the run store, the CLI's vocabulary, the house's shape
+    golden/     real traces through parse and analyze, against their expected tables
+    property/   hypothesis: invariants of pairing, classification and the layer model
+    system/     real stacks, tracefs, loop devices, cgroups, studies                       marker: root
+    fuse/       the FUSE daemons (bfuse, fjord, fusecore, the device model) on real mounts     marker: fuse
+    adb/        the adb path, against the loopback adbd and the Android-shaped device         marker: adb
+    support/    helpers (fixtures, the loopback adbd, oracles, synthetic runs), not tests
+
+A test anywhere that skips without root (needs_root) or without FUSE (needs_fuse) is marked root or fuse too;
+`slow` stays a per-test marker (excluded from the default run).
+"""
 
 from __future__ import annotations
 
@@ -6,9 +21,14 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+# Test-only helpers (fixture modules, the loopback adbd, synthetic runs, oracles) live in tests/support and are
+# imported by their own names.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 
 # Fixture modules that test modules also import (as pytest_plugins and for their helpers): rewrite their asserts.
 pytest.register_assert_rewrite("adb_fixtures", "android_device")
@@ -89,6 +109,21 @@ def clean_machine():
     leftovers = {kind: sorted(i for i in after[kind] - before[kind] if not _someone_elses(i)) for kind in after}
     leftovers = {kind: items for kind, items in leftovers.items() if items}
     assert not leftovers, f"left behind: {leftovers}"
+
+
+FOLDER_MARKERS = {"system": ("root",), "fuse": ("fuse",), "adb": ("adb",)}
+SKIP_MARKERS = {"needs root": "root", "needs /dev/fuse": "fuse"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        folder = Path(item.fspath).resolve().parent.name
+        names = set(FOLDER_MARKERS.get(folder, ()))
+        for mark in item.iter_markers("skipif"):
+            reason = mark.kwargs.get("reason", "")
+            names.update(m for prefix, m in SKIP_MARKERS.items() if reason.startswith(prefix))
+        for name in sorted(names):
+            item.add_marker(name)
 
 
 def pytest_addoption(parser):

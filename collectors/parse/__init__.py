@@ -158,7 +158,8 @@ def _parse_block_traces(raw: Path, rep: int, labels: dict, add, out: ParsedRaw, 
     """blktrace records and blkparse text: block_event, or blktrace_event beside ftrace block events."""
     table = "blktrace_event" if has_ftrace_blocks else "block_event"
     if (raw / "blktrace").is_dir():
-        from mobiperf.collectors.parse.blktrace_format import blktrace_files, parse_blktrace
+        from mobiperf.collectors.parse.blktrace_format import blktrace_files
+        from mobiperf.collectors.parse.blktrace_reader import parse_blktrace
 
         for group in blktrace_files(raw / "blktrace"):
             blk = parse_blktrace(group, rep)
@@ -198,11 +199,11 @@ def _ftrace_lost(stats_path: Path) -> int:
 
 def derive_tables(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataFrame], dict]:
     """Tables built from the event tables of all repetitions, with a summary for run.json."""
-    from mobiperf.collectors.parse.block_requests import pair_block_requests
+    from mobiperf.collectors.parse.pairing import pair_block_requests
 
     derived, summary = {}, {}
     if "block_event" in tables:
-        from mobiperf.analyzers.pairing import summarize_pairing
+        from mobiperf.collectors.parse.pairing import summarize_pairing
 
         derived["block_rq"], pairing = pair_block_requests(tables["block_event"])
         summary["block_pairing"] = pairing.as_dict()

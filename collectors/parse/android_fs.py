@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from mobiperf.schema import ANDROID_FS_EVENT
+from mobiperf.core.schema import ANDROID_FS_EVENT
 
 ANDROID_FS_EVENTS = {
     "android_fs_dataread_start": ("read", "start"), "android_fs_dataread_end": ("read", "end"),

@@ -34,8 +34,8 @@ from pathlib import Path
 
 import polars as pl
 
-from mobiperf.errors import ParseError, UsageError
-from mobiperf.schema import BLOCK_EVENT, TRACE_MARKER
+from mobiperf.core.errors import ParseError, UsageError
+from mobiperf.core.schema import BLOCK_EVENT, TRACE_MARKER
 
 HEADER = (r"^\s*(?P<major>\d+),(?P<minor>\d+)\s+(?P<cpu>\d+)\s+(?P<seq>\d+)\s+(?P<secs>\d+)\.(?P<frac>\d+)\s+"
           r"(?P<pid>\d+)\s+(?P<act>[A-Za-z]{1,2})\s+(?P<rwbs>[A-Z]+)\s(?P<rest>.*?)\r?$")

@@ -1,5 +1,6 @@
 """blktrace binary records (struct blk_io_trace, versions 0x07 and 0x08, either byte order) -> block_event rows:
-the compiled decoder (numba), for large sets; blktrace_format.parse_blktrace picks it or blktrace_numpy.py by size.
+the compiled decoder (numba), for large sets; blktrace_reader.parse_blktrace picks it or blktrace_numpy.py by
+size.
 
 Sources: per-CPU files of the blktrace tool (`NAME.blktrace.<cpu>`), a merged stream (`blkparse -d`), or the
 kernel's `blk` tracer read from trace_pipe with the `bin` option (sequence always 0, no process notes).
@@ -32,9 +33,9 @@ from numba import njit
 
 from mobiperf.collectors.parse.blktrace_format import (  # noqa: F401  (re-exported: the format's names)
     ACTION_EVENT, CGROUP_FLAG, HEADER_SIZE, MAGIC, NOTE_MESSAGE, NOTE_PROCESS, NOTE_TIMESTAMP, TC, TC_SHIFT,
-    BlktraceTables, blktrace_files, comm_lookup, detect_format, map_file, note_record, note_tables, parse_blktrace,
-    rwbs_text, sequence_gaps)
-from mobiperf.schema import BLOCK_EVENT
+    BlktraceTables, blktrace_files, comm_lookup, detect_format, map_file, note_record, note_tables, rwbs_text,
+    sequence_gaps)
+from mobiperf.core.schema import BLOCK_EVENT
 
 
 @njit(cache=True, nogil=True)

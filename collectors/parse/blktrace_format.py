@@ -1,5 +1,5 @@
 """blktrace records (struct blk_io_trace, versions 0x07 and 0x08, either byte order): their layout, the notes,
-rwbs, sequence gaps, and parse_blktrace, which picks a decoder by size.
+rwbs and sequence gaps (blktrace_reader.parse_blktrace picks a decoder by size).
 
 Two decoders make the same rows (tests hold them equal): blktrace.py compiles its passes with numba (for large
 sets: millions of records a second) and blktrace_numpy.py walks and gathers with numpy (for small sets, where
@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from mobiperf.errors import ParseError
-from mobiperf.schema import TRACE_MARKER
+from mobiperf.core.errors import ParseError
+from mobiperf.core.schema import TRACE_MARKER
 
 # Below this many bytes in a set, the numpy decoder (no compiler start-up); above, the compiled one.
 NUMPY_MAX_BYTES = 8 << 20
@@ -143,24 +143,6 @@ def blktrace_files(raw: Path) -> list[list[Path]]:
             groups[name] = [p]
     return [sorted(v, key=lambda q: int(q.name.rpartition(".")[2]) if q.name.rpartition(".")[2].isdigit() else 0)
             for _, v in sorted(groups.items())]
-
-
-def parse_blktrace(paths: list[Path], rep: int = 0) -> BlktraceTables:
-    """block_event and trace_marker rows of a set of blktrace files (per-CPU files or one stream), by the
-    decoder that is faster for its size (NUMPY_MAX_BYTES)."""
-    total = 0
-    for p in paths:
-        try:
-            total += os.stat(p).st_size
-        except OSError:
-            pass  # the decoder says why it cannot read it
-    if total < NUMPY_MAX_BYTES:
-        from mobiperf.collectors.parse.blktrace_numpy import parse_blktrace_numpy
-
-        return parse_blktrace_numpy(paths, rep)
-    from mobiperf.collectors.parse.blktrace import parse_blktrace_compiled
-
-    return parse_blktrace_compiled(paths, rep)
 
 
 def note_tables(notes: list[tuple[int, int, int, bytes, str]], rep: int) -> tuple[dict, int | None, pl.DataFrame]:

@@ -18,7 +18,7 @@ import polars as pl
 from mobiperf.collectors.parse.blktrace_format import (ACTION_EVENT, CGROUP_FLAG, HEADER_SIZE, BlktraceTables,
                                                        comm_lookup, detect_format, map_file, note_record,
                                                        note_tables, rwbs_text, sequence_gaps)
-from mobiperf.schema import BLOCK_EVENT
+from mobiperf.core.schema import BLOCK_EVENT
 
 TOP = (1 << 63) - 1
 

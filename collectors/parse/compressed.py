@@ -33,7 +33,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from mobiperf.errors import UsageError
+from mobiperf.core.errors import UsageError
 
 MAX_DEPTH = 4
 CHUNK = 1 << 20

@@ -49,8 +49,8 @@ from mobiperf.collectors.parse.event_format import EventFormat, read_formats
 from mobiperf.collectors.parse.ftrace_events import is_known_event, parse_other_events
 from mobiperf.collectors.parse.ftrace_text import BLOCK_EVENT_BODY, MARKER_EVENTS
 from mobiperf.collectors.parse.print_fmt import IntCol, Unrenderable, compile_print_fmt, render
-from mobiperf.errors import ParseError
-from mobiperf.schema import BLOCK_EVENT, TRACE_MARKER
+from mobiperf.core.errors import ParseError
+from mobiperf.core.schema import BLOCK_EVENT, TRACE_MARKER
 
 
 @dataclass

@@ -302,6 +302,8 @@ def line_count(buf, newlines) -> int:
     return len(newlines) + (1 if len(buf) and buf[-1] != 10 else 0)
 
 
+# One function on purpose: numba compiles it to a single loop over the buffer; split into calls, the per-line
+# state (header fields, event id, block fields) would cross function boundaries numba does not inline.
 @njit(cache=True, nogil=True)
 def scan_trace(buf, newlines, first, stop, known_hash, known_kind):
     """One pass over lines [first, stop): event ids, the parsed block events, the header of every other line.

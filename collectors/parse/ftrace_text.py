@@ -28,8 +28,8 @@ import numpy as np
 import polars as pl
 
 from mobiperf.collectors.parse.ftrace_events import is_known_event, known_event_expr, parse_other_events
-from mobiperf.errors import ParseError
-from mobiperf.schema import BLOCK_EVENT, TRACE_MARKER
+from mobiperf.core.errors import ParseError
+from mobiperf.core.schema import BLOCK_EVENT, TRACE_MARKER
 
 HEADER = (r"^\s*(?:\S+:\s+)?(?P<comm>.*)-(?P<pid>\d+)\s+(?:\(\s*[-\d]+\)\s+)?\[(?P<cpu>\d+)\]\s+(?:\S{1,8}\s+)?"
           r"(?P<secs>\d+)\.(?P<usecs>\d+):\s+(?P<event>\w+)(?P<sep>:\s*| |)(?P<body>.*?)\r?$")

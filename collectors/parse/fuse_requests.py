@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from mobiperf.schema import FUSE_REQ
+from mobiperf.core.schema import FUSE_REQ
 
 FUSE_READ, FUSE_WRITE = 15, 16
 WRITE_HEADER_BYTES = 40 + 40   # fuse_in_header + fuse_write_in

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import polars as pl
 
-from mobiperf.schema import FILE_EXTENT
+from mobiperf.core.schema import FILE_EXTENT
 
 FILEFRAG_HEAD = re.compile(r"^File size of (.*) is (\d+) \(\d+ blocks? of (\d+) bytes\)")
 FILEFRAG_EXTENT = re.compile(r"^\s*\d+:\s+(\d+)\.\.\s*(\d+):\s+(\d+)\.\.\s*(\d+):\s+(\d+):\s*(?:\d+:)?\s*(.*)$")

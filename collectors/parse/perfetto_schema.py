@@ -19,6 +19,7 @@ from functools import lru_cache
 import numpy as np
 
 from mobiperf.collectors.parse.perfetto_wire import KIND_INT, KIND_STR
+from mobiperf.core.perfetto_protos import message_class, trace_protos
 
 # google.protobuf FieldDescriptor types (descriptor.proto's FieldDescriptorProto.Type)
 TYPE_STRING, TYPE_BYTES, TYPE_MESSAGE = 9, 12, 11
@@ -90,9 +91,7 @@ def _message_layout(descriptor, name: str | None = None) -> MessageLayout:
 
 @lru_cache(maxsize=1)
 def _pb2():
-    from perfetto.protos.perfetto.trace import perfetto_trace_pb2
-
-    return perfetto_trace_pb2
+    return trace_protos()
 
 
 @lru_cache(maxsize=1)
@@ -142,11 +141,6 @@ def trace_packet_number() -> int:
 def event_field(name: str) -> int:
     """The FtraceEvent field number of an event name (KeyError for events the protos do not type)."""
     return _pb2().FtraceEvent.DESCRIPTOR.fields_by_name[name].number
-
-
-def message_class(name: str):
-    """A message class of the trace protos (TracePacket, ProcessTree, ...), for the few packets decoded whole."""
-    return getattr(_pb2(), name)
 
 
 def decode_message(name: str, data: bytes):

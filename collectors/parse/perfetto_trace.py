@@ -53,8 +53,8 @@ from mobiperf.collectors.parse.perfetto_tables import (BlockRows, clock_summary,
 from mobiperf.collectors.parse.perfetto_schema import (MessageLayout, event_field, ftrace_event_types, int_values,
                                                       generic_numbers, layout_from_descriptor, packet_field,
                                                       trace_packet_number, wire_numbers)
-from mobiperf.errors import ParseError
-from mobiperf.schema import BLOCK_EVENT, GENERIC_EVENT, TRACE_MARKER
+from mobiperf.core.errors import ParseError
+from mobiperf.core.schema import BLOCK_EVENT, GENERIC_EVENT, TRACE_MARKER
 
 STORAGE_TABLES = ("block_event", "fsync_event", "jbd2_commit", "jbd2_run_stats", "fuse_event", "fs_event",
                   "syscall_io")

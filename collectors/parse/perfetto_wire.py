@@ -147,6 +147,8 @@ def _scan_event(buf, s, e_end, ts_field, pid_field):
     return typ >= 0, ts, pid, typ, off, ln
 
 
+# One function on purpose: numba compiles the nested protobuf walk (packet, bundle, event) into one loop;
+# split, the cursor and output arrays would cross calls on every event.
 @njit(cache=True, nogil=True)
 def scan_trace(buf, pk_offs, pk_lens, wanted, nums):
     """Every ftrace event of the packets, and where the other wanted packet fields are.
@@ -315,6 +317,8 @@ def scan_trace(buf, pk_offs, pk_lens, wanted, nums):
             (x_packet[:nx], x_field[:nx], x_off[:nx], x_len[:nx]), pk_ts, dropped, bad)
 
 
+# One function on purpose: one compiled loop over the messages, each field dispatched on its slot kind in
+# place, so no per-field call is made.
 @njit(cache=True, nogil=True)
 def decode_fields(buf, offs, lens, slot_of, slot_kind, slot_repeat, slot_col, n_int, n_str):
     """The fields of n messages of one type, as columns: ints[col, i] (varints and fixed values as int64 bits)

@@ -21,7 +21,7 @@ other calls, per chdir segment); a relative path stays relative when the process
 open_flags: each fd's flags followed through open/openat/openat2/creat, dup*, fcntl (F_SETFL, F_GETFL, F_DUPFD*),
 close, close_range, clone/clone3/fork/vfork (CLONE_FILES from the printed flags) and execve, by fd_flags.py.
 
-Compared with the ftrace syscalls events on the same run (tests/test_syscall_sync_mode_run.py: dd oflag=dsync and
+Compared with the ftrace syscalls events on the same run (tests/system/test_syscall_sync_mode_run.py: dd oflag=dsync and
 oflag=direct, rm; 6.18 kernel, strace 6.1): the same calls of the same pids get the same fd, sizes, return
 values and open flags, hence the same sync modes. What differs: strace sees every call (607 rows against 362
 for the event set) and the workload wrapper's shell before ftrace's tracing_on; strace has every fd's path,
@@ -42,8 +42,8 @@ import polars as pl
 
 from mobiperf.collectors.parse.fd_flags import (CLONE_FILES, CLOSE_RANGE_CLOEXEC, TABLE_CALLS, flag_bits_of_names,
                                                 track_open_flags)
-from mobiperf.errors import ParseError
-from mobiperf.schema import SYSCALL_IO
+from mobiperf.core.errors import ParseError
+from mobiperf.core.schema import SYSCALL_IO
 
 # [pid] (-f: `123 ` in a log file, `[pid   123] ` on a terminal), then the time: -ttt epoch.usecs, -t/-tt
 # HH:MM:SS[.usecs] (time of day), or none

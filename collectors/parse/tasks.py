@@ -1,10 +1,11 @@
 """raw/tasks.json -> task_role: which tasks of a trace are mobiperf's, the workload's root, the FUSE daemons'.
 
-The pipeline writes tasks.json when a repetition ends (mobiperf/pipeline.py `write_task_roles`). One row per
-(task, role): `workload` for the root process of the workload (its tree is the tids of its traced calls, see
-analyzers/scope.py), `fuse_daemon` for every thread of a stack's FUSE daemon (fuse_fd: one row per descriptor the
-daemon holds on /dev/fuse, -1 when it holds none), `mobiperf` for mobiperf's own process (with its comm: the workload's root carries it until it execs). A run directory without
-tasks.json (older runs, ingested traces) has no task_role table: scope is then the whole trace.
+The pipeline writes tasks.json when a repetition ends (mobiperf/orchestration/pipeline.py `write_task_roles`). One row
+per (task, role): `workload` for the root process of the workload (its tree is the tids of its traced calls, see
+analyzers/scope.py), `fuse_daemon` for every thread of a stack's FUSE daemon (fuse_fd: one row per descriptor the daemon
+holds on /dev/fuse, -1 when it holds none), `mobiperf` for mobiperf's own process (with its comm: the workload's root
+carries it until it execs). A run directory without tasks.json (older runs, ingested traces) has no task_role table:
+scope is then the whole trace.
 
 The same file holds the wall-clock readings (collectors/clock.py): wall_to_trace_clock() puts strace's realtime
 stamps on the trace clock with them, interpolating between the readings before and after the workload.
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import polars as pl
 
-from mobiperf.schema import TASK_ROLE
+from mobiperf.core.schema import TASK_ROLE
 
 
 def read_tasks(path: Path) -> dict:

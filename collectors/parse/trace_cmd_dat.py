@@ -44,7 +44,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mobiperf.errors import MobiperfError, ParseError
+from mobiperf.core.errors import MobiperfError, ParseError
 
 MAGIC = b"\x17\x08Dtracing"
 # v7 option ids (v6 uses 0 and 3 the same way)
@@ -481,7 +481,7 @@ def extract_dat(path: Path, raw: Path, buffer: str | None = None, all_formats: b
             break
     if chosen is None:
         if buffer is not None:
-            from mobiperf.errors import UsageError
+            from mobiperf.core.errors import UsageError
             raise UsageError(f"{path}: no buffer {buffer!r}; it has {', '.join(repr(n) for n in names)}")
         chosen = dat.buffers[0] if dat.buffers else DatBuffer("", [])
         warnings.append(f"no buffer holds events (buffers: {', '.join(repr(n) for n in names) or 'none'})")

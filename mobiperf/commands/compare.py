@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from mobiperf.errors import UsageError
-from mobiperf.options import fraction
+from mobiperf.core.errors import UsageError
+from mobiperf.cli import fraction
 
 EPILOG = """
 
@@ -69,8 +69,9 @@ def cmd_compare(base, new, fmt, output, primary, guards, metrics, alpha, min_eff
                 until, target, fail_on_regression) -> None:
     """Did the change help? Compare BASE with NEW (and more NEW runs): a verdict on one primary metric, guards,
     and every other metric as context."""
-    from mobiperf import compare, compare_format
-    from mobiperf.verdict import parse_guard
+    from mobiperf.compare import runs as compare
+    from mobiperf.compare import formats as compare_format
+    from mobiperf.compare.verdict import parse_guard
 
     options = compare.CompareOptions(alpha=fraction(alpha, "--alpha"), min_effect=fraction(min_effect,
                                      "--min-effect"), method=method,
@@ -104,15 +105,13 @@ def cmd_compare(base, new, fmt, output, primary, guards, metrics, alpha, min_eff
 
 def _extend(base, new, limit: int, options, target: str) -> None:
     """--until: repetitions added to both runs before they are compared."""
-    from mobiperf.cli import _transport
-    from mobiperf.target.probe import probe
-    from mobiperf.until import extend_until
+    from mobiperf.cli import _target
+    from mobiperf.orchestration.until import extend_until
 
     if len(new) != 1:
         raise UsageError("--until compares one NEW run with BASE; give one NEW")
-    transport = _transport(target)
     plan = extend_until(base, new[0], limit=limit, min_effect=options.min_effect, alpha=options.alpha,
-                        primary=options.primary, transport=transport, caps=probe(transport),
+                        primary=options.primary, target=_target(target),
                         say=lambda text: click.echo(text, err=True))
     click.echo(f"--until: {plan.reason}", err=True)
 

@@ -1,6 +1,6 @@
 """`mobiperf doctor`: what killed mobiperf processes left on a target, and (with --fix) undoing it.
 
-It reads the undo journals on the target (mobiperf.undo_journal) and keeps those whose owner is dead, each with
+It reads the undo journals on the target (mobiperf.target.undo_journal) and keeps those whose owner is dead, each with
 what is still in place: its helper processes, mounts, loop devices, tracefs instances, cgroups, directories, and
 every sysfs value it changed with the value to restore. It also notes detached loop devices whose scheduler or
 dirty limits an earlier user left changed (information only: every run resets a loop device before using it).
@@ -30,11 +30,11 @@ def _examples(*lines: str) -> str:
               help="Output format.")
 def cmd_doctor(target: str, fix: bool, other_hosts: bool, fmt: str) -> None:
     """Find (and with --fix undo) what mobiperf processes that were killed left on the target."""
-    from mobiperf import signals
+    from mobiperf.core import signals
     from mobiperf.cli import _transport, is_root
-    from mobiperf.device_settings import stale_loop_devices
-    from mobiperf.errors import TargetError
-    from mobiperf.leftovers import recover
+    from mobiperf.stack.device_settings import stale_loop_devices
+    from mobiperf.core.errors import TargetError
+    from mobiperf.target.leftovers import recover
 
     transport = _transport(target)
     if not is_root(transport):

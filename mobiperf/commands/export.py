@@ -1,6 +1,6 @@
 """`mobiperf export RUNDIR --perfetto FILE`: a run's calls, FUSE requests, file system and journal spans and block
-requests for the Perfetto UI, as a protobuf TrackEvent trace (mobiperf/perfetto_track.py) or, with --format json,
-the Chrome JSON trace of mobiperf/perfetto.py."""
+requests for the Perfetto UI, as a protobuf TrackEvent trace (reports/perfetto_track.py) or, with --format json,
+the Chrome JSON trace of reports/perfetto_json.py."""
 
 from __future__ import annotations
 
@@ -39,19 +39,19 @@ def export_format(path: Path, asked: str) -> str:
 def cmd_export(rundir: Path, perfetto_file: Path, fmt: str) -> None:
     """Export a run's calls, FUSE requests, file system and journal spans and block requests (with their btt
     phases) as a trace for the Perfetto UI."""
-    from mobiperf.runstore import RunDir
+    from mobiperf.core.runstore import RunDir
 
     run = RunDir.open(rundir)
     status = run.read_meta().get("status")
     if status != "complete":
         click.echo(f"note: this run is {status}; the trace covers what was collected", err=True)
     if export_format(perfetto_file, fmt) == "json":
-        from mobiperf.perfetto import write_trace
+        from mobiperf.reports.perfetto_json import write_trace
 
         counts = write_trace(run, perfetto_file)
         spans = ", ".join(f"{n:,} {k}" for k, n in sorted(counts.items()) if k not in ("M",))
     else:
-        from mobiperf.perfetto_track import write_track_trace
+        from mobiperf.reports.perfetto_track import write_track_trace
 
         counts = write_track_trace(run, perfetto_file)
         spans = ", ".join(f"{n:,} {k}" for k, n in sorted(counts.items()) if isinstance(n, int)) + \

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import click
 
-from mobiperf.errors import MissingTableError, MobiperfError, ParseError, UsageError
+from mobiperf.core.errors import MissingTableError, MobiperfError, ParseError, UsageError
 
 KINDS = ("auto", "ftrace", "ftrace-raw", "blktrace", "blkparse", "strace", "trace-cmd", "perfetto")
 EPILOG = """
@@ -258,8 +258,9 @@ def ingest(inputs: list[Path], out: Path, *, kind: str = "auto", label: str | No
 
     An ingest that fails before its traces are parsed, or whose traces hold no event mobiperf reads, leaves no
     run directory behind (the same -o can be used again) and says why in one line naming the user's file."""
-    from mobiperf import __version__, pipeline
-    from mobiperf.runstore import RunDir
+    from mobiperf import __version__
+    from mobiperf.orchestration import pipeline
+    from mobiperf.core.runstore import RunDir
 
     missing = [str(p) for p in inputs if not p.exists()]
     if missing:
@@ -318,7 +319,7 @@ def _refuse_if_empty(rundir, inputs: list[Path]) -> None:
     """A UsageError when the parsed tables hold no event at all (what the traces did hold, if anything)."""
     import polars as pl
 
-    from mobiperf.schema import TABLES
+    from mobiperf.core.schema import TABLES
 
     if any(rundir.has_table(t) and rundir.scan_table(t).select(pl.len()).collect().item() for t in TABLES):
         return

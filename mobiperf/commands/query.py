@@ -1,5 +1,5 @@
 """`mobiperf query RUNDIR "SQL"`: SQL over a run's tables, for any question the breakdowns do not answer;
-`mobiperf query STORE "SQL"`: SQL across every run of a store (mobiperf.store_query, embedded DuckDB).
+`mobiperf query STORE "SQL"`: SQL across every run of a store (mobiperf.core.store_query, embedded DuckDB).
 
 A run directory (run.json at its top) and a store (a directory of run directories, or an fsspec URL) are told
 apart by content. Over one run, every event table (tables/*.parquet) and result table (results/*.parquet) of the run is registered under its
@@ -15,12 +15,12 @@ from pathlib import Path
 import click
 import polars as pl
 
-from mobiperf.errors import UsageError
+from mobiperf.core.errors import UsageError
 
 
 def run_query(rundir: Path, sql: str) -> pl.DataFrame:
     """The result of `sql` over the run's tables; UsageError naming the tables when the query is wrong."""
-    from mobiperf.runstore import RunDir
+    from mobiperf.core.runstore import RunDir
 
     run = RunDir.open(rundir)
     # categorical columns (block_event's comm, event, rwbs) read as the strings they are: LIKE and string
@@ -58,7 +58,7 @@ def cmd_query(rundir: str, sql: str | None, list_tables: bool, fmt: str) -> None
         return
     rundir = Path(rundir)
     if list_tables:
-        from mobiperf.runstore import RunDir
+        from mobiperf.core.runstore import RunDir
 
         run = RunDir.open(rundir)
         for sub in ("tables", "results"):
@@ -72,8 +72,8 @@ def cmd_query(rundir: str, sql: str | None, list_tables: bool, fmt: str) -> None
 
 
 def _query_store(store: str, sql: str | None, list_tables: bool, fmt: str) -> None:
-    from mobiperf.store import Store
-    from mobiperf.store_query import list_views, query_store
+    from mobiperf.core.store import Store
+    from mobiperf.core.store_query import list_views, query_store
 
     s = Store.open(store)
     if list_tables:

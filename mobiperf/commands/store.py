@@ -9,19 +9,19 @@ from pathlib import Path
 
 import click
 
-from mobiperf.errors import UsageError
+from mobiperf.core.errors import UsageError
 
 
 def is_store_arg(path: str | os.PathLike) -> bool:
     """A store rather than a run directory: a URL, or a local directory without run.json at its top."""
-    from mobiperf.store import is_run_dir
+    from mobiperf.core.store import is_run_dir
 
     text = os.fspath(path)
     return "://" in text or (os.path.isdir(text) and not is_run_dir(text))
 
 
 def _refuse_one_run(path: str, option: str) -> None:
-    from mobiperf.store import is_run_dir
+    from mobiperf.core.store import is_run_dir
 
     if "://" not in path and is_run_dir(path):
         raise UsageError(f"{option} is for a store of runs; {path} is one run directory (give the directory "
@@ -30,7 +30,7 @@ def _refuse_one_run(path: str, option: str) -> None:
 
 def analyze_store_cli(store: str, cluster: str | None, fmt: str) -> None:
     """`mobiperf analyze STORE [--cluster ...]`: every run re-analysed, one line per run that failed, a summary."""
-    from mobiperf.cluster import analyze_store, open_client, parse_cluster
+    from mobiperf.orchestration.cluster import analyze_store, open_client, parse_cluster
 
     _refuse_one_run(store, "--cluster")
     def done(outcome: dict, i: int, n: int) -> None:
@@ -61,9 +61,9 @@ def analyze_store_cli(store: str, cluster: str | None, fmt: str) -> None:
 
 def fleet_report_cli(store: str, by: str | None, output: Path | None, base: str | None) -> None:
     """`mobiperf report STORE --by kernel,stack -o fleet.html`."""
-    from mobiperf.fleet import build_fleet
+    from mobiperf.compare.fleet import build_fleet
     from mobiperf.reports.fleet_page import write_fleet_page
-    from mobiperf.store import Store, update_index
+    from mobiperf.core.store import Store, update_index
 
     _refuse_one_run(store, "--by")
     if not by:
@@ -84,7 +84,7 @@ def cmd_index(store: str, fmt: str) -> None:
     its facts and headline metrics; damaged runs with the reason they are skipped."""
     import polars as pl
 
-    from mobiperf.store import Store, describe_damage, index_summary, update_index
+    from mobiperf.core.store import Store, describe_damage, index_summary, update_index
 
     update = update_index(Store.open(store))
     facts = update.index.select("run_id", "status", "target", "kernel", "stack", "repetitions", "error")

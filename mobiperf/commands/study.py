@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from mobiperf.errors import UsageError
-from mobiperf.options import repeat_option
+from mobiperf.core.errors import UsageError
+from mobiperf.cli import repeat_option
 
 EPILOG = """
 
@@ -52,8 +52,8 @@ Examples:
               help="Output format.")
 def cmd_study(name, output, quick, device_profile, cpu, phone, repeat, target, report_only, list_only, fmt) -> None:
     """Run the study NAME (bfuse, journal-modes, fjord, zero-copy, layers) and print its tables."""
-    from mobiperf import study as study_mod
-    from mobiperf.sweep import PARAMETERS, Progress
+    from mobiperf.orchestration import study as study_mod
+    from mobiperf.orchestration.sweep import PARAMETERS, Progress
 
     studies = study_mod.registry()
     if list_only or not name:
@@ -84,7 +84,7 @@ def cmd_study(name, output, quick, device_profile, cpu, phone, repeat, target, r
     try:
         result = study_mod.run_study(name, out, config, progress=progress, report_only=report_only)
     except KeyboardInterrupt as e:
-        from mobiperf import signals
+        from mobiperf.core import signals
 
         signals.say(f"\n{signals.signal_name(e)}: stopped; the same command continues where it stopped ({out})")
         sys.exit(signals.exit_status(e))
@@ -96,7 +96,7 @@ def cmd_study(name, output, quick, device_profile, cpu, phone, repeat, target, r
 
 
 def register(group: click.Group) -> None:
-    from mobiperf.study import registry
+    from mobiperf.orchestration.study import registry
 
     cmd_study.epilog = EPILOG.format(studies="\n".join(f"  {s.name:<14}{s.title}" for s in registry().values()))
     group.add_command(cmd_study)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from mobiperf.errors import UsageError
-from mobiperf.options import repeat_option
+from mobiperf.core.errors import UsageError
+from mobiperf.cli import repeat_option
 
 EPILOG = """
 
@@ -57,9 +57,8 @@ def cmd_sweep(output, params, repeat, seed, primary, timeout, retry_failed, stat
               cluster) -> None:
     """Run WORKLOAD cells over a grid of stack and workload parameters, in a seeded random order, resumable;
     write SWEEP/matrix.html (heatmap + table with confidence intervals)."""
-    from mobiperf import sweep
-    from mobiperf.study_report import write_matrix_page
-    from mobiperf.units import parse_duration_ns
+    from mobiperf.orchestration import sweep
+    from mobiperf.core.units import parse_duration_ns
 
     metric = sweep.canonical_metric(primary) if primary else None
     definition = None
@@ -93,7 +92,7 @@ def cmd_sweep(output, params, repeat, seed, primary, timeout, retry_failed, stat
             else:
                 data = sweep.run_sweep(output, definition, retry_failed=retry_failed, progress=progress)
         except KeyboardInterrupt as e:
-            from mobiperf import signals
+            from mobiperf.core import signals
 
             signals.say(f"\n{signals.signal_name(e)}: stopped; `mobiperf sweep -o {output}` continues where it "
                         "stopped")
@@ -101,7 +100,7 @@ def cmd_sweep(output, params, repeat, seed, primary, timeout, retry_failed, stat
     else:
         data = sdir.read()
     metric = sweep.canonical_metric(metric or data.get("metric") or sweep.DEFAULT_METRIC)
-    page = write_matrix_page(data, output / "matrix.html", metric=metric)
+    page = sweep.write_matrix_page(data, output / "matrix.html", metric=metric)
     if fmt == "json":
         import json
 
@@ -121,9 +120,10 @@ def cmd_sweep(output, params, repeat, seed, primary, timeout, retry_failed, stat
 
 
 def _run_on_cluster(cluster: str, output: Path, definition, retry_failed: bool, progress) -> dict:
-    """The sweep with every unit a Dask task (mobiperf.sweep_cluster); a LocalCluster's workers offer `local`."""
-    from mobiperf.cluster import open_client, parse_cluster
-    from mobiperf.sweep_cluster import run_sweep_on_cluster
+    """The sweep with every unit a Dask task (mobiperf.orchestration.sweep_cluster); a LocalCluster's workers
+    offer `local`."""
+    from mobiperf.orchestration.cluster import open_client, parse_cluster
+    from mobiperf.orchestration.sweep_cluster import run_sweep_on_cluster
 
     spec = parse_cluster(cluster)
     with open_client(spec, resources={"local": 1} if spec.is_local else None) as client:
@@ -139,7 +139,7 @@ def _params_text(sdir, cell_id: str) -> str:
 
 
 def register(group: click.Group) -> None:
-    from mobiperf.sweep import describe_parameters
+    from mobiperf.orchestration.sweep import describe_parameters
 
     cmd_sweep.epilog = EPILOG.format(params=describe_parameters())
     group.add_command(cmd_sweep)

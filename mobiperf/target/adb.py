@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from mobiperf.errors import TargetError
-from mobiperf.lifeline import OWNER_ENV, die_with_owner, owner_token, without_token
+from mobiperf.core.errors import TargetError
+from mobiperf.core.lifeline import OWNER_ENV, die_with_owner, owner_token, without_token
 from mobiperf.target.transport import DEFAULT_TIMEOUT_S, BackgroundProcess, Completed, Transport
 
 log = logging.getLogger(__name__)
@@ -191,7 +191,7 @@ class AdbTransport(Transport):
     def start(self, argv, *, stdout_path=None, stderr_path=None, cwd=None, env=None,
               death_signal=signal.SIGKILL) -> "AdbProcess":
         # death_signal: the local adb client dies with mobiperf and the device hangs the command up (SIGHUP);
-        # what survives that is found by its pid file or its owner token (mobiperf.leftovers).
+        # what survives that is found by its pid file or its owner token (mobiperf.target.leftovers).
         return AdbProcess(self, argv, stdout_path=stdout_path, stderr_path=stderr_path, cwd=cwd, env=env)
 
     # -- files ------------------------------------------------------------------------------------------------------
@@ -422,7 +422,7 @@ class AdbProcess(BackgroundProcess):
         exports = "".join(f"export {k}={shlex.quote(v)}; " for k, v in (env or {}).items())
         # The pid file (named after the status shell, which removes it) lets a later run find what a killed
         # mobiperf left running here; the owner token in the environment proves the pid is still ours.
-        pid_dir = getattr(transport, "pid_dir", None)
+        pid_dir = transport.pid_dir
         pid_file = f"{shlex.quote(pid_dir)}/$PPID" if pid_dir else ""
         record = f"mkdir -p {shlex.quote(pid_dir)} && echo $$ $PPID > {pid_file}; " if pid_dir else ""
         inner = (f"{record}printf '%s %d %d\\n' {shlex.quote(self._marker)} $$ $PPID >&2; {cd}{exports}"
@@ -590,7 +590,7 @@ def ensure_server(adb: str, server_port: int | None = None) -> None:
     if key in _started_servers:
         return
     argv = [adb] + (["-P", str(server_port)] if server_port is not None else []) + ["start-server"]
-    try:  # the server outlives us: it must not carry our owner token (mobiperf.lifeline)
+    try:  # the server outlives us: it must not carry our owner token (mobiperf.core.lifeline)
         done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                               timeout=SERVER_START_TIMEOUT_S, env=without_token(_client_env(server_port)))
     except subprocess.TimeoutExpired:

@@ -17,12 +17,12 @@ import shlex
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from mobiperf.errors import TargetError
+from mobiperf.core.binaries import reference_bin_dir
+from mobiperf.core.errors import TargetError
 from mobiperf.target.transport import Transport
 
 log = logging.getLogger(__name__)
 
-REFERENCE_BIN = Path(__file__).resolve().parents[2] / "reference-impl" / "bin"
 TRACEFS_CANDIDATES = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 PROPS = ("ro.build.version.release", "ro.build.version.sdk", "ro.product.cpu.abi", "ro.product.model",
          "ro.build.type", "persist.sys.fuse.passthrough.enable")
@@ -313,7 +313,7 @@ def reference_binary_path(name: str, abi: str, bin_dir: Path | None = None, *, a
     """Where the build of the reference-impl Makefile puts name for abi: bin/<arch>/ (static, `make ARCH=<arch>`)
     for an Android target, whose libc is bionic, and for any other ABI than this host's; bin/ otherwise (this
     host's build: a Linux target of the host's ABI, e.g. the loopback device, which is this host)."""
-    bin_dir = bin_dir or REFERENCE_BIN
+    bin_dir = bin_dir or reference_bin_dir()
     native = MACHINE_ABI.get(platform.machine())
     if abi == native and not android:
         return bin_dir / name
@@ -326,7 +326,7 @@ def reference_binary_path(name: str, abi: str, bin_dir: Path | None = None, *, a
 
 def build_command(path: Path, bin_dir: Path | None = None) -> str:
     """The make command that builds a missing reference binary at path."""
-    if path.parent == (bin_dir or REFERENCE_BIN):
+    if path.parent == (bin_dir or reference_bin_dir()):
         return "make -C reference-impl"
     return f"make -C reference-impl ARCH={path.parent.name}"
 
@@ -349,7 +349,7 @@ def push_reference_binaries(transport: Transport, names: Sequence[str], abi: str
             raise TargetError(f"reference binary {name!r} for ABI {abi} is not built ({path} is missing): run "
                               f"`{build_command(path, bin_dir)}`")
         local[name] = path
-    from mobiperf.undo_journal import journal_for
+    from mobiperf.target.undo_journal import journal_for
 
     journal = journal_for(transport)  # a killed mobiperf's pushed files are removed by the next run
     entries = []

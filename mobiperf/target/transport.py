@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from mobiperf.errors import TargetError
-from mobiperf.lifeline import die_with_owner, helper_env
+from mobiperf.core.errors import TargetError
+from mobiperf.core.lifeline import die_with_owner, helper_env
 
 DEFAULT_TIMEOUT_S = 60.0
 
@@ -68,6 +68,20 @@ class Transport(ABC):
     """Runs commands and moves files on one target."""
 
     name: str = "?"
+    is_local: bool = False       # the host mobiperf runs on (subprocess), not a device reached through a client
+    pid_dir: str | None = None   # where background commands leave pid files on the target (set by the undo journal)
+
+    @property
+    def is_root(self) -> bool:
+        """Whether commands run as root on the target."""
+        return self.run(["id", "-u"], timeout=10).text.strip() == "0"
+
+    def require_root(self, why: str) -> str:
+        """How this transport gets root for `why` (a step that needs it); TargetError naming the step and how to
+        get root when it has none. Transports that can acquire root (AdbTransport: su, `adb root`) override it."""
+        if self.is_root:
+            return "uid 0"
+        raise TargetError(f"{why} needs root: run mobiperf as root (e.g. with sudo)")
 
     @abstractmethod
     def run(self, argv: Sequence[str], *, timeout: float = DEFAULT_TIMEOUT_S, input: bytes | None = None,
@@ -80,7 +94,7 @@ class Transport(ABC):
               death_signal: int = signal.SIGKILL) -> BackgroundProcess:
         """Start argv in the background; its stdout/stderr go to these local files (or are discarded).
 
-        The process dies with mobiperf (mobiperf.lifeline): it gets death_signal when mobiperf ends, even by
+        The process dies with mobiperf (mobiperf.core.lifeline): it gets death_signal when mobiperf ends, even by
         SIGKILL (SIGTERM lets a FUSE daemon unmount and write its counters), and carries mobiperf's owner token.
         Start it from a thread that outlives it."""
 
@@ -150,6 +164,7 @@ class LocalTransport(Transport):
     """The host mobiperf runs on, through subprocess and plain file IO."""
 
     name = "local"
+    is_local = True
 
     def run(self, argv, *, timeout=DEFAULT_TIMEOUT_S, input=None, cwd=None, env=None) -> Completed:
         try:

@@ -12,7 +12,7 @@
  * With LD_PRELOAD=fuse_wakeup.so and FUSE_WAKEUP_NS=N in its environment, a daemon's read(2), readv(2) or
  * splice(2) that receives a request from /dev/fuse (character device 10:229) returns N ns late: the request
  * waited that long for its daemon thread. It is a sleep, not a spin: the latency of a wake-up, not CPU time
- * (the CPU share is modelled by the cgroup of mobiperf.cpu_share). The sleep uses 1 ns timer slack.
+ * (the CPU share is modelled by the cgroup of mobiperf.stack.cpu_share). The sleep uses 1 ns timer slack.
  *
  * Only calls through the dynamic linker are seen (libfuse's and the daemon's own read()), which is every
  * receive path of the reference daemons. Nothing else in the daemon is changed.

@@ -1,0 +1,63 @@
+"""What a stack that is up tells the run: where to run, which devices to trace, what its layers are."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mobiperf.target.transport import Transport
+
+
+@dataclass
+class StackFacts:
+    """What a run needs to know about a stack that is up: where to run, which device to trace."""
+
+    spec: str
+    workdir: str
+    device: str
+    dev_major: int
+    dev_minor: int
+    filesystem: str
+    mount_options: str
+    scheduler: str
+    image_size_bytes: int
+    layers: list[dict[str, Any]] = field(default_factory=list)
+    journal_device: dict[str, Any] | None = None
+    device_profile: str | None = None
+    dirty_limit_bytes: int | None = None      # the data device's dirty page limit (None: the host's thresholds)
+    cpu_share: str = "host"                   # the phone CPU model of the daemons and the workload
+    cpu_procs_files: list[str] = field(default_factory=list)   # cgroup.procs files the workload joins
+    fuse_wakeup_ns: int = 0                   # a phone's FUSE request wake-up latency, added in the daemons
+    extra_devices: list[tuple[int, int]] = field(default_factory=list)  # e.g. the disk under a partition
+    device_reset: dict[str, dict[str, str]] = field(default_factory=dict)  # settings an earlier user left, reset
+
+    @property
+    def traced_devices(self) -> list[tuple[int, int]]:
+        """The block devices whose events belong to this stack: the data device, an external journal, and the
+        devices under the data device (a partition's disk, device-mapper slaves)."""
+        devs = [(self.dev_major, self.dev_minor), *self.extra_devices]
+        if self.journal_device:
+            devs.append((self.journal_device["dev_major"], self.journal_device["dev_minor"]))
+        return devs
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    def wrap_workload(self, argv: list[str]) -> list[str]:
+        """argv, made to join the stack's CPU share before it execs (so every thread and child is limited)."""
+        if not self.cpu_procs_files:
+            return list(argv)
+        joins = "; ".join(f'echo $$ > "{path}"' for path in self.cpu_procs_files)
+        return ["sh", "-c", f'{joins} && exec "$@"', "mobiperf-cpu-share", *argv]
+
+
+def fuse_device_fds(transport: Transport, pid: int) -> list[int]:
+    """The descriptors a FUSE daemon holds on /dev/fuse: its reads and writes there are the FUSE protocol itself,
+    not calls into the file system under it."""
+    done = transport.run(["ls", "-l", f"/proc/{pid}/fd"], timeout=10)
+    fds = []
+    for line in done.text.splitlines() if done.returncode == 0 else []:
+        name, arrow, target = line.rpartition(" -> ")
+        if arrow and target.strip() == "/dev/fuse" and name.split()[-1].isdigit():
+            fds.append(int(name.split()[-1]))
+    return fds
