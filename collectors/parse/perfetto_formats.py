@@ -20,6 +20,18 @@ from functools import lru_cache
 
 from mobiperf.collectors.parse.event_format import EventFormat, parse_event_format
 
+# jbd2's commit steps share one event class (jbd2_commit in include/trace/events/jbd2.h): one format, four names
+_JBD2_COMMIT_STEPS = ("jbd2_start_commit", "jbd2_commit_locking", "jbd2_commit_flushing", "jbd2_commit_logging")
+_JBD2_COMMIT_CLASS = """
+    name: {name}
+    ID: 0
+    field:dev_t dev; offset:8; size:4; signed:0;
+    field:char sync_commit; offset:12; size:1; signed:0;
+    field:tid_t transaction; offset:16; size:4; signed:0;
+    print fmt: "dev %d,%d transaction %u sync %d", ((unsigned int) ((REC->dev) >> 20)), ((unsigned int)
+        ((REC->dev) & ((1U << 20) - 1))), REC->transaction, REC->sync_commit
+"""
+
 FORMATS = (
     ("ext4", """
     name: ext4_sync_file_enter
@@ -40,42 +52,7 @@ FORMATS = (
     print fmt: "dev %d,%d ino %lu ret %d", ((unsigned int) ((REC->dev) >> 20)), ((unsigned int) ((REC->dev) & ((1U
         << 20) - 1))), (unsigned long) REC->ino, REC->ret
 """),
-    ("jbd2", """
-    name: jbd2_start_commit
-    ID: 0
-    field:dev_t dev; offset:8; size:4; signed:0;
-    field:char sync_commit; offset:12; size:1; signed:0;
-    field:tid_t transaction; offset:16; size:4; signed:0;
-    print fmt: "dev %d,%d transaction %u sync %d", ((unsigned int) ((REC->dev) >> 20)), ((unsigned int)
-        ((REC->dev) & ((1U << 20) - 1))), REC->transaction, REC->sync_commit
-"""),
-    ("jbd2", """
-    name: jbd2_commit_locking
-    ID: 0
-    field:dev_t dev; offset:8; size:4; signed:0;
-    field:char sync_commit; offset:12; size:1; signed:0;
-    field:tid_t transaction; offset:16; size:4; signed:0;
-    print fmt: "dev %d,%d transaction %u sync %d", ((unsigned int) ((REC->dev) >> 20)), ((unsigned int)
-        ((REC->dev) & ((1U << 20) - 1))), REC->transaction, REC->sync_commit
-"""),
-    ("jbd2", """
-    name: jbd2_commit_flushing
-    ID: 0
-    field:dev_t dev; offset:8; size:4; signed:0;
-    field:char sync_commit; offset:12; size:1; signed:0;
-    field:tid_t transaction; offset:16; size:4; signed:0;
-    print fmt: "dev %d,%d transaction %u sync %d", ((unsigned int) ((REC->dev) >> 20)), ((unsigned int)
-        ((REC->dev) & ((1U << 20) - 1))), REC->transaction, REC->sync_commit
-"""),
-    ("jbd2", """
-    name: jbd2_commit_logging
-    ID: 0
-    field:dev_t dev; offset:8; size:4; signed:0;
-    field:char sync_commit; offset:12; size:1; signed:0;
-    field:tid_t transaction; offset:16; size:4; signed:0;
-    print fmt: "dev %d,%d transaction %u sync %d", ((unsigned int) ((REC->dev) >> 20)), ((unsigned int)
-        ((REC->dev) & ((1U << 20) - 1))), REC->transaction, REC->sync_commit
-"""),
+    *(("jbd2", _JBD2_COMMIT_CLASS.format(name=name)) for name in _JBD2_COMMIT_STEPS),
     ("jbd2", """
     name: jbd2_end_commit
     ID: 0
