@@ -1,0 +1,170 @@
+"""What one unit measured, read from its one-repetition run directory through the run store: run.json's
+repetition (its workload time, the metrics its analysis wrote, the FUSE daemons' and the device model's
+counters), the generator's own figures, the `strace -c` table of a cell with syscalls=on, and the block requests
+inside the generator's timed window. A run whose analysis failed still has its workload, counter and syscall
+figures; a run without a repetition, or whose workload failed, is a failed unit (UnitFailed) with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from mobiperf.core.exit_status import describe_exit_status
+from mobiperf.core.runstore import RunDir
+from mobiperf.orchestration.sweep.plan import CellPlan
+
+
+class UnitFailed(Exception):
+    """A unit that ran but did not produce a measurement."""
+
+
+class NoRepetition(UnitFailed):
+    """A unit whose run stopped before its workload (its stack could not be set up, say): the run's error says why."""
+
+
+def unit_metrics(run_path: Path, plan: CellPlan) -> tuple[dict[str, float], list[str]]:
+    """Flat {metric: value} of a one-repetition run directory, and notes. Reads the repetition's raw output too,
+    so a run whose analysis failed still has its workload, counter and syscall figures."""
+    from mobiperf.core.metrics import metric_key
+
+    run = RunDir(run_path)
+    meta = run.read_meta()
+    reps = meta.get("repetitions") or []
+    if not reps:
+        raise NoRepetition("the run recorded no repetition (interrupted or failed before the workload)")
+    rep = reps[0]
+    raw = run.path / "raw" / f"rep{rep['index']}"
+    if rep.get("exit_code") != 0:
+        raise UnitFailed(f"the workload failed ({describe_exit_status(rep.get('exit_code'))}): "
+                         f"{tail(raw / 'stderr.txt') or tail(raw / 'stdout.txt')}")
+    out = workload_time_metrics(rep["workload_ns"], plan)
+    notes: list[str] = []
+    out.update(generator_metrics(raw / "stdout.txt", notes))
+    out.update(counter_metrics(rep.get("counters", {})))
+    stderr = raw / "stderr.txt"
+    if stderr.exists():
+        out.update({f"syscall.{name}": calls for name, calls in parse_strace_counts(
+            stderr.read_text(errors="replace")).items()})
+    for m in rep.get("metrics", []) or []:
+        out.setdefault(metric_key(m), float(m["value"]))
+    try:
+        out.update(timed_window_metrics(run))
+    except Exception as e:  # noqa: BLE001 - a table another version wrote differently is a note, not a failure
+        notes.append(f"no timed-window block figures: {type(e).__name__}: {e}")
+    if meta.get("status") != "complete":
+        notes.append(f"run status {meta.get('status')!r}: analysis did not finish; raw figures only")
+    return out, notes
+
+
+def workload_time_metrics(workload_ns: int, plan: CellPlan) -> dict[str, float]:
+    """run.workload_time (ns, as in `mobiperf compare`), and what the cell's workload moved per second of it:
+    run.throughput (bytes) and run.tps (transactions)."""
+    out = {"run.workload_time": float(workload_ns)}
+    elapsed_s = workload_ns / 1e9
+    if plan.bytes_moved and elapsed_s > 0:
+        out["run.throughput"] = plan.bytes_moved / elapsed_s
+    if plan.transactions and elapsed_s > 0:
+        out["run.tps"] = plan.transactions / elapsed_s
+    return out
+
+
+def generator_metrics(stdout: Path, notes: list[str]) -> dict[str, float]:
+    """The Mobibench-compatible generator's own figures from its output ({} for another workload); output that
+    does not parse is a note."""
+    text = stdout.read_text(errors="replace") if stdout.exists() else ""
+    if "[Messurement Result]" not in text and '"mobibench_version"' not in text:  # Mobibench's own spelling
+        return {}
+    from mobiperf.collectors.parse.mobibench import parse_mobibench_result
+
+    try:
+        return {name: float(v["value"]) for name, v in parse_mobibench_result(text).items()}
+    except ValueError as e:
+        notes.append(f"workload output not parsed: {e}")
+        return {}
+
+
+def timed_window_metrics(run: RunDir) -> dict[str, float]:
+    """Block requests issued inside the workload's own timed window (Mobibench's timed_start/timed_end trace
+    markers), so a file's preparation does not count: window.block.{requests,bytes}{op=...}, and the mean and
+    median device time (D2C, issue -> complete) and block-layer time (Q2C, queue -> complete) in ns, and
+    window.block.d2c.sum (ns of device time). {} when the run has no markers or no block table."""
+    import polars as pl
+
+    if not run.has_table("trace_marker") or not run.has_table("block_rq"):
+        return {}
+    marks = run.read_table("trace_marker").filter(pl.col("rep") == 0)
+    start = marks.filter(pl.col("text").str.contains("timed_start"))["ts"]
+    end = marks.filter(pl.col("text").str.contains("timed_end"))["ts"]
+    if start.len() == 0 or end.len() == 0:
+        return {}
+    rq = run.read_table("block_rq").filter(
+        (pl.col("rep") == 0) & pl.col("issue_ts").is_not_null() & pl.col("complete_ts").is_not_null()
+        & (pl.col("issue_ts") >= start.min()) & (pl.col("complete_ts") <= end.max()))
+    out: dict[str, float] = {}
+    for (op,), group in rq.group_by(["op"]):
+        d2c = (group["complete_ts"] - group["issue_ts"]).cast(pl.Float64)
+        out[f"window.block.requests{{op={op}}}"] = float(group.height)
+        out[f"window.block.bytes{{op={op}}}"] = float(group["size_bytes"].sum())
+        out[f"window.block.d2c.mean{{op={op}}}"] = float(d2c.mean())
+        out[f"window.block.d2c.p50{{op={op}}}"] = float(d2c.median())
+        out[f"window.block.d2c.sum{{op={op}}}"] = float(d2c.sum())
+        queued = group.filter(pl.col("queue_ts").is_not_null())
+        if queued.height:
+            q2c = (queued["complete_ts"] - queued["queue_ts"]).cast(pl.Float64)
+            out[f"window.block.q2c.mean{{op={op}}}"] = float(q2c.mean())
+            out[f"window.block.q2c.p50{{op={op}}}"] = float(q2c.median())
+    out["window.elapsed"] = (end.max() - start.min()) / 1e9
+    return out
+
+
+def counter_metrics(counters: dict) -> dict[str, float]:
+    """The FUSE daemons' and the device model's counters as flat metrics (bfuse.daemon_pwrite_calls,
+    fuse.ops.write.requests, device.write.count, journal_device.flush.count, ...)."""
+    from mobiperf.stack.devmodel import summarize_device_counters
+
+    out: dict[str, float] = {}
+    for name, data in counters.items():
+        if not isinstance(data, dict) or "error" in data:
+            continue
+        if name.startswith("device-counters"):
+            prefix = "device" if name.endswith("userdata") else "journal_device"
+            out.update({prefix + k[len("device"):]: float(v) for k, v in summarize_device_counters(data).items()})
+            continue
+        layer = name.removesuffix("-counters")
+        for key, value in (data.get("counters") or {}).items():
+            if isinstance(value, (int, float)):
+                out[f"{layer}.{key}"] = float(value)
+        for op, c in (data.get("ops") or {}).items():
+            if isinstance(c, dict):
+                for key, value in c.items():
+                    if isinstance(value, (int, float)):
+                        out[f"{layer}.ops.{op}.{key}"] = float(value)
+    return out
+
+
+_STRACE_ROW = re.compile(r"^\s*(\d+)\s+(?:(\d+)\s+)?([a-z_0-9]+)\s*$")
+
+
+def parse_strace_counts(text: str) -> dict[str, float]:
+    """{syscall: calls} from the `strace -c -U calls,name` table (errors column optional); {} if absent."""
+    out: dict[str, float] = {}
+    in_table = False
+    for line in text.splitlines():
+        if re.match(r"^\s*calls\s+(errors\s+)?syscall\s*$", line):
+            in_table = True
+            continue
+        if not in_table or line.startswith("-"):
+            continue
+        m = _STRACE_ROW.match(line)
+        if m and m.group(3) != "total":
+            out[m.group(3)] = out.get(m.group(3), 0.0) + float(m.group(1))
+    return out
+
+
+def tail(path: Path, n: int = 400) -> str:
+    """The last `n` characters of a file, whitespace folded ('' when unreadable)."""
+    try:
+        return " ".join(path.read_text(errors="replace").split())[-n:]
+    except OSError:
+        return ""
