@@ -90,38 +90,43 @@ class SweepDir:
         if definition is None:
             raise UsageError(f"{self.path}: no sweep to resume; give its parameters (-p NAME=V1,V2)")
         self.path.mkdir(parents=True, exist_ok=True)
-        available = kernel_filesystems()
-        cells = []
-        for i, params in enumerate(definition.cells):
-            plan = plan_cell(params, available_fs=available)
-            cells.append({"id": f"c{i:03d}", "params": params, "status": "skipped" if plan.skip else "planned",
-                          "reason": plan.skip})
+        cells = _planned_cells(definition.cells, 0)
         units = [(c["id"], r) for c in cells if c["status"] == "planned" for r in range(definition.repeat)]
         random.Random(definition.seed).shuffle(units)
         data = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "name": definition.name,
                 "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "repeat": definition.repeat, "seed": definition.seed, "metric": definition.metric,
                 "timeout_s": definition.timeout_s, "cells": cells,
-                "units": [{"cell": cid, "rep": r, "status": "pending", "attempts": 0, "run": None,
-                           "metrics": {}, "error": None, "notes": []} for cid, r in units]}
+                "units": [_pending_unit(cid, r) for cid, r in units]}
         self.write(data)
         return data
 
     def _add_cells(self, data: dict, new: list[dict[str, str]]) -> None:
-        available = kernel_filesystems()
         first = len(data["cells"])
-        units = []
-        for i, params in enumerate(new, first):
-            plan = plan_cell(params, available_fs=available)
-            data["cells"].append({"id": f"c{i:03d}", "params": params, "reason": plan.skip,
-                                  "status": "skipped" if plan.skip else "planned"})
-            if not plan.skip:
-                units += [(f"c{i:03d}", r) for r in range(data["repeat"])]
+        cells = _planned_cells(new, first)
+        data["cells"] += cells
+        units = [(c["id"], r) for c in cells if c["status"] == "planned" for r in range(data["repeat"])]
         random.Random(data["seed"] + first).shuffle(units)
-        data["units"] += [{"cell": cid, "rep": r, "status": "pending", "attempts": 0, "run": None, "metrics": {},
-                           "error": None, "notes": []} for cid, r in units]
+        data["units"] += [_pending_unit(cid, r) for cid, r in units]
         data.pop("finished", None)
         self.write(data)
+
+
+def _planned_cells(cells: list[dict[str, str]], first: int) -> list[dict]:
+    """The manifest's cells c<first>, c<first+1>, ...: planned, or skipped with the reason (planned on this host)."""
+    available = kernel_filesystems()
+    out = []
+    for i, params in enumerate(cells, first):
+        plan = plan_cell(params, available_fs=available)
+        out.append({"id": f"c{i:03d}", "params": params, "status": "skipped" if plan.skip else "planned",
+                    "reason": plan.skip})
+    return out
+
+
+def _pending_unit(cell: str, rep: int) -> dict:
+    """A unit not run yet: repetition `rep` of `cell`."""
+    return {"cell": cell, "rep": rep, "status": "pending", "attempts": 0, "run": None, "metrics": {}, "error": None,
+            "notes": []}
 
 
 def lock_sweep(sweep: SweepDir):
