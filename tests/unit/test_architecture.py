@@ -23,7 +23,6 @@ KNOWN_LONG_MODULES: set[str] = set()
 KNOWN_LONG_FUNCTIONS = {"mobiperf.collectors.parse.blktrace.parse_blktrace_compiled",
                         "mobiperf.collectors.parse.ftrace_events._syscalls",
                         "mobiperf.collectors.parse.ftrace_raw.parse_ftrace_raw",
-                        "mobiperf.collectors.parse.pairing_vectorized.pair_vectorized",
                         "mobiperf.orchestration.studies.bfuse.analyse",
                         "mobiperf.target.android.parse_android_facts"}
 
