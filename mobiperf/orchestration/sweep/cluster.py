@@ -31,10 +31,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from mobiperf.core.errors import UsageError
 from mobiperf.orchestration.cluster import worker_name
 from mobiperf.orchestration.sweep.manifest import SweepDefinition, SweepDir, lock_sweep
-from mobiperf.orchestration.sweep.metrics import UnitFailed, tail, unit_metrics
+from mobiperf.orchestration.sweep.metrics import unit_outcome
 from mobiperf.orchestration.sweep.params import DEFAULTS
 from mobiperf.orchestration.sweep.plan import plan_cell, unit_argv
 from mobiperf.orchestration.sweep.runner import Progress, die_with_parent, stop_child
@@ -85,18 +84,7 @@ def run_unit_task(sweep_path: str, cell: str, rep: int, params: dict[str, str], 
     out["elapsed_s"] = round(time.time() - started, 3)
     if code is None:
         return {**out, "status": "pending", "error": "interrupted; runs again when the sweep is resumed"}
-    try:
-        if not (run_path / "run.json").exists():
-            raise UnitFailed(f"mobiperf run exited with status {code} before creating the run: "
-                                       f"{tail(log)}")
-        out["metrics"], out["notes"] = unit_metrics(run_path, plan)
-        out["status"] = "done"
-        if code != 0:
-            out["notes"].append(f"mobiperf run exited with status {code}: {tail(log, 300)}")
-    except UnitFailed as e:
-        out["error"] = str(e)
-    except (OSError, ValueError, KeyError, UsageError) as e:   # UsageError: a run.json the run store refuses
-        out["error"] = f"unreadable run {run_path}: {e}"
+    out["status"], out["metrics"], out["notes"], out["error"] = unit_outcome(run_path, plan, log, code)
     return out
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from mobiperf.core.errors import UsageError
 from mobiperf.core.exit_status import describe_exit_status
 from mobiperf.core.runstore import RunDir
 from mobiperf.orchestration.sweep.plan import CellPlan
@@ -21,6 +22,27 @@ class UnitFailed(Exception):
 
 class NoRepetition(UnitFailed):
     """A unit whose run stopped before its workload (its stack could not be set up, say): the run's error says why."""
+
+
+def unit_outcome(run_path: Path, plan: CellPlan, log: Path, code: int | None
+                 ) -> tuple[str, dict[str, float], list[str], str | None]:
+    """What a unit's child `mobiperf run` left, once it ended with status `code` (its output in `log`): (status,
+    metrics, notes, error), status "done" or "failed". A run that stopped before its workload fails with the
+    error the run said."""
+    try:
+        if not (run_path / "run.json").exists():
+            raise UnitFailed(f"mobiperf run ended ({describe_exit_status(code)}) before creating the run: "
+                             f"{tail(log)}")
+        metrics, notes = unit_metrics(run_path, plan)
+        if code != 0:
+            notes.append(f"mobiperf run ended ({describe_exit_status(code)}): {tail(log, 300)}")
+        return "done", metrics, notes, None
+    except UnitFailed as e:
+        why = f"mobiperf run exited with status {code}: {_error_of(log)}" if code and isinstance(e, NoRepetition) \
+            else str(e)
+        return "failed", {}, [], why
+    except (OSError, ValueError, KeyError, UsageError) as e:   # UsageError: a run.json the run store refuses
+        return "failed", {}, [], f"unreadable run {run_path}: {e}"
 
 
 def unit_metrics(run_path: Path, plan: CellPlan) -> tuple[dict[str, float], list[str]]:
@@ -168,3 +190,13 @@ def tail(path: Path, n: int = 400) -> str:
         return " ".join(path.read_text(errors="replace").split())[-n:]
     except OSError:
         return ""
+
+
+def _error_of(log: Path) -> str:
+    """What a child `mobiperf run` said its error was (its last `mobiperf: error:` line), else its log's tail."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    said = [line for line in lines if line.startswith("mobiperf: error: ")]
+    return said[-1][len("mobiperf: error: "):][:400] if said else tail(log, 300)

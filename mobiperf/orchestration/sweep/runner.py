@@ -22,10 +22,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from mobiperf.core.errors import UsageError
-from mobiperf.core.exit_status import describe_exit_status
 from mobiperf.orchestration.sweep.manifest import SweepDefinition, SweepDir, lock_sweep
-from mobiperf.orchestration.sweep.metrics import NoRepetition, UnitFailed, tail, unit_metrics
+from mobiperf.orchestration.sweep.metrics import unit_outcome
 from mobiperf.orchestration.sweep.plan import plan_cell, unit_argv
 from mobiperf.stack.cpu_share import remove_stale_cgroups
 
@@ -93,20 +91,8 @@ def _run_unit(sweep: SweepDir, data: dict, cell: dict, unit: dict, python: str) 
             raise
     unit["pid"] = None
     unit["elapsed_s"] = round(time.time() - unit.pop("started"), 3)
-    try:
-        if not (run_path / "run.json").exists():
-            raise UnitFailed(f"mobiperf run ended ({describe_exit_status(code)}) before creating the run: "
-                             f"{tail(log)}")
-        unit["metrics"], unit["notes"] = unit_metrics(run_path, plan)
-        unit["status"] = "done"
-        if code != 0:
-            unit["notes"].append(f"mobiperf run ended ({describe_exit_status(code)}): {tail(log, 300)}")
-    except UnitFailed as e:
-        why = f"mobiperf run exited with status {code}: {_error_of(log)}" if code and isinstance(e, NoRepetition) \
-            else str(e)
-        unit.update(status="failed", error=why, metrics={})
-    except (OSError, ValueError, KeyError, UsageError) as e:   # UsageError: a run.json the run store refuses
-        unit.update(status="failed", error=f"unreadable run {run_path}: {e}", metrics={})
+    status, metrics, notes, error = unit_outcome(run_path, plan, log, code)
+    unit.update(status=status, metrics=metrics, notes=notes, error=error)
     sweep.write(data)
 
 
@@ -170,13 +156,3 @@ def _sigterm_as_interrupt() -> Callable[[], None]:
         raise Stopped(signum)
     old = signal.signal(signal.SIGTERM, handler)
     return lambda: signal.signal(signal.SIGTERM, old)
-
-
-def _error_of(log: Path) -> str:
-    """What a child `mobiperf run` said its error was (its last `mobiperf: error:` line), else its log's tail."""
-    try:
-        lines = log.read_text(errors="replace").splitlines()
-    except OSError:
-        return ""
-    said = [line for line in lines if line.startswith("mobiperf: error: ")]
-    return said[-1][len("mobiperf: error: "):][:400] if said else tail(log, 300)
