@@ -118,6 +118,12 @@ SYSCALL_IO = Schema("syscall_io", {
    " dup, fcntl, fork and exec (for an open call its own flags), empty where unknown; dur null when the call"
    " never returned (or strace printed no <time>).", added=(("open_flags", ""), ("new_path", ""), ("clock_error_ns", None)))
 
+STRACE_COUNT = Schema("strace_count", {
+    "rep": I32, "syscall": STR, "calls": I64,
+}, "What `strace -c -U calls,name` counted, one row per system call (the workload's own count, taken when it ends;"
+   " a sweep cell with syscalls=on runs its workload so): calls over the workload and every thread and child it"
+   " made.")
+
 TASK_ROLE = Schema("task_role", {
     "rep": I32, "pid": I32, "role": STR, "fuse_fd": I32, "layer": STR, "comm": STR,
 }, "Tasks whose role the run knows (raw/tasks.json): workload (the workload's root process), fuse_daemon (every"
@@ -154,8 +160,8 @@ GENERIC_EVENT = Schema("generic_event", {
    " self-described events: vendor and newer kernel events), kept with their fields as name=value text.")
 
 TABLES = {s.name: s for s in (BLOCK_EVENT, BLOCK_RQ, TRACE_MARKER, FSYNC_EVENT, JBD2_RUN_STATS, JBD2_COMMIT,
-                              FUSE_EVENT, FUSE_REQ, SYSCALL_IO, TASK_ROLE, FS_EVENT, FILE_EXTENT, BLKTRACE_EVENT,
-                              GENERIC_EVENT, ANDROID_FS_EVENT)}
+                              FUSE_EVENT, FUSE_REQ, SYSCALL_IO, STRACE_COUNT, TASK_ROLE, FS_EVENT, FILE_EXTENT,
+                              BLKTRACE_EVENT, GENERIC_EVENT, ANDROID_FS_EVENT)}
 
 # --- result tables ---
 

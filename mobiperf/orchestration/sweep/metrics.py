@@ -1,16 +1,17 @@
 """What one unit measured, read from its one-repetition run directory through the run store: run.json's
 repetition (its workload time, the metrics its analysis wrote, the FUSE daemons' and the device model's
-counters), the generator's own figures, the `strace -c` table of a cell with syscalls=on, and the block requests
-inside the generator's timed window. A run whose analysis failed still has its workload, counter and syscall
-figures; a run without a repetition, or whose workload failed, is a failed unit (UnitFailed) with the reason.
+counters), the generator's own figures, the `strace -c` counts of a cell with syscalls=on (the parse stage's
+strace_count table), and the block requests inside the generator's timed window. A run whose analysis failed still
+has its workload, counter and syscall figures; a run without a repetition, or whose workload failed, is a failed
+unit (UnitFailed) with the reason.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from mobiperf.core.errors import UsageError
+from mobiperf.collectors.parse.strace_count import parse_strace_counts
 from mobiperf.core.exit_status import describe_exit_status
 from mobiperf.core.runstore import RunDir
 from mobiperf.orchestration.sweep.plan import CellPlan
@@ -64,10 +65,7 @@ def unit_metrics(run_path: Path, plan: CellPlan) -> tuple[dict[str, float], list
     notes: list[str] = []
     out.update(generator_metrics(raw / "stdout.txt", notes))
     out.update(counter_metrics(rep.get("counters", {})))
-    stderr = raw / "stderr.txt"
-    if stderr.exists():
-        out.update({f"syscall.{name}": calls for name, calls in parse_strace_counts(
-            stderr.read_text(errors="replace")).items()})
+    out.update(syscall_count_metrics(run, rep["index"], raw / "stderr.txt"))
     for m in rep.get("metrics", []) or []:
         out.setdefault(metric_key(m), float(m["value"]))
     try:
@@ -104,6 +102,23 @@ def generator_metrics(stdout: Path, notes: list[str]) -> dict[str, float]:
     except ValueError as e:
         notes.append(f"workload output not parsed: {e}")
         return {}
+
+
+def syscall_count_metrics(run: RunDir, rep: int, stderr: Path) -> dict[str, float]:
+    """syscall.<name>: the calls `strace -c` counted (a cell with syscalls=on), from the parse stage's strace_count
+    table; from the repetition's stderr where the run has no such table (not parsed, or parsed before the table
+    existed: the same parser)."""
+    try:
+        if run.has_table("strace_count"):
+            import polars as pl
+
+            table = run.read_table("strace_count").filter(pl.col("rep") == rep)
+            return {f"syscall.{name}": float(calls) for name, calls in table.select("syscall", "calls").iter_rows()}
+    except Exception:  # noqa: BLE001 - a table another version wrote differently: the raw output still says it
+        pass
+    if not stderr.exists():
+        return {}
+    return {f"syscall.{name}": calls for name, calls in parse_strace_counts(stderr.read_text(errors="replace")).items()}
 
 
 def timed_window_metrics(run: RunDir) -> dict[str, float]:
@@ -162,25 +177,6 @@ def counter_metrics(counters: dict) -> dict[str, float]:
                 for key, value in c.items():
                     if isinstance(value, (int, float)):
                         out[f"{layer}.ops.{op}.{key}"] = float(value)
-    return out
-
-
-_STRACE_ROW = re.compile(r"^\s*(\d+)\s+(?:(\d+)\s+)?([a-z_0-9]+)\s*$")
-
-
-def parse_strace_counts(text: str) -> dict[str, float]:
-    """{syscall: calls} from the `strace -c -U calls,name` table (errors column optional); {} if absent."""
-    out: dict[str, float] = {}
-    in_table = False
-    for line in text.splitlines():
-        if re.match(r"^\s*calls\s+(errors\s+)?syscall\s*$", line):
-            in_table = True
-            continue
-        if not in_table or line.startswith("-"):
-            continue
-        m = _STRACE_ROW.match(line)
-        if m and m.group(3) != "total":
-            out[m.group(3)] = out.get(m.group(3), 0.0) + float(m.group(1))
     return out
 
 
