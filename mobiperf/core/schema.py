@@ -289,6 +289,13 @@ AMPLIFICATION = Schema("amplification", {
 }, "Bytes written (and read) per layer: app (syscalls), fuse (FUSE write/read requests), block by region;"
    " ratio_to_app = bytes / application bytes of the same op.")
 
+WINDOW_BLOCK = Schema("window_block", {
+    "rep": I32, "op": STR, "window_ns": I64, "requests": I64, "bytes": I64, "d2c_mean_ns": F64, "d2c_p50_ns": F64,
+    "d2c_sum_ns": F64, "q2c_mean_ns": F64, "q2c_p50_ns": F64,
+}, "The block requests inside the generator's timed window (analyzers/timed_window.py), per repetition and op:"
+   " requests, bytes, device time D2C (mean, median, sum) and Q2C (mean, median; null when no queue was seen);"
+   " window_ns the window's length. No rows for a repetition without timed_start/timed_end markers.")
+
 SQLITE_TXN = Schema("sqlite_txn", {
     "rep": I32, "txn": I64, "start_ts": I64, "end_ts": I64, "dur_ns": I64, "fsync": I64, "fdatasync": I64,
     "write_calls": I64, "write_bytes": I64, "block_writes": I64, "block_write_bytes": I64, "journal_bytes": I64,
@@ -307,4 +314,4 @@ SQLITE_SUMMARY = Schema("sqlite_summary", {
 RESULTS = {s.name: s for s in (BLOCK_IO, PAIRING_SUMMARY, SYSCALL_CLASS, FILE_IO, IO_CLASS, IO_SHARE,
                                LATENCY_SUMMARY, SYSCALL_LATENCY, FS_LATENCY, FUSE_LATENCY, IO_SPAN, WATERFALL,
                                BLOCK_CAUSE, LAYER_BREAKDOWN, IO_BACKGROUND, AMPLIFICATION,
-                               SQLITE_TXN, SQLITE_SUMMARY)}
+                               WINDOW_BLOCK, SQLITE_TXN, SQLITE_SUMMARY)}

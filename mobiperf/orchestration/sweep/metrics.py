@@ -121,37 +121,41 @@ def syscall_count_metrics(run: RunDir, rep: int, stderr: Path) -> dict[str, floa
     return {f"syscall.{name}": calls for name, calls in parse_strace_counts(stderr.read_text(errors="replace")).items()}
 
 
-def timed_window_metrics(run: RunDir) -> dict[str, float]:
-    """Block requests issued inside the workload's own timed window (Mobibench's timed_start/timed_end trace
-    markers), so a file's preparation does not count: window.block.{requests,bytes}{op=...}, and the mean and
-    median device time (D2C, issue -> complete) and block-layer time (Q2C, queue -> complete) in ns, and
-    window.block.d2c.sum (ns of device time). {} when the run has no markers or no block table."""
+def timed_window_metrics(run: RunDir, rep: int = 0) -> dict[str, float]:
+    """The block requests inside the workload's own timed window (analyzers/timed_window.py: between Mobibench's
+    timed_start/timed_end trace markers, so a file's preparation does not count), from the window_block result
+    table (computed here by the same analyzer for a run analysed before it existed): window.block.{requests,bytes}
+    {op=...}, the mean and median device time (d2c, issue -> complete) and block-layer time (q2c, queue ->
+    complete) in ns, window.block.d2c.sum (ns of device time), and window.elapsed (s). {} when the run has no
+    markers or no block requests."""
     import polars as pl
 
-    if not run.has_table("trace_marker") or not run.has_table("block_rq"):
+    from mobiperf.analyzers.timed_window import block_in_timed_window, timed_windows
+
+    if not run.has_table("trace_marker"):
         return {}
-    marks = run.read_table("trace_marker").filter(pl.col("rep") == 0)
-    start = marks.filter(pl.col("text").str.contains("timed_start"))["ts"]
-    end = marks.filter(pl.col("text").str.contains("timed_end"))["ts"]
-    if start.len() == 0 or end.len() == 0:
+    markers = run.read_table("trace_marker")
+    window = timed_windows(markers).get(rep)
+    if window is None:
         return {}
-    rq = run.read_table("block_rq").filter(
-        (pl.col("rep") == 0) & pl.col("issue_ts").is_not_null() & pl.col("complete_ts").is_not_null()
-        & (pl.col("issue_ts") >= start.min()) & (pl.col("complete_ts") <= end.max()))
+    if run.has_table("window_block"):
+        rows = run.read_table("window_block")
+    elif run.has_table("block_rq"):
+        rows = block_in_timed_window(run.read_table("block_rq"), markers)
+    else:
+        return {}
     out: dict[str, float] = {}
-    for (op,), group in rq.group_by(["op"]):
-        d2c = (group["complete_ts"] - group["issue_ts"]).cast(pl.Float64)
-        out[f"window.block.requests{{op={op}}}"] = float(group.height)
-        out[f"window.block.bytes{{op={op}}}"] = float(group["size_bytes"].sum())
-        out[f"window.block.d2c.mean{{op={op}}}"] = float(d2c.mean())
-        out[f"window.block.d2c.p50{{op={op}}}"] = float(d2c.median())
-        out[f"window.block.d2c.sum{{op={op}}}"] = float(d2c.sum())
-        queued = group.filter(pl.col("queue_ts").is_not_null())
-        if queued.height:
-            q2c = (queued["complete_ts"] - queued["queue_ts"]).cast(pl.Float64)
-            out[f"window.block.q2c.mean{{op={op}}}"] = float(q2c.mean())
-            out[f"window.block.q2c.p50{{op={op}}}"] = float(q2c.median())
-    out["window.elapsed"] = (end.max() - start.min()) / 1e9
+    for row in rows.filter(pl.col("rep") == rep).iter_rows(named=True):
+        op = row["op"]
+        out[f"window.block.requests{{op={op}}}"] = float(row["requests"])
+        out[f"window.block.bytes{{op={op}}}"] = float(row["bytes"])
+        out[f"window.block.d2c.mean{{op={op}}}"] = row["d2c_mean_ns"]
+        out[f"window.block.d2c.p50{{op={op}}}"] = row["d2c_p50_ns"]
+        out[f"window.block.d2c.sum{{op={op}}}"] = row["d2c_sum_ns"]
+        if row["q2c_mean_ns"] is not None:
+            out[f"window.block.q2c.mean{{op={op}}}"] = row["q2c_mean_ns"]
+            out[f"window.block.q2c.p50{{op={op}}}"] = row["q2c_p50_ns"]
+    out["window.elapsed"] = (window[1] - window[0]) / 1e9
     return out
 
 
