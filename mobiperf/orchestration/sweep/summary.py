@@ -8,7 +8,6 @@ rename is read with its names (and units) translated.
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,9 +48,12 @@ def summarize_values(values: list[float], *, confidence: float = 0.95, seed: int
     if n == 0:
         return {"n": 0, "median": math.nan, "ci_low": math.nan, "ci_high": math.nan, "min": math.nan,
                 "max": math.nan}
-    ci = bootstrap_median_ci(values, confidence=confidence, seed=seed)
-    return {"n": n, "median": float(statistics.median(values)), "ci_low": ci.low, "ci_high": ci.high,
-            "min": float(min(values)), "max": float(max(values))}
+    import numpy as np
+
+    a = np.asarray(values, dtype=float)
+    ci = bootstrap_median_ci(a, confidence=confidence, seed=seed)
+    return {"n": n, "median": float(np.median(a)), "ci_low": ci.low, "ci_high": ci.high, "min": float(a.min()),
+            "max": float(a.max())}
 
 
 def summarize(data: dict) -> list[CellSummary]:
