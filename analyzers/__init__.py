@@ -83,12 +83,13 @@ def _analyzer(name: str, needs: tuple[str, ...], produces: str, run: Callable,
 
 def registry() -> list[Analyzer]:
     from mobiperf.analyzers import (amplification, block_io, file_io, io_class, io_span, latency, sqlite_txn, syscall,
-                                    waterfall)
+                                    timed_window, waterfall)
     from mobiperf.collectors.parse import pairing
 
     calls = ("trace_marker", "task_role", "fuse_req")
     return [
         _analyzer("pairing_summary", ("block_rq",), "pairing_summary", pairing.summarize_pairing),
+        _analyzer("window_block", ("block_rq", "trace_marker"), "window_block", timed_window.block_in_timed_window),
         _analyzer("block_io", ("block_rq",), "block_io", block_io.classify_block_io,
                   optional=("file_extent", "task_role", "syscall_io"), params=("scope", "device_private")),
         _analyzer("syscall_class", ("syscall_io",), "syscall_class", syscall.classify_syscalls, optional=calls),

@@ -30,6 +30,7 @@ def parse_raw_dir(raw: Path, rep: int) -> ParsedRaw:
       syscalls.txt      ftrace text of the workload-only instance: syscall_io (source ftrace)
       strace.log        strace -f -ttt -T -y: syscall_io (source strace), on the trace clock with tasks.json's
                         clock readings; strace-N.log further ingested logs
+      stderr.txt        the workload's stderr: strace_count when it ends with a `strace -c` table
       tasks.json        who is who (the workload's root, the FUSE daemons' threads, mobiperf): task_role
       blktrace/         blk_io_trace records (per-CPU files or a blk-tracer stream): block_event when no ftrace
                         block events exist, else blktrace_event (the same columns, kept apart)
@@ -59,6 +60,7 @@ def parse_raw_dir(raw: Path, rep: int) -> ParsedRaw:
 
         add_perfetto_tables(raw, rep, add, out)
     _parse_strace_logs(raw, rep, labels, add, out, clock=tasks.get("clock", []))
+    _parse_strace_counts(raw, rep, add)
     if (raw / "blktrace").is_dir() or (raw / "blkparse").is_dir():
         _parse_block_traces(raw, rep, labels, add, out, has_ftrace_blocks="block_event" in parts)
     if (raw / "layout").is_dir():
@@ -152,6 +154,17 @@ def _parse_strace_logs(raw: Path, rep: int, labels: dict, add, out: ParsedRaw, c
         add("syscall_io", wall_to_trace_clock(parsed.syscall_io, clock))
         out.summary[labels.get(log.name, "strace")] = parsed.summary
         out.warnings += parsed.warnings
+
+
+def _parse_strace_counts(raw: Path, rep: int, add) -> None:
+    """The `strace -c` table the workload's stderr ends with, when it ran under strace -c (a sweep's syscalls=on)."""
+    if not (raw / "stderr.txt").exists():
+        return
+    from mobiperf.collectors.parse.strace_count import strace_count_table
+
+    counts = strace_count_table(raw / "stderr.txt", rep)
+    if len(counts):
+        add("strace_count", counts)
 
 
 def _parse_block_traces(raw: Path, rep: int, labels: dict, add, out: ParsedRaw, has_ftrace_blocks: bool) -> None:

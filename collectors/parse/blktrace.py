@@ -24,7 +24,7 @@ with a warning naming the offset.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -344,6 +344,22 @@ class _File:
     base: int = 0            # index of its first record in the concatenation of all files' records
 
 
+@dataclass
+class _Index:
+    """What the first pass found in every file: per record its time and whether its action makes a row, the count
+    of each action, the notes, the records lost, and whether each file is in time order."""
+
+    times: np.ndarray
+    known: np.ndarray
+    action_count: np.ndarray
+    bounds: list[int]              # each file's first record in the concatenation, and the end
+    n_records: int = 0
+    lost: int = 0
+    all_sorted: bool = True
+    notes: list[tuple[int, int, int, bytes, str]] = field(default_factory=list)  # (kind, pid, time, payload, order)
+    warnings: list[str] = field(default_factory=list)
+
+
 def parse_blktrace_compiled(paths: list[Path], rep: int = 0) -> BlktraceTables:
     """block_event and trace_marker rows of a set of blktrace files (per-CPU files or one stream).
 
@@ -356,56 +372,69 @@ def parse_blktrace_compiled(paths: list[Path], rep: int = 0) -> BlktraceTables:
         if len(buf):
             version, big = detect_format(bytes(buf[:4]), path)
             files.append(_File(path, buf, version, big))
-    warnings: list[str] = []
-    notes: list[tuple[int, int, int, bytes, str]] = []  # (kind, pid, time, payload, byte order)
+    index = _index_files(files)
+    comm_of, start_wall, marker_df = note_tables(index.notes, rep)
+    codes = np.flatnonzero(index.action_count)
+    skipped = {f"action {int(a)}": int(index.action_count[a]) for a in codes if int(a) not in ACTION_EVENT}
+    n_rows = index.n_records - sum(skipped.values())
+    dest = _row_destinations(files, index, n_rows)
+    block = _emit_block_event(files, dest, comm_of, n_rows, rep)
+    return BlktraceTables(block_event=BLOCK_EVENT.validate(block), trace_marker=marker_df,
+                          records=index.n_records, lost_records=index.lost, skipped_actions=skipped,
+                          start_wallclock_ns=start_wall, warnings=index.warnings)
+
+
+def _index_files(files: list[_File]) -> _Index:
+    """The first pass: every file's records walked (stretches that are not records skipped, a cut last record
+    said) and indexed; sets each file's record offsets and base."""
     capacity = sum(len(f.buf) // 48 + 1 for f in files)
     # allocated here, not in the compiled passes: numpy asks for huge pages, and first touches of fresh memory
     # are what this parse spends most of its time on in a VM
     offs_all = np.empty(capacity, np.int64)
-    times = np.empty(capacity, np.int64)
-    known = np.empty(capacity, np.bool_)
-    action_count = np.zeros(1 << 16, np.int64)
-    n_records = lost = 0
-    all_sorted = True
-    bounds = [0]
+    index = _Index(np.empty(capacity, np.int64), np.empty(capacity, np.bool_), np.zeros(1 << 16, np.int64), [0])
     for f in files:
-        offs, end, resyncs, first_resync = _walk(f.buf, f.big, f.version, offs_all[n_records:])
+        n = index.n_records
+        offs, end, resyncs, first_resync = _walk(f.buf, f.big, f.version, offs_all[n:])
         if resyncs:
-            warnings.append(f"{f.path}: {resyncs} stretch(es) of bytes that are not blktrace records, the first at "
-                            f"byte offset {first_resync}; skipped to the next record")
+            index.warnings.append(f"{f.path}: {resyncs} stretch(es) of bytes that are not blktrace records, the "
+                                  f"first at byte offset {first_resync}; skipped to the next record")
         if end < len(f.buf):
-            warnings.append(f"{f.path}: cut record at byte offset {end} (truncated file); every complete record "
-                            "before it was kept")
-        m, note_offs, is_sorted, file_lost, regular = _index(f.buf, offs, f.big, f.version,
-                                                             times[n_records:], known[n_records:], action_count)
-        f.offs, f.base = offs[:m], n_records
+            index.warnings.append(f"{f.path}: cut record at byte offset {end} (truncated file); every complete "
+                                  "record before it was kept")
+        m, note_offs, is_sorted, file_lost, regular = _index(f.buf, offs, f.big, f.version, index.times[n:],
+                                                             index.known[n:], index.action_count)
+        f.offs, f.base = offs[:m], n
         if not regular:  # sequences out of order or too many (device, cpu): the exact count, by sorting
             dev, cpu, seq = _sequence_columns(f.buf, f.offs, f.big, f.version)
             file_lost = sequence_gaps(dev, cpu, seq)
-        lost += file_lost
-        all_sorted &= bool(is_sorted)
-        n_records += m
-        bounds.append(n_records)
+        index.lost += file_lost
+        index.all_sorted &= bool(is_sorted)
+        index.n_records += m
+        index.bounds.append(index.n_records)
         order = "big" if f.big else "little"
         for o in note_offs.tolist():
-            notes.append(note_record(f.buf, o, f.big, f.version, order))
-    times, known = times[:n_records], known[:n_records]
+            index.notes.append(note_record(f.buf, o, f.big, f.version, order))
+    index.times, index.known = index.times[:index.n_records], index.known[:index.n_records]
+    return index
 
-    comm_of, start_wall, marker_df = note_tables(notes, rep)
 
-    codes = np.flatnonzero(action_count)
-    skipped = {f"action {int(a)}": int(action_count[a]) for a in codes if int(a) not in ACTION_EVENT}
-    n_rows = n_records - sum(skipped.values())
-    # Rows in time order, ties in file order (a stable sort of the concatenation): per-CPU files, each in order
-    # already, are merged; anything else is sorted. dest: each record's row, -1 if it makes none, empty when
-    # records and rows coincide (one stream in order, every action known).
-    dest = np.zeros(0, np.int64)
-    if len(files) > 1 or not all_sorted or n_rows < n_records:
-        dest = np.empty(n_records, np.int32 if n_records < 2**31 else np.int64)
-        if all_sorted:
-            _merge_destinations(times, known, np.array(bounds, np.int64), dest)
-        else:
-            _destinations(np.argsort(times, kind="stable"), known, dest)
+def _row_destinations(files: list[_File], index: _Index, n_rows: int) -> np.ndarray:
+    """Rows in time order, ties in file order (a stable sort of the concatenation): per-CPU files, each in order
+    already, are merged; anything else is sorted. Each record's row, -1 if it makes none; empty when records and
+    rows coincide (one stream in order, every action known)."""
+    n_records = index.n_records
+    if len(files) <= 1 and index.all_sorted and n_rows >= n_records:
+        return np.zeros(0, np.int64)
+    dest = np.empty(n_records, np.int32 if n_records < 2**31 else np.int64)
+    if index.all_sorted:
+        _merge_destinations(index.times, index.known, np.array(index.bounds, np.int64), dest)
+    else:
+        _destinations(np.argsort(index.times, kind="stable"), index.known, dest)
+    return dest
+
+
+def _emit_block_event(files: list[_File], dest: np.ndarray, comm_of: dict, n_rows: int, rep: int) -> pl.DataFrame:
+    """The last pass: every record decoded straight into its row of block_event."""
     comm_pid, comm_text = comm_lookup(comm_of)
     col = {name: np.empty(n_rows, dt) for name, dt in (  # _emit's order; codes are u32, what polars gathers by
         ("ts", np.int64), ("cpu", np.int32), ("pid", np.int32), ("comm", np.uint32), ("event", np.uint32),
@@ -417,7 +446,7 @@ def parse_blktrace_compiled(paths: list[Path], rep: int = 0) -> BlktraceTables:
         _emit(f.buf, f.offs, f.big, f.version, dest, f.base, comm_pid, rwbs_id, rwbs_keys, *col.values())
     event_names = pl.Series("event", [ACTION_EVENT.get(c, "") for c in range(14)], dtype=pl.Utf8)
     rwbs_texts = pl.Series("rwbs", [rwbs_text(k) for k in rwbs_keys[1:rwbs_keys[0] + 1].tolist()], dtype=pl.Utf8)
-    block = pl.DataFrame({
+    return pl.DataFrame({
         "ts": col["ts"], "cpu": col["cpu"], "pid": col["pid"],
         "event": event_names.gather(col["event"]), "dev_major": col["dev_major"], "dev_minor": col["dev_minor"],
         "sector": col["sector"], "nr_sector": col["nr_sector"], "size_bytes": col["size_bytes"],
@@ -425,8 +454,3 @@ def parse_blktrace_compiled(paths: list[Path], rep: int = 0) -> BlktraceTables:
     }).with_columns(  # constant columns stay scalars (no 5 M-row copies of one value)
         rep=pl.lit(rep, dtype=pl.Int32),
         comm=pl.Series("comm", comm_text, dtype=pl.Utf8).gather(col["comm"]) if comm_of else pl.lit("", pl.Utf8))
-    return BlktraceTables(block_event=BLOCK_EVENT.validate(block), trace_marker=marker_df,
-                          records=n_records, lost_records=lost, skipped_actions=skipped,
-                          start_wallclock_ns=start_wall, warnings=warnings)
-
-

@@ -212,6 +212,19 @@ def _syscalls(rows: pl.DataFrame, rep: int) -> tuple[pl.DataFrame, dict[str, int
     through an fd that x86 numbering would call a directory (EISDIR on every kernel), then decoded as arm's. A
     trace with neither O_DIRECT IO nor such proof keeps x86's names, which changes no sync mode. Durations are
     on the trace clock, a few µs shorter than strace's (no ptrace stops)."""
+    rows = _syscall_args(rows)
+    bad = int(rows.filter(pl.col("syscall").is_null()).height)
+    out = _pair_enter_exit(rows.filter(pl.col("syscall").is_not_null()))
+    return SYSCALL_IO.validate(_syscall_io_table(_with_open_flags(out), rep)), ({"sys_enter/exit": bad} if bad else {})
+
+
+_FLAG_ARGS = ("flag_bits", "fcntl_cmd", "fd2")
+
+
+def _syscall_args(rows: pl.DataFrame) -> pl.DataFrame:
+    """Each enter or exit event with its syscall's name (nr_<N> for raw_syscalls; null when the event is neither),
+    is_enter, and the arguments read from its text: fd, size, off, ret and the flag arguments fd_flags.py
+    follows."""
     kernel_style = ~pl.col("event").str.contains(r"^sys_(?:enter|exit)(?:_|$)")
     rows = rows.with_columns(
         is_enter=pl.when(kernel_style).then(pl.col("body").str.starts_with("("))
@@ -234,10 +247,14 @@ def _syscalls(rows: pl.DataFrame, rep: int) -> tuple[pl.DataFrame, dict[str, int
     ret_expr = pl.when(pl.col("event") == "sys_exit").then(
         pl.col("body").str.extract(r"= (-?\d+)$", 1).cast(pl.Int64, strict=False)
     ).otherwise(_signed_hex(pl.col("body").str.extract(r"^(?:-> )?(?:0x)?([0-9a-fA-F]{1,16})$", 1)))
-    rows = rows.with_columns(fd=fd_expr.cast(pl.Int64, strict=False), size=size_expr, off=off_expr, ret=ret_expr,
+    return rows.with_columns(fd=fd_expr.cast(pl.Int64, strict=False), size=size_expr, off=off_expr, ret=ret_expr,
                              **_syscall_flag_args())
-    bad = int(rows.filter(pl.col("syscall").is_null()).height)
-    rows = rows.filter(pl.col("syscall").is_not_null()).sort(["pid", "ts"], maintain_order=True)
+
+
+def _pair_enter_exit(rows: pl.DataFrame) -> pl.DataFrame:
+    """One row per call, in the order calls enter: an enter paired with the next event of its thread when that is
+    the same syscall's exit (dur, ret), else alone (dur and ret null)."""
+    rows = rows.sort(["pid", "ts"], maintain_order=True)
     nxt = rows.select(pl.all().shift(-1).over("pid").name.suffix("_next"))
     both = pl.concat([rows, nxt], how="horizontal")
     paired = both.filter(pl.col("is_enter") & ~pl.col("is_enter_next").fill_null(True)
@@ -247,16 +264,19 @@ def _syscalls(rows: pl.DataFrame, rep: int) -> tuple[pl.DataFrame, dict[str, int
     enters_unpaired = both.filter(pl.col("is_enter") & ~(pl.col("is_enter_next").is_not_null()
                                                           & ~pl.col("is_enter_next")
                                                           & (pl.col("syscall") == pl.col("syscall_next"))))
-    flag_args = ("flag_bits", "fcntl_cmd", "fd2")
-    out = pl.concat([
+    return pl.concat([
         paired.select(pl.col("ts"), (pl.col("ts_next") - pl.col("ts")).alias("dur"), pl.col("pid"), pl.col("comm"),
-                      pl.col("syscall"), pl.col("fd"), pl.col("size"), pl.col("off"), ret.alias("ret"), *flag_args),
+                      pl.col("syscall"), pl.col("fd"), pl.col("size"), pl.col("off"), ret.alias("ret"), *_FLAG_ARGS),
         enters_unpaired.select(pl.col("ts"), pl.lit(None, pl.Int64).alias("dur"), pl.col("pid"), pl.col("comm"),
                                pl.col("syscall"), pl.col("fd"), pl.col("size"), pl.col("off"),
-                               pl.lit(None, pl.Int64).alias("ret"), *flag_args),
+                               pl.lit(None, pl.Int64).alias("ret"), *_FLAG_ARGS),
     ], how="vertical_relaxed").sort("ts", maintain_order=True)
-    # Calls enter in this order: a clone enters before its child runs, an open before its fd is used.
-    out = out.with_columns(open_flags=track_open_flags(out.select("pid", "syscall", "fd", "ret", *flag_args)))
+
+
+def _with_open_flags(out: pl.DataFrame) -> pl.DataFrame:
+    """open_flags of each call's fd, followed through the calls in the order they enter (a clone enters before its
+    child runs, an open before its fd is used); decoded as arm's when the trace proves an arm kernel."""
+    out = out.with_columns(open_flags=track_open_flags(out.select("pid", "syscall", "fd", "ret", *_FLAG_ARGS)))
     # The numbers are x86's unless the trace proves an arm kernel: data read or written through an fd that x86
     # numbering calls O_DIRECTORY (impossible: read/write on a directory is EISDIR) is arm's O_DIRECT.
     data_io = pl.col("syscall").is_in(["read", "write", "pread64", "pwrite64", "readv", "writev", "preadv",
@@ -267,18 +287,22 @@ def _syscalls(rows: pl.DataFrame, rep: int) -> tuple[pl.DataFrame, dict[str, int
                               | (pl.col("fcntl_cmd") == "F_SETFL")).then(arm_bits_as_x86(pl.col("flag_bits")))
             .otherwise(pl.col("flag_bits")),
             ret=pl.when(pl.col("fcntl_cmd") == "F_GETFL").then(arm_bits_as_x86(pl.col("ret"))).otherwise(pl.col("ret")))
-        out = out.with_columns(open_flags=track_open_flags(as_x86.select("pid", "syscall", "fd", "ret", *flag_args)))
+        out = out.with_columns(open_flags=track_open_flags(as_x86.select("pid", "syscall", "fd", "ret", *_FLAG_ARGS)))
+    return out
+
+
+def _syscall_io_table(out: pl.DataFrame, rep: int) -> pl.DataFrame:
+    """The calls as syscall_io rows: fd -1 where unknown or out of range, errno named from a negative ret."""
     names = {-n: name for n, name in errno_mod.errorcode.items()}
     errno = pl.when(pl.col("ret").is_between(-4095, -1)).then(
         pl.col("ret").replace_strict(names, default=None, return_dtype=pl.Utf8)
         .fill_null(pl.lit("E") + (-pl.col("ret")).cast(pl.Utf8))).otherwise(pl.lit(""))
-    table = out.select(
+    return out.select(
         pl.lit(rep, pl.Int32).alias("rep"), "ts", "dur", "pid", "comm", "syscall",
         pl.when(pl.col("fd").is_between(-(1 << 31), (1 << 31) - 1)).then(pl.col("fd")).otherwise(-1).cast(pl.Int32)
         .alias("fd"), pl.lit("").alias("path"), pl.col("size").fill_null(-1).alias("request_bytes"),
         pl.col("off").fill_null(-1).alias("offset_bytes"), "ret", errno.alias("errno"),
         pl.lit("ftrace").alias("source"), "open_flags", pl.lit("").alias("new_path"))
-    return SYSCALL_IO.validate(table), ({"sys_enter/exit": bad} if bad else {})
 
 
 FCNTL_CMDS = {0: "F_DUPFD", 1: "F_GETFD", 2: "F_SETFD", 3: "F_GETFL", 4: "F_SETFL", 1030: "F_DUPFD_CLOEXEC"}

@@ -295,79 +295,132 @@ def parse_ftrace_raw(raw_dir: Path, formats: Path, rep: int = 0, hz: int | None 
     if not by_id:
         raise ParseError(formats, 0, "no event format files (formats/<system>/<event>/format) to decode pages")
     hz = hz or read_kernel_hz(raw_dir / "kernel_hz")
-    long_bits = 8 * layout.commit_size  # local_t is a long: 4 bytes on 32-bit kernels
     cmdlines = CommTable(saved_cmdlines(raw_dir / "saved_cmdlines"))
     files = sorted((p for p in raw_dir.iterdir() if re.fullmatch(r"cpu\d+", p.name)), key=lambda p: int(p.name[3:]))
     buf, spans, warnings = _read_pages(files, layout.page_size)
-    cols, pages, lost, lost_events = [], 0, 0, 0
-    for cpu, start, length in spans:
-        ts, offs, lens, types, n_pages, n_lost, n_missed = walk_pages(buf[start:start + length],
-                                                                      layout.data_offset, layout.data_size)
-        lost_events += n_missed
-        pages += n_pages
-        lost += n_lost
-        cols.append((ts, offs + start, lens, types, np.full(len(ts), cpu, np.int32)))
-    if cols:
-        ts, offs, lens, types, cpus = (np.concatenate([c[i] for c in cols]) for i in range(5))
-    else:
-        ts, offs, lens, cpus = (np.empty(0, np.int64),) * 3 + (np.empty(0, np.int32),)
-        types = np.empty(0, np.int32)
-    # The kernel's merged text order: by time, a tie goes to the lower CPU (CPU files are concatenated in order).
-    merged = np.argsort(ts, kind="stable")
-    by_type = merged[np.argsort(types[merged], kind="stable")]
-    bounds = np.flatnonzero(np.diff(types[by_type])) + 1
-    out = RawTables(block_event=BLOCK_EVENT.empty(), trace_marker=TRACE_MARKER.empty(), events_total=len(ts),
-                    pages=pages, pages_with_lost_events=lost, lost_events=lost_events, warnings=warnings,
-                    span=(int(ts.min()), int(ts.max())) if len(ts) else None)
-    rank = np.empty(len(ts), np.int64)
-    rank[merged] = np.arange(len(ts))
-    blocks, markers, heads = [], [], []
-    for idx in np.split(by_type, bounds) if len(by_type) else []:
-        type_id = int(types[idx[0]])
+    rec = _Records.walk(buf, spans, layout)
+    out = RawTables(block_event=BLOCK_EVENT.empty(), trace_marker=TRACE_MARKER.empty(), events_total=len(rec.ts),
+                    pages=rec.pages, pages_with_lost_events=rec.lost, lost_events=rec.lost_events,
+                    warnings=warnings, span=(int(rec.ts.min()), int(rec.ts.max())) if len(rec.ts) else None)
+    # long_bits: local_t is a long, 4 bytes on 32-bit kernels
+    decoding = _Decoding(buf, out, rep, hz, 8 * layout.commit_size, cmdlines, keep_fields)
+    for type_id, group in rec.by_type():
         fmt = by_id.get(type_id)
         if fmt is None:
-            out.undecoded[f"type {type_id}"] = out.undecoded.get(f"type {type_id}", 0) + len(idx)
+            out.undecoded[f"type {type_id}"] = out.undecoded.get(f"type {type_id}", 0) + len(group)
             continue
-        g = _Group(fmt, offs[idx], lens[idx], ts[idx], cpus[idx], rank[idx])
-        c = _Columns(buf, g)
+        decoding.add(_Group(fmt, rec.offs[group], rec.lens[group], rec.ts[group], rec.cpus[group],
+                            rec.rank[group]))
+    decoding.finish()
+    if rec.lost:
+        out.warnings.append(f"{rec.lost} trace pages say events were lost before them (ring buffer overrun): "
+                            f"{rec.lost_events} events by the kernel's counts")
+    out.warnings += [f"{n} {ev} records did not match the known formats and were skipped"
+                     for ev, n in sorted(out.unparsed_by_event.items())]
+    return out
+
+
+@dataclass
+class _Records:
+    """Every record of the per-CPU page files: time, payload offset and length, event type and CPU, and its rank
+    in the kernel's merged text order (by time, a tie to the lower CPU: the CPU files are concatenated in order)."""
+
+    ts: np.ndarray
+    offs: np.ndarray
+    lens: np.ndarray
+    types: np.ndarray
+    cpus: np.ndarray
+    pages: int
+    lost: int          # pages that say events were lost before them
+    lost_events: int   # the events lost, by the kernel's counts
+    merged: np.ndarray = None
+    rank: np.ndarray = None
+
+    @classmethod
+    def walk(cls, buf: np.ndarray, spans, layout) -> "_Records":
+        cols, pages, lost, lost_events = [], 0, 0, 0
+        for cpu, start, length in spans:
+            ts, offs, lens, types, n_pages, n_lost, n_missed = walk_pages(buf[start:start + length],
+                                                                          layout.data_offset, layout.data_size)
+            lost_events += n_missed
+            pages += n_pages
+            lost += n_lost
+            cols.append((ts, offs + start, lens, types, np.full(len(ts), cpu, np.int32)))
+        if cols:
+            ts, offs, lens, types, cpus = (np.concatenate([c[i] for c in cols]) for i in range(5))
+        else:
+            ts, offs, lens, cpus = (np.empty(0, np.int64),) * 3 + (np.empty(0, np.int32),)
+            types = np.empty(0, np.int32)
+        rec = cls(ts, offs, lens, types, cpus, pages, lost, lost_events)
+        rec.merged = np.argsort(ts, kind="stable")
+        rec.rank = np.empty(len(ts), np.int64)
+        rec.rank[rec.merged] = np.arange(len(ts))
+        return rec
+
+    def by_type(self):
+        """(type id, the indices of its records in merged order), type by type."""
+        by_type = self.merged[np.argsort(self.types[self.merged], kind="stable")]
+        bounds = np.flatnonzero(np.diff(self.types[by_type])) + 1
+        for idx in np.split(by_type, bounds) if len(by_type) else []:
+            yield int(self.types[idx[0]]), idx
+
+
+@dataclass
+class _Decoding:
+    """The tables of one page parse as its groups are decoded: block events and trace markers straight into their
+    tables, every other known event as a text head for parse_other_events, the rest counted (and kept as field
+    columns when asked)."""
+
+    buf: np.ndarray
+    out: RawTables
+    rep: int
+    hz: int | None
+    long_bits: int
+    cmdlines: CommTable
+    keep_fields: bool
+    blocks: list = field(default_factory=list)
+    markers: list = field(default_factory=list)
+    heads: list = field(default_factory=list)
+
+    def add(self, g: _Group) -> None:
+        fmt, out, rep = g.fmt, self.out, self.rep
+        c = _Columns(self.buf, g)
         if fmt.name in BLOCK_EVENT_BODY or (fmt.name in MARKER_EVENTS and "buf" in fmt.fields):
             try:
                 if fmt.name in BLOCK_EVENT_BODY:
-                    blocks.append((fmt.name, _block_rows(c)))
+                    self.blocks.append((fmt.name, _block_rows(c)))
                 else:
-                    markers.append(pl.DataFrame({"order": g.order, "rep": np.full(len(g), rep, np.int32),
-                                                 "ts": g.ts, "pid": c.int("common_pid").astype(np.int32),
-                                                 "text": c.get("buf").str.strip_chars()}))
+                    self.markers.append(pl.DataFrame({"order": g.order, "rep": np.full(len(g), rep, np.int32),
+                                                      "ts": g.ts, "pid": c.int("common_pid").astype(np.int32),
+                                                      "text": c.get("buf").str.strip_chars()}))
             except Unrenderable as e:  # a format file whose fields are not the kernel's (edited, damaged)
                 out.unrendered[fmt.name] = f"its format file does not declare the fields it needs: {e}"
                 out.unparsed_by_event[fmt.name] = out.unparsed_by_event.get(fmt.name, 0) + len(g)
                 out.fields[fmt.name] = _field_frame(c, rep)
         elif is_known_event(fmt.name):
-            body = _body(c, hz, out, long_bits)
-            heads.append(pl.DataFrame({"order": g.order, "ts": g.ts, "cpu": g.cpu,
-                                       "pid": c.int("common_pid").astype(np.int32),
-                                       "comm": cmdlines.lookup(c.int("common_pid")),
-                                       "event": pl.Series([fmt.name] * len(g), dtype=pl.Utf8), "body": body}))
+            body = _body(c, self.hz, out, self.long_bits)
+            self.heads.append(pl.DataFrame({"order": g.order, "ts": g.ts, "cpu": g.cpu,
+                                            "pid": c.int("common_pid").astype(np.int32),
+                                            "comm": self.cmdlines.lookup(c.int("common_pid")),
+                                            "event": pl.Series([fmt.name] * len(g), dtype=pl.Utf8), "body": body}))
             if fmt.name in out.unrendered:
                 out.fields[fmt.name] = _field_frame(c, rep)
         else:
             out.other_events[fmt.name] = out.other_events.get(fmt.name, 0) + len(g)
-            if keep_fields:
+            if self.keep_fields:
                 out.fields[fmt.name] = _field_frame(c, rep)
-    if blocks:
-        out.block_event = BLOCK_EVENT.validate(_block_frame(buf, blocks, rep, cmdlines))
-    if markers:
-        out.trace_marker = TRACE_MARKER.validate(pl.concat(markers).sort("order"))
-    if heads:
-        head = pl.concat(heads).sort("order").drop("order")
-        out.events, unparsed = parse_other_events(head, rep)
-        out.unparsed_by_event.update(unparsed)
-    if lost:
-        out.warnings.append(f"{lost} trace pages say events were lost before them (ring buffer overrun): "
-                            f"{lost_events} events by the kernel's counts")
-    out.warnings += [f"{n} {ev} records did not match the known formats and were skipped"
-                     for ev, n in sorted(out.unparsed_by_event.items())]
-    return out
+
+    def finish(self) -> None:
+        """The tables, each in the merged trace order."""
+        out = self.out
+        if self.blocks:
+            out.block_event = BLOCK_EVENT.validate(_block_frame(self.buf, self.blocks, self.rep, self.cmdlines))
+        if self.markers:
+            out.trace_marker = TRACE_MARKER.validate(pl.concat(self.markers).sort("order"))
+        if self.heads:
+            head = pl.concat(self.heads).sort("order").drop("order")
+            out.events, unparsed = parse_other_events(head, self.rep)
+            out.unparsed_by_event.update(unparsed)
 
 
 _COMPILED: dict[tuple[str, tuple[str, ...]], list] = {}

@@ -10,6 +10,8 @@ where an issue found no pending request (rare in full traces; every re-dispatch 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 import polars as pl
 
@@ -21,7 +23,9 @@ from mobiperf.core.schema import BLOCK_RQ
 
 def pair_vectorized(block_event: pl.DataFrame, *, stale_after_ns: int = STALE_AFTER_NS
                     ) -> tuple[pl.DataFrame, PairingStats]:
-    """block_rq rows and pairing statistics, every FIFO matched at once (fifo.py)."""
+    """block_rq rows and pairing statistics, every FIFO matched at once (fifo.py): the bios to their queue events,
+    then the pending requests, the issued requests and the open ends (back merges), each linking events to the
+    request they belong to (a forest of parent links resolved to one root per request)."""
     stats = PairingStats()
     ev = ordered_events(block_event)
     deviceless = ev.filter((pl.col("dev_major") < 0) & pl.col("event").is_in(list(KINDS)).not_())
@@ -30,66 +34,117 @@ def pair_vectorized(block_event: pl.DataFrame, *, stale_after_ns: int = STALE_AF
     ev = ev.filter(pl.col("event").is_in(list(KINDS)) & (pl.col("dev_major") >= 0))
     if not len(ev):
         return BLOCK_RQ.empty(), stats
-    kind = ev["event"].replace_strict(KINDS, return_dtype=pl.Int64).to_numpy()
-    ts = ev["ts"].cast(pl.Int64).to_numpy()
-    sector = ev["sector"].cast(pl.Int64).to_numpy()
-    nr = ev["nr_sector"].cast(pl.Int64).to_numpy()
-    composite = ((ev["rep"].to_numpy().astype(np.int64) << 40) | (ev["dev_major"].to_numpy().astype(np.int64) << 20)
-                 | ev["dev_minor"].to_numpy().astype(np.int64))
-    devices = np.sort(pl.Series(composite).unique().to_numpy())
-    dev = np.searchsorted(devices, composite).astype(np.int64)
-    is_flush_op = rwbs_flush_op(ev["rwbs"])
-    n = len(ev)
-    order = np.arange(n, dtype=np.int64) * 4
+    t = _Trace.of(ev, stale_after_ns)
+    stats.ignored["flush_sequence_end"] += int(t.flush_seq_end.sum())
+    q_src = _match_bios(t, stats)
+    parent = np.arange(t.n, dtype=np.int64)
+    pend_match = _match_pending(t, parent, stats)
+    is_partial, completing, redispatched = _match_issued(t, pend_match, parent, stats)
+    end_match = _match_open_ends(t, parent, redispatched, stats)
+    for name, expired in t.expired_by.items():
+        if expired:
+            stats.unmatched[f"stale {name}"] += expired
+    root = _join_absorbed(_resolve(parent), t.kind, pend_match, end_match)
+    return _request_rows(ev, t.kind, t.ts, q_src, root, is_partial, completing, stats)
 
-    has_sectors = (nr > 0) & (sector >= 0)
-    flush_seq_end = (kind == C) & (nr == 0) & (sector >= 0) & ~is_flush_op
-    stats.ignored["flush_sequence_end"] += int(flush_seq_end.sum())
-    start = np.where(has_sectors, sector, FLUSH_SECTOR)
-    end = np.where(has_sectors, sector + nr, FLUSH_SECTOR)
 
-    span = int(end.max()) + 3 if n else 3   # keys stay compact so FIFO sorts can use one integer
+@dataclass
+class _Trace:
+    """The block events pairing reads, as arrays in trace order, and the FIFO matching over them: a row of a FIFO
+    is an event's key (device and a sector: its start, its end, or its front), its place in the trace (4 per
+    event, so that one event's consumer row comes before its producer row) and its role."""
 
-    def key(dev_ids: np.ndarray, s: np.ndarray) -> np.ndarray:
-        return dev_ids * span + (s + 2)
+    kind: np.ndarray
+    ts: np.ndarray
+    sector: np.ndarray
+    nr: np.ndarray
+    dev: np.ndarray            # dense device ids (rep, major, minor)
+    start: np.ndarray          # first sector, FLUSH_SECTOR for an event without sectors
+    end: np.ndarray            # sector after the last, FLUSH_SECTOR likewise
+    has_sectors: np.ndarray
+    flush_seq_end: np.ndarray  # the completion that ends a flush sequence: no request of its own
+    is_flush_op: np.ndarray
+    order: np.ndarray
+    span: int                  # keys stay compact so FIFO sorts can use one integer
+    stale_after_ns: int
+    key_of: dict[str, np.ndarray] = field(default_factory=dict)
+    expired_by: dict[str, int] = field(default_factory=dict)
 
-    key_of = {"start": key(dev, start), "end": key(dev, end)}
-    key_of["front"] = np.where(has_sectors, key_of["end"], key_of["start"])
+    @classmethod
+    def of(cls, ev: pl.DataFrame, stale_after_ns: int) -> "_Trace":
+        kind = ev["event"].replace_strict(KINDS, return_dtype=pl.Int64).to_numpy()
+        sector = ev["sector"].cast(pl.Int64).to_numpy()
+        nr = ev["nr_sector"].cast(pl.Int64).to_numpy()
+        rep, major, minor = (ev[c].to_numpy().astype(np.int64) for c in ("rep", "dev_major", "dev_minor"))
+        composite = (rep << 40) | (major << 20) | minor
+        devices = np.sort(pl.Series(composite).unique().to_numpy())
+        is_flush_op = rwbs_flush_op(ev["rwbs"])
+        has_sectors = (nr > 0) & (sector >= 0)
+        end = np.where(has_sectors, sector + nr, FLUSH_SECTOR)
+        t = cls(kind=kind, ts=ev["ts"].cast(pl.Int64).to_numpy(), sector=sector, nr=nr,
+                dev=np.searchsorted(devices, composite).astype(np.int64),
+                start=np.where(has_sectors, sector, FLUSH_SECTOR), end=end, has_sectors=has_sectors,
+                flush_seq_end=(kind == C) & (nr == 0) & (sector >= 0) & ~is_flush_op, is_flush_op=is_flush_op,
+                order=np.arange(len(ev), dtype=np.int64) * 4, span=int(end.max()) + 3 if len(ev) else 3,
+                stale_after_ns=stale_after_ns)
+        t.key_of = {"start": t.key(t.dev, t.start), "end": t.key(t.dev, t.end)}
+        t.key_of["front"] = np.where(has_sectors, t.key_of["end"], t.key_of["start"])
+        return t
 
-    def is_kind(*kinds: int) -> np.ndarray:
+    @property
+    def n(self) -> int:
+        return len(self.kind)
+
+    def key(self, dev_ids: np.ndarray, s: np.ndarray) -> np.ndarray:
+        return dev_ids * self.span + (s + 2)
+
+    def is_kind(self, *kinds: int) -> np.ndarray:
         lut = np.zeros(10, bool)
         lut[list(kinds)] = True
-        return lut[kind]
+        return lut[self.kind]
 
-    def rows(mask: np.ndarray, where: str, role: int, sub: int):
+    def rows(self, mask: np.ndarray, where: str, role: int, sub: int):
+        """A FIFO's rows of the events in `mask`, keyed by their `where` (start, end or front)."""
         idx = np.flatnonzero(mask)
-        return idx, key_of[where][idx], order[idx] + sub, np.full(len(idx), role, np.int64)
+        return idx, self.key_of[where][idx], self.order[idx] + sub, np.full(len(idx), role, np.int64)
 
-    expired_by: dict[str, int] = {}
-
-    def run_fifo(parts: list, name: str, tags: list | None = None):
+    def run_fifo(self, parts: list, name: str, tags: list | None = None):
+        """fifo_match over the rows of `parts` (each with its own timestamps, or its events'); the stale
+        elements it dropped count for `name` (the last pass of an iterated FIFO is the one that counts)."""
         ev_idx = np.concatenate([p[0] for p in parts])
         k = np.concatenate([p[1] for p in parts])
         o = np.concatenate([p[2] for p in parts])
         role = np.concatenate([p[3] for p in parts])
-        t = np.concatenate([p[4] if len(p) > 4 else ts[p[0]] for p in parts])
+        ts = np.concatenate([p[4] if len(p) > 4 else self.ts[p[0]] for p in parts])
         tag = np.concatenate(tags) if tags is not None else None
-        match, front, expired = fifo_match(k, o, role, t, stale_after_ns, tag)
-        expired_by[name] = expired  # the last pass of an iterated FIFO is the one that counts
+        match, front, expired = fifo_match(k, o, role, ts, self.stale_after_ns, tag)
+        self.expired_by[name] = expired
         return ev_idx, role, match, front
 
-    # --- bios: Q (+ split remainders) popped by G, M, F; X peeks ---
-    q_src = np.full(n, -1, np.int64)     # for G/M/F/X: the Q event whose bio it is
+    def matched(self, ev_idx: np.ndarray, role: np.ndarray, match: np.ndarray) -> np.ndarray:
+        """Per event: the event whose element its consumer row took, else -1."""
+        cons = np.flatnonzero((role == CONSUMER) & (match >= 0))
+        out = np.full(self.n, -1, np.int64)
+        out[ev_idx[cons]] = ev_idx[match[cons]]
+        return out
+
+
+def _match_bios(t: _Trace, stats: PairingStats) -> np.ndarray:
+    """Bios: Q (and the remainders of its splits) popped by G, M, F; X peeks. Per event (G/M/F/X), the Q event
+    whose bio it is, else -1. A split's remainder is a virtual producer standing for its Q, found by the peeks of
+    the pass before: repeated until the remainders stop changing."""
+    kind, dev, start, nr, order = t.kind, t.dev, t.start, t.nr, t.order
+    q_src = np.full(t.n, -1, np.int64)
     virtual: tuple = (np.empty(0, np.int64),) * 2   # (split event, source Q event)
     for _ in range(64):
         v_ev, v_src = virtual
-        v_part = (v_ev, key(dev[v_ev], start[v_ev] + nr[v_ev]), order[v_ev] + 2,
-                  np.full(len(v_ev), PRODUCER, np.int64), ts[v_src])
-        q_part = rows(kind == Q, "start", PRODUCER, 1)
-        ev_idx, role, match, front = run_fifo([
+        v_part = (v_ev, t.key(dev[v_ev], start[v_ev] + nr[v_ev]), order[v_ev] + 2,
+                  np.full(len(v_ev), PRODUCER, np.int64), t.ts[v_src])
+        q_part = t.rows(kind == Q, "start", PRODUCER, 1)
+        ev_idx, role, match, front = t.run_fifo([
             q_part, v_part,
-            rows(is_kind(G, M, F), "start", CONSUMER, 0),
-            rows((kind == X) & has_sectors, "start", PEEK, 0)], "queue")
+            t.rows(t.is_kind(G, M, F), "start", CONSUMER, 0),
+            t.rows((kind == X) & t.has_sectors, "start", PEEK, 0)], "queue")
         # a virtual producer row stands for the Q it copies
         src_of_row = ev_idx.copy()
         src_of_row[len(q_part[0]):len(q_part[0]) + len(v_ev)] = v_src
@@ -101,99 +156,109 @@ def pair_vectorized(block_event: pl.DataFrame, *, stale_after_ns: int = STALE_AF
             break
         virtual = new_virtual
     stats.unmatched["getrq without queue"] += int(((kind == G) & (q_src < 0)).sum())
+    return q_src
 
-    parent = np.arange(n, dtype=np.int64)
 
-    # --- pending requests (by start sector) ---
-    ev_idx, role, match, _ = run_fifo([
-        rows(kind == G, "start", PRODUCER, 1),
-        rows(kind == I, "start", CONSUMER, 0), rows(kind == I, "start", PRODUCER, 1),
-        rows(kind == F, "front", CONSUMER, 0), rows(kind == F, "start", PRODUCER, 1),
-        rows(kind == R, "start", PRODUCER, 1),
-        rows(kind == D, "start", CONSUMER, 0), rows(kind == RM, "start", CONSUMER, 0)], "pending request")
-    cons = np.flatnonzero((role == CONSUMER) & (match >= 0))
-    pend_match = np.full(n, -1, np.int64)
-    pend_match[ev_idx[cons]] = ev_idx[match[cons]]
-    linked = is_kind(I, F, D, RM) & (pend_match >= 0)
+def _match_pending(t: _Trace, parent: np.ndarray, stats: PairingStats) -> np.ndarray:
+    """Pending requests, by start sector: G, I, F and R produce, I, F, D and rq_merge pop. Links each popping
+    event to the request it found (in `parent`); returns per event the event it popped, else -1."""
+    kind = t.kind
+    pend_match = t.matched(*t.run_fifo([
+        t.rows(kind == G, "start", PRODUCER, 1),
+        t.rows(kind == I, "start", CONSUMER, 0), t.rows(kind == I, "start", PRODUCER, 1),
+        t.rows(kind == F, "front", CONSUMER, 0), t.rows(kind == F, "start", PRODUCER, 1),
+        t.rows(kind == R, "start", PRODUCER, 1),
+        t.rows(kind == D, "start", CONSUMER, 0), t.rows(kind == RM, "start", CONSUMER, 0)],
+        "pending request")[:3])
+    linked = t.is_kind(I, F, D, RM) & (pend_match >= 0)
     parent[linked] = pend_match[linked]
     stats.unmatched["frontmerge"] += int(((kind == F) & (pend_match < 0)).sum())
     stats.unmatched["request merge"] += int(((kind == RM) & (pend_match < 0)).sum())
+    return pend_match
 
-    # --- issued requests: D produces, C and R pop (preferring the exact size); a partial C re-produces the rest,
-    # tagged with the end of the issued range it belongs to; a sized D that found no pending request may be a
-    # re-dispatch of an issued request of its range (then it produces nothing) ---
+
+def _match_issued(t: _Trace, pend_match: np.ndarray, parent: np.ndarray, stats: PairingStats):
+    """Issued requests: D produces, C and R pop (preferring the exact size); a partial C re-produces the rest,
+    tagged with the end of the issued range it belongs to; a sized D that found no pending request may be a
+    re-dispatch of an issued request of its range (then it produces nothing). Repeated until the partial
+    completions and re-dispatches stop changing. Links completions, requeues and re-dispatches (in `parent`);
+    returns (is_partial, completing, redispatched) per event."""
+    kind, dev, start, nr, end, order = t.kind, t.dev, t.start, t.nr, t.end, t.order
     partial: np.ndarray = np.empty(0, np.int64)
     partial_end: np.ndarray = np.empty(0, np.int64)
-    completing = (kind == C) & ~flush_seq_end
-    wanted_end = np.where(has_sectors, end, NO_TAG)
-    maybe_again = (kind == D) & has_sectors & (pend_match < 0)
-    again_of = np.full(n, -1, np.int64)  # a re-dispatch: the event whose issued element it found
+    completing = (kind == C) & ~t.flush_seq_end
+    wanted_end = np.where(t.has_sectors, end, NO_TAG)
+    maybe_again = (kind == D) & t.has_sectors & (pend_match < 0)
+    again_of = np.full(t.n, -1, np.int64)  # a re-dispatch: the event whose issued element it found
     for _ in range(64):
-        p_part = (partial, key(dev[partial], start[partial] + nr[partial]), order[partial] + 1,
+        p_part = (partial, t.key(dev[partial], start[partial] + nr[partial]), order[partial] + 1,
                   np.full(len(partial), PRODUCER, np.int64))
-        parts = [rows((kind == D) & (again_of < 0), "start", PRODUCER, 1), p_part,
-                 rows(completing, "start", CONSUMER, 0), rows(kind == R, "start", CONSUMER, 0)]
+        parts = [t.rows((kind == D) & (again_of < 0), "start", PRODUCER, 1), p_part,
+                 t.rows(completing, "start", CONSUMER, 0), t.rows(kind == R, "start", CONSUMER, 0)]
         tags = [end[parts[0][0]], partial_end, wanted_end[parts[2][0]], wanted_end[parts[3][0]]]
-        ev_idx, role, match, _ = run_fifo(parts, "issued request", tags)
-        cons = np.flatnonzero((role == CONSUMER) & (match >= 0))
-        iss_match = np.full(n, -1, np.int64)
-        iss_match[ev_idx[cons]] = ev_idx[match[cons]]
-        # the issued range a completion belongs to: follow partial completions back to their D
-        src_end = np.where(kind == D, end, FLUSH_SECTOR)
-        chained = np.flatnonzero(completing & (iss_match >= 0))
-        for _ in range(64):
-            nxt = src_end[iss_match[chained]]
-            if np.array_equal(nxt, src_end[chained]):
-                break
-            src_end[chained] = nxt
-        is_partial = completing & (iss_match >= 0) & has_sectors & (sector + nr < src_end)
+        iss_match = t.matched(*t.run_fifo(parts, "issued request", tags)[:3])
+        src_end = _issued_range_ends(kind, end, completing, iss_match)
+        is_partial = completing & (iss_match >= 0) & t.has_sectors & (t.sector + nr < src_end)
         new_partial = np.flatnonzero(is_partial)
         new_again = _replay_redispatches(maybe_again, kind, completing, new_partial, src_end, start, nr, end,
-                                         wanted_end, key, dev, order, ts, stale_after_ns)
+                                         wanted_end, t.key, dev, order, t.ts, t.stale_after_ns)
         if (np.array_equal(new_partial, partial) and np.array_equal(src_end[new_partial], partial_end)
                 and np.array_equal(new_again, again_of)):
             break
         partial, partial_end, again_of = new_partial, src_end[new_partial], new_again
-    linked = is_kind(C, R) & (iss_match >= 0)
+    linked = t.is_kind(C, R) & (iss_match >= 0)
     parent[linked] = iss_match[linked]
     redispatched = again_of >= 0
     parent[redispatched] = again_of[redispatched]
     stats.redispatches = int(redispatched.sum())
     stats.unmatched["complete without issue"] += int((completing & (iss_match < 0)).sum())
     stats.unmatched["requeue"] += int(((kind == R) & (iss_match < 0)).sum())
+    return is_partial, completing, redispatched
 
-    # --- open ends: G and M produce, M pops (back merge), D closes (a re-dispatch, or the re-issue of a requeued
-    # request, does not: its first D did), rq_merge finds its absorber ---
+
+def _issued_range_ends(kind: np.ndarray, end: np.ndarray, completing: np.ndarray,
+                       iss_match: np.ndarray) -> np.ndarray:
+    """Per event: the end of the issued range a completion belongs to, partial completions followed back to
+    their D (a D's own end; FLUSH_SECTOR for the rest)."""
+    src_end = np.where(kind == D, end, FLUSH_SECTOR)
+    chained = np.flatnonzero(completing & (iss_match >= 0))
+    for _ in range(64):
+        nxt = src_end[iss_match[chained]]
+        if np.array_equal(nxt, src_end[chained]):
+            break
+        src_end[chained] = nxt
+    return src_end
+
+
+def _match_open_ends(t: _Trace, parent: np.ndarray, redispatched: np.ndarray, stats: PairingStats) -> np.ndarray:
+    """Open ends, by end sector: G and M produce, M pops (back merge), D closes (a re-dispatch, or the re-issue of
+    a requeued request, does not: its first D did), rq_merge finds its absorber. Links back merges (in `parent`);
+    returns per event the event it popped, else -1."""
+    kind, sized = t.kind, t.has_sectors
     so_far = _resolve(parent)  # a requeued request's chain D, R, (I,) D is linked by now
-    reissued = (kind == D) & (_per_root(so_far, kind == D, n, last=False)[so_far] != np.arange(n))
-    sized = has_sectors
-    ev_idx, role, match, _ = run_fifo([
-        rows((kind == G) & sized, "end", PRODUCER, 1),
-        rows((kind == M) & sized, "start", CONSUMER, 0), rows((kind == M) & sized, "end", PRODUCER, 1),
-        rows((kind == D) & sized & ~redispatched & ~reissued, "end", CONSUMER, 0),
-        rows((kind == RM) & sized, "start", CONSUMER, 0)],
-        "open end")
-    cons = np.flatnonzero((role == CONSUMER) & (match >= 0))
-    end_match = np.full(n, -1, np.int64)
-    end_match[ev_idx[cons]] = ev_idx[match[cons]]
+    reissued = (kind == D) & (_per_root(so_far, kind == D, t.n, last=False)[so_far] != np.arange(t.n))
+    end_match = t.matched(*t.run_fifo([
+        t.rows((kind == G) & sized, "end", PRODUCER, 1),
+        t.rows((kind == M) & sized, "start", CONSUMER, 0), t.rows((kind == M) & sized, "end", PRODUCER, 1),
+        t.rows((kind == D) & sized & ~redispatched & ~reissued, "end", CONSUMER, 0),
+        t.rows((kind == RM) & sized, "start", CONSUMER, 0)],
+        "open end")[:3])
     merged = (kind == M) & (end_match >= 0)
     parent[merged] = end_match[merged]
     stats.unmatched["backmerge"] += int(((kind == M) & (end_match < 0)).sum())
+    return end_match
 
-    for name, expired in expired_by.items():
-        if expired:
-            stats.unmatched[f"stale {name}"] += expired
-    root = _resolve(parent)
-    # absorbed requests join their absorber (block_rq_merge): link roots, resolve again
+
+def _join_absorbed(root: np.ndarray, kind: np.ndarray, pend_match: np.ndarray, end_match: np.ndarray) -> np.ndarray:
+    """Absorbed requests join their absorber (block_rq_merge): their roots linked, resolved again."""
     absorbed = np.flatnonzero((kind == RM) & (pend_match >= 0) & (end_match >= 0))
-    if len(absorbed):
-        par = root.copy()
-        a, b = root[absorbed], root[end_match[absorbed]]
-        keep = a != b
-        par[a[keep]] = b[keep]
-        root = _resolve(par)
-
-    return _request_rows(ev, kind, ts, q_src, root, is_partial, completing, stats)
+    if not len(absorbed):
+        return root
+    par = root.copy()
+    a, b = root[absorbed], root[end_match[absorbed]]
+    keep = a != b
+    par[a[keep]] = b[keep]
+    return _resolve(par)
 
 
 def _range_open_before(kind, d, cons, dev, start, end, order) -> np.ndarray:

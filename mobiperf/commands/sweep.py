@@ -120,10 +120,10 @@ def cmd_sweep(output, params, repeat, seed, primary, timeout, retry_failed, stat
 
 
 def _run_on_cluster(cluster: str, output: Path, definition, retry_failed: bool, progress) -> dict:
-    """The sweep with every unit a Dask task (mobiperf.orchestration.sweep_cluster); a LocalCluster's workers
+    """The sweep with every unit a Dask task (mobiperf.orchestration.sweep.cluster); a LocalCluster's workers
     offer `local`."""
     from mobiperf.orchestration.cluster import open_client, parse_cluster
-    from mobiperf.orchestration.sweep_cluster import run_sweep_on_cluster
+    from mobiperf.orchestration.sweep.cluster import run_sweep_on_cluster
 
     spec = parse_cluster(cluster)
     with open_client(spec, resources={"local": 1} if spec.is_local else None) as client:

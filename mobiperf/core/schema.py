@@ -118,6 +118,12 @@ SYSCALL_IO = Schema("syscall_io", {
    " dup, fcntl, fork and exec (for an open call its own flags), empty where unknown; dur null when the call"
    " never returned (or strace printed no <time>).", added=(("open_flags", ""), ("new_path", ""), ("clock_error_ns", None)))
 
+STRACE_COUNT = Schema("strace_count", {
+    "rep": I32, "syscall": STR, "calls": I64,
+}, "What `strace -c -U calls,name` counted, one row per system call (the workload's own count, taken when it ends;"
+   " a sweep cell with syscalls=on runs its workload so): calls over the workload and every thread and child it"
+   " made.")
+
 TASK_ROLE = Schema("task_role", {
     "rep": I32, "pid": I32, "role": STR, "fuse_fd": I32, "layer": STR, "comm": STR,
 }, "Tasks whose role the run knows (raw/tasks.json): workload (the workload's root process), fuse_daemon (every"
@@ -154,8 +160,8 @@ GENERIC_EVENT = Schema("generic_event", {
    " self-described events: vendor and newer kernel events), kept with their fields as name=value text.")
 
 TABLES = {s.name: s for s in (BLOCK_EVENT, BLOCK_RQ, TRACE_MARKER, FSYNC_EVENT, JBD2_RUN_STATS, JBD2_COMMIT,
-                              FUSE_EVENT, FUSE_REQ, SYSCALL_IO, TASK_ROLE, FS_EVENT, FILE_EXTENT, BLKTRACE_EVENT,
-                              GENERIC_EVENT, ANDROID_FS_EVENT)}
+                              FUSE_EVENT, FUSE_REQ, SYSCALL_IO, STRACE_COUNT, TASK_ROLE, FS_EVENT, FILE_EXTENT,
+                              BLKTRACE_EVENT, GENERIC_EVENT, ANDROID_FS_EVENT)}
 
 # --- result tables ---
 
@@ -283,6 +289,13 @@ AMPLIFICATION = Schema("amplification", {
 }, "Bytes written (and read) per layer: app (syscalls), fuse (FUSE write/read requests), block by region;"
    " ratio_to_app = bytes / application bytes of the same op.")
 
+WINDOW_BLOCK = Schema("window_block", {
+    "rep": I32, "op": STR, "window_ns": I64, "requests": I64, "bytes": I64, "d2c_mean_ns": F64, "d2c_p50_ns": F64,
+    "d2c_sum_ns": F64, "q2c_mean_ns": F64, "q2c_p50_ns": F64,
+}, "The block requests inside the generator's timed window (analyzers/timed_window.py), per repetition and op:"
+   " requests, bytes, device time D2C (mean, median, sum) and Q2C (mean, median; null when no queue was seen);"
+   " window_ns the window's length. No rows for a repetition without timed_start/timed_end markers.")
+
 SQLITE_TXN = Schema("sqlite_txn", {
     "rep": I32, "txn": I64, "start_ts": I64, "end_ts": I64, "dur_ns": I64, "fsync": I64, "fdatasync": I64,
     "write_calls": I64, "write_bytes": I64, "block_writes": I64, "block_write_bytes": I64, "journal_bytes": I64,
@@ -301,4 +314,4 @@ SQLITE_SUMMARY = Schema("sqlite_summary", {
 RESULTS = {s.name: s for s in (BLOCK_IO, PAIRING_SUMMARY, SYSCALL_CLASS, FILE_IO, IO_CLASS, IO_SHARE,
                                LATENCY_SUMMARY, SYSCALL_LATENCY, FS_LATENCY, FUSE_LATENCY, IO_SPAN, WATERFALL,
                                BLOCK_CAUSE, LAYER_BREAKDOWN, IO_BACKGROUND, AMPLIFICATION,
-                               SQLITE_TXN, SQLITE_SUMMARY)}
+                               WINDOW_BLOCK, SQLITE_TXN, SQLITE_SUMMARY)}

@@ -218,6 +218,21 @@ def median_ci(values: Sequence[float], *, confidence: float = 0.95) -> Interval:
     return Interval(lo, hi, confidence, note)
 
 
+def bootstrap_median_ci(values: Sequence[float], *, confidence: float = 0.95, n_resamples: int = 2000,
+                        seed: int = 0) -> Interval:
+    """Percentile bootstrap confidence interval of the median of one sample (seeded numpy resampling, so the same
+    values always give the same interval): a sweep cell's figure. Below 2 values, (nan, nan). Unlike `median_ci`
+    it gives an interval from 2 values on, one that undercovers below MIN_BOOTSTRAP_N values."""
+    a = np.asarray(values, dtype=float)
+    if len(a) < 2:
+        return Interval(math.nan, math.nan, confidence, "no interval: fewer than 2 values")
+    rng = np.random.default_rng(seed)
+    boots = np.median(a[rng.integers(0, len(a), size=(n_resamples, len(a)))], axis=1)
+    tail = (1 - confidence) / 2
+    low, high = (float(x) for x in np.quantile(boots, [tail, 1 - tail]))
+    return Interval(low, high, confidence)
+
+
 def bootstrap_ratio_ci(base: Sequence[float], new: Sequence[float], *, confidence: float = 0.95,
                        n_boot: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> tuple[float, float]:
     """(low, high) of `ratio_ci`, for callers that need only the numbers."""

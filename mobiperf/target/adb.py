@@ -13,6 +13,9 @@ Two things the adb client does not say are handled here:
 
 Statuses follow subprocess conventions on every transport: a device shell's 128+N for a command ended by signal N is
 reported as -N.
+
+Beside it: adb_client.py, the client program itself (finding it, its server, its device list, how its output reads);
+adb_process.py, the background process start() returns.
 """
 
 from __future__ import annotations
@@ -32,34 +35,23 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from mobiperf.core.errors import TargetError
-from mobiperf.core.lifeline import OWNER_ENV, die_with_owner, owner_token, without_token
-from mobiperf.target.transport import DEFAULT_TIMEOUT_S, BackgroundProcess, Completed, Transport
+from mobiperf.target.adb_client import (ADB_STATE_TIMEOUT_S, ENV_NAME, attached_devices, client_env, decode,
+                                        ensure_server, find_adb, only_device, shell_status, strip_marker)
+from mobiperf.target.adb_process import AdbProcess
+from mobiperf.target.transport import DEFAULT_TIMEOUT_S, Completed, Transport
 
 log = logging.getLogger(__name__)
 
-ADB_STATE_TIMEOUT_S = 10.0
 ROOT_PROBE_TIMEOUT_S = 10.0      # a su that pops up a dialog on the phone must not stall a probe
-PID_TIMEOUT_S = 30.0             # how long start() waits for the remote process to say its pid
 ADB_ROOT_RESTART_TIMEOUT_S = 30.0
-SERVER_START_TIMEOUT_S = 30.0
 MAX_INLINE_WRITE = 1000          # text up to this size is written by one printf (stdio buffers hold >= 1 KiB)
 MAX_ONE_WRITE = 64 << 20         # data up to this size is staged on the device and written by one dd block
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 ROOT_MODES = ("auto", "require", "never")
 
 
 class DeviceLostError(TargetError):
     """The device went away (unplugged, rebooted, adbd killed) in the middle of a call: what it was doing is
     unknown, and a run that meets this is incomplete rather than failed."""
-
-
-def _status(code: int) -> int:
-    """A device shell's status in subprocess terms: 128+N (ended by signal N) becomes -N."""
-    return -(code - 128) if 128 < code < 160 else code
-
-
-def _decode(data: bytes) -> str:
-    return data.decode(errors="replace").strip()
 
 
 class AdbTransport(Transport):
@@ -76,7 +68,7 @@ class AdbTransport(Transport):
                  root_probe_timeout: float = ROOT_PROBE_TIMEOUT_S):
         if root not in ROOT_MODES:
             raise ValueError(f"root must be one of {ROOT_MODES}, not {root!r}")
-        self.adb = _find_adb(adb)
+        self.adb = find_adb(adb)
         self.server_port = server_port
         self.root_mode = root
         self.default_timeout = timeout
@@ -87,7 +79,7 @@ class AdbTransport(Transport):
         self._root_lock = threading.Lock()   # collectors may share one transport across threads
         self._restarted_adbd = False
         ensure_server(self.adb, server_port)
-        self.serial = serial or _only_device(self.adb, server_port)
+        self.serial = serial or only_device(self.adb, server_port)
         self.name = f"adb:{self.serial}"
         self.features = self._features()
         if "shell_v2" not in self.features:
@@ -107,7 +99,7 @@ class AdbTransport(Transport):
         argv = self.adb_argv(*args)
         try:
             return subprocess.run(argv, input=input, stdin=None if input is not None else subprocess.DEVNULL,
-                                  capture_output=True, timeout=timeout, env=_client_env(self.server_port))
+                                  capture_output=True, timeout=timeout, env=client_env(self.server_port))
         except subprocess.TimeoutExpired:
             # Killing the client closes its stream; the device then hangs up the remote command.
             raise TargetError(f"{self.name}: `adb {' '.join(args)[:200]}` did not end within {timeout:g} s") from None
@@ -116,20 +108,20 @@ class AdbTransport(Transport):
         """The adb server's view of the device ("device", "offline", "unauthorized", ...), None if it is not there."""
         try:
             done = subprocess.run(self.adb_argv("get-state"), capture_output=True, stdin=subprocess.DEVNULL,
-                                  timeout=ADB_STATE_TIMEOUT_S, env=_client_env(self.server_port))
+                                  timeout=ADB_STATE_TIMEOUT_S, env=client_env(self.server_port))
         except subprocess.TimeoutExpired:
             return None
         if done.returncode == 0:
-            return _decode(done.stdout) or None
+            return decode(done.stdout) or None
         # "error: device offline", "error: device unauthorized. ...", "error: device '...' not found"
-        m = re.match(r"error: device (offline|unauthorized|still authorizing)", _decode(done.stderr))
+        m = re.match(r"error: device (offline|unauthorized|still authorizing)", decode(done.stderr))
         return m.group(1) if m else None
 
     def _features(self) -> set[str]:
         """What both this adb client and the device support (shell_v2, stat_v2, ...)."""
         done = self._adb("features", timeout=ADB_STATE_TIMEOUT_S)
         if done.returncode != 0:
-            raise TargetError(f"{self.name}: cannot use the device: {_decode(done.stderr) or _decode(done.stdout)}")
+            raise TargetError(f"{self.name}: cannot use the device: {decode(done.stderr) or decode(done.stdout)}")
         return set(done.stdout.decode(errors="replace").split())
 
     def _lost(self, what: str) -> DeviceLostError:
@@ -169,15 +161,15 @@ class AdbTransport(Transport):
         if as_root:
             body = self._as_root(body)
         done = self._adb("shell", "-T", body, timeout=timeout, input=input)
-        stderr, marked = _strip_marker(done.stderr, self._marker)
+        stderr, marked = strip_marker(done.stderr, self._marker)
         if marked is None:
             if self.device_state() != "device":
                 raise self._lost(what)
             # The device is there but the shell did not finish: it was killed, or adb itself failed.
             if done.returncode == 0:
-                raise TargetError(f"{self.name}: {what[:200]!r} ended without its status: {_decode(done.stderr)}")
+                raise TargetError(f"{self.name}: {what[:200]!r} ended without its status: {decode(done.stderr)}")
             marked = done.returncode
-        return Completed((what,), _status(marked), done.stdout, stderr)
+        return Completed((what,), shell_status(marked), done.stdout, stderr)
 
     def run(self, argv, *, timeout=None, input=None, cwd=None, env=None) -> Completed:
         timeout = timeout or self.default_timeout
@@ -199,7 +191,7 @@ class AdbTransport(Transport):
         done = self._run_script(f"cat -- {shlex.quote(path)}", timeout=timeout or self.default_timeout,
                                 input=None, what=f"cat {path}")
         if done.returncode != 0:
-            raise TargetError(f"{self.name}: cannot read {path}: {_decode(done.stderr) or done.returncode}")
+            raise TargetError(f"{self.name}: cannot read {path}: {decode(done.stderr) or done.returncode}")
         return done.stdout
 
     def write_file(self, path, data, *, timeout=None) -> None:
@@ -224,7 +216,7 @@ class AdbTransport(Transport):
         done = self._run_script(script, timeout=timeout, input=feed, what=f"write {path}")
         if done.returncode != 0:
             raise TargetError(f"{self.name}: writing {data[:60]!r} to {path}: "
-                              f"{_decode(done.stderr) or done.returncode}")
+                              f"{decode(done.stderr) or done.returncode}")
 
     def push(self, local, remote, *, timeout=None) -> None:
         """Copy a local file or tree; a tree's content becomes remote (created if missing), as LocalTransport does."""
@@ -267,7 +259,7 @@ class AdbTransport(Transport):
     def _sync_failure(self, what: str, done: subprocess.CompletedProcess) -> TargetError:
         if self.device_state() != "device":
             return self._lost(what)
-        return TargetError(f"{self.name}: {what} failed: {_decode(done.stderr) or _decode(done.stdout)}")
+        return TargetError(f"{self.name}: {what} failed: {decode(done.stderr) or decode(done.stdout)}")
 
     # -- root -------------------------------------------------------------------------------------------------------
     @property
@@ -340,7 +332,7 @@ class AdbTransport(Transport):
 
     def _adb_root(self) -> None:
         done = self._adb("root", timeout=ADB_ROOT_RESTART_TIMEOUT_S)
-        said = _decode(done.stdout) + _decode(done.stderr)
+        said = decode(done.stdout) + decode(done.stderr)
         if "restarting" not in said:
             raise TargetError(f"{self.name}: no root: su is missing or refused and `adb root` says: {said}")
         self._restarted_adbd = True
@@ -366,7 +358,7 @@ class AdbTransport(Transport):
             self._restarted_adbd = False
             self._root_probed = False
             done = self._adb("unroot", timeout=ADB_ROOT_RESTART_TIMEOUT_S)
-            if "restarting" in _decode(done.stdout) + _decode(done.stderr):
+            if "restarting" in decode(done.stdout) + decode(done.stderr):
                 self._wait_for_device(ADB_ROOT_RESTART_TIMEOUT_S)
 
     def __enter__(self) -> "AdbTransport":
@@ -388,263 +380,6 @@ def from_target_spec(spec: str, *, adb: str = "adb", server_port: int | None = N
     return AdbTransport(serial or None, adb=adb, server_port=server_port, root=root, timeout=timeout)
 
 
-def _strip_marker(stderr: bytes, marker: str) -> tuple[bytes, int | None]:
-    """stderr without the trailing status marker, and that status (None if the marker is missing)."""
-    m = re.search(re.escape(marker.encode()) + rb"(\d+)\Z", stderr)
-    if m is None:
-        return stderr, None
-    return stderr[:m.start()], int(m.group(1))
-
-
-class AdbProcess(BackgroundProcess):
-    """A remote process kept alive by a local `adb shell` client; its output streams into local files.
-
-    The remote side is `sh -c 'say pid; exec argv'` inside a shell that reports the status at the end, so the pid
-    is the workload's own and its process group (the device shell's, one per adb shell) takes its children along
-    when it is killed.
-    """
-
-    def __init__(self, transport: AdbTransport, argv: Sequence[str], *, stdout_path: Path | None,
-                 stderr_path: Path | None, cwd: str | None, env: Mapping[str, str] | None):
-        self.t = transport
-        self.argv = tuple(argv)
-        self._marker = f"\x1emobiperf-{secrets.token_hex(4)}:"
-        self._pid: int | None = None
-        self._group: int | None = None
-        self._status: int | None = None
-        self._pid_seen = threading.Event()
-        self._stderr_status: int | None = None
-        # exec takes a plain command, so cwd and env are applied by the shell before it.
-        for key in env or {}:
-            if not ENV_NAME.match(key):
-                raise ValueError(f"not an environment variable name: {key!r}")
-        cd = f"cd -- {shlex.quote(cwd)} || exit 127; " if cwd else ""
-        exports = "".join(f"export {k}={shlex.quote(v)}; " for k, v in (env or {}).items())
-        # The pid file (named after the status shell, which removes it) lets a later run find what a killed
-        # mobiperf left running here; the owner token in the environment proves the pid is still ours.
-        pid_dir = transport.pid_dir
-        pid_file = f"{shlex.quote(pid_dir)}/$PPID" if pid_dir else ""
-        record = f"mkdir -p {shlex.quote(pid_dir)} && echo $$ $PPID > {pid_file}; " if pid_dir else ""
-        inner = (f"{record}printf '%s %d %d\\n' {shlex.quote(self._marker)} $$ $PPID >&2; {cd}{exports}"
-                 f"exec {shlex.join(argv)}")
-        # The status shell catches what kill() sends to the group (a caught signal is reset to default across
-        # exec, so the workload still gets it): it outlives the workload and reports the workload's own status.
-        forget = f"rm -f {shlex.quote(pid_dir)}/$$; " if pid_dir else ""
-        outer = (f"export {OWNER_ENV}={shlex.quote(owner_token())}; trap : TERM INT QUIT USR1 USR2; "
-                 f"sh -c {shlex.quote(inner)}; s=$?; {forget}"
-                 f"printf '%s%d' {shlex.quote(self._marker)} \"$s\" >&2; exit \"$s\"")
-        outer = transport._as_root(outer)
-        out = open(stdout_path, "wb") if stdout_path else subprocess.DEVNULL
-        try:
-            self._client = subprocess.Popen(transport.adb_argv("shell", "-T", outer), stdin=subprocess.DEVNULL,
-                                            stdout=out, stderr=subprocess.PIPE,
-                                            env=_client_env(transport.server_port), start_new_session=True,
-                                            preexec_fn=die_with_owner(signal.SIGKILL))
-        finally:
-            if out is not subprocess.DEVNULL:
-                out.close()
-        self._stderr_file = open(stderr_path, "wb") if stderr_path else None
-        self._pump = threading.Thread(target=self._pump_stderr, daemon=True, name=f"adb-stderr-{argv[0]}")
-        self._pump.start()
-        if not self._pid_seen.wait(PID_TIMEOUT_S) or self._pid is None:
-            self._client.kill()
-            self._client.wait(10)
-            self._pump.join(10)
-            if self.t.device_state() != "device":
-                raise self.t._lost(shlex.join(argv))
-            raise TargetError(f"{self.t.name}: {shlex.join(argv)} did not start within {PID_TIMEOUT_S:g} s")
-
-    # stderr: the first line carries the pid, the tail the status; the rest is the workload's stderr.
-    def _pump_stderr(self) -> None:
-        pipe = self._client.stderr
-        head = bytearray()
-        try:
-            while self._pid is None:
-                chunk = pipe.read1(65536)
-                if not chunk:
-                    return
-                head += chunk
-                line, nl, rest = bytes(head).partition(b"\n")
-                if not nl:
-                    continue
-                m = re.match(re.escape(self._marker.encode()) + rb" (\d+) (\d+)\Z", line)
-                if m is None:   # the su or the shell said something first (e.g. an error): keep it
-                    self._write_err(line + nl)
-                    head = bytearray(rest)
-                    continue
-                self._pid, parent = int(m.group(1)), int(m.group(2))
-                self._group = parent  # used for a group kill only if _group_is_own() confirms it
-                self._pid_seen.set()
-                head = bytearray(rest)
-            tail = bytes(head)
-            keep = len(self._marker) + 12  # hold back what could be the start of the status marker
-            while chunk := pipe.read1(65536):
-                tail += chunk
-                if len(tail) > keep:
-                    self._write_err(tail[:-keep])
-                    tail = tail[-keep:]
-            tail, self._stderr_status = _strip_marker(tail, self._marker)
-            self._write_err(tail)
-        finally:
-            self._pid_seen.set()
-            if self._stderr_file:
-                self._stderr_file.close()
-
-    def _write_err(self, data: bytes) -> None:
-        if self._stderr_file and data:
-            self._stderr_file.write(data)
-            self._stderr_file.flush()
-
-    @property
-    def pid(self) -> int | None:
-        return self._pid
-
-    def _finish(self) -> int:
-        """The status once the adb client has ended; TargetError if the device went away instead."""
-        if self._status is None:
-            self._pump.join(10)
-            if self._stderr_status is not None:
-                self._status = _status(self._stderr_status)
-            elif self.t.device_state() == "device":
-                # Killed along with its group (the status shell too): shell v2's exit code is the truth.
-                self._status = _status(self._client.returncode)
-            else:
-                raise self.t._lost(shlex.join(self.argv))
-        return self._status
-
-    def poll(self) -> int | None:
-        if self._client.poll() is None:
-            return None
-        return self._finish()
-
-    def wait(self, timeout: float) -> int:
-        try:
-            self._client.wait(timeout)
-        except subprocess.TimeoutExpired:
-            raise TargetError(f"{self.t.name}: {shlex.join(self.argv)} did not end within {timeout:g} s") from None
-        return self._finish()
-
-    def _signal(self, sig: int) -> None:
-        if self._group is not None and self._group_is_own():
-            target = f"-- -{self._group}"
-        else:
-            target = str(self._pid)
-        self.t._run_script(f"kill -s {signal.Signals(sig).name[3:]} {target} 2>/dev/null", timeout=15, input=None,
-                           what=f"kill {self._pid}")
-
-    def _group_is_own(self) -> bool:
-        # Kill the whole group only if the status shell (our pid's parent) leads it, never a group of adbd's.
-        try:
-            stat_line = self.t.read_file(f"/proc/{self._pid}/stat", timeout=10).decode(errors="replace")
-        except TargetError:
-            return False
-        fields = stat_line.rsplit(")", 1)[-1].split()
-        return len(fields) > 2 and fields[2] == str(self._group)
-
-    def kill(self, sig: int = signal.SIGTERM, grace_s: float = 2.0) -> int | None:
-        if self._client.poll() is not None:
-            return self._finish_or_none()
-        try:
-            self._signal(sig)
-            try:
-                self._client.wait(grace_s)
-            except subprocess.TimeoutExpired:
-                self._signal(signal.SIGKILL)
-                self._client.wait(10)
-        except (TargetError, subprocess.TimeoutExpired):
-            # The device stopped answering: end the local client; the device hangs up the remote side if it can.
-            self._client.kill()
-            self._client.wait(10)
-        return self._finish_or_none()
-
-    def _finish_or_none(self) -> int | None:
-        try:
-            return self._finish()
-        except TargetError:
-            return None
-
-
-# -- the adb server and the device list ------------------------------------------------------------------------------
-
-def _find_adb(adb: str) -> str:
-    path = shutil.which(adb)
-    if path is None:
-        raise TargetError(f"adb client {adb!r} not found: install it (Debian: apt install adb; or Android "
-                          "platform-tools) or pass its path")
-    return path
-
-
-def _client_env(server_port: int | None) -> dict[str, str]:
-    env = dict(os.environ)
-    if server_port is not None:
-        env["ANDROID_ADB_SERVER_PORT"] = str(server_port)
-    return env
-
-
-_started_servers: set[tuple[str, int | None]] = set()
-
-
-def ensure_server(adb: str, server_port: int | None = None) -> None:
-    """Start the adb server once, on its own, so that no later call inherits its output pipes or its start-up time."""
-    key = (adb, server_port)
-    if key in _started_servers:
-        return
-    argv = [adb] + (["-P", str(server_port)] if server_port is not None else []) + ["start-server"]
-    try:  # the server outlives us: it must not carry our owner token (mobiperf.core.lifeline)
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              timeout=SERVER_START_TIMEOUT_S, env=without_token(_client_env(server_port)))
-    except subprocess.TimeoutExpired:
-        raise TargetError(f"the adb server did not start within {SERVER_START_TIMEOUT_S:g} s") from None
-    if done.returncode != 0:
-        raise TargetError(f"the adb server did not start: {_decode(done.stderr)}")
-    _started_servers.add(key)
-
-
-def parse_devices_l(text: str) -> list[dict]:
-    """`adb devices -l` -> [{serial, state, product, model, device, transport_id, usb}], skipping banners."""
-    found = []
-    for line in text.splitlines():
-        if not line.strip() or line.startswith(("List of devices", "*", "adb server")):
-            continue
-        serial, _, rest = line.strip().partition(" ") if "\t" not in line else line.strip().partition("\t")
-        words = rest.split()
-        state_words = []
-        details = {}
-        for w in words:
-            key, colon, value = w.partition(":")
-            if colon and key in ("usb", "product", "model", "device", "transport_id"):
-                details[key] = value
-            elif not details:
-                state_words.append(w)
-        found.append({"serial": serial, "state": " ".join(state_words) or "unknown",
-                      "product": details.get("product"), "model": details.get("model"),
-                      "device": details.get("device"), "transport_id": details.get("transport_id"),
-                      "usb": details.get("usb")})
-    return found
-
-
-def _devices(adb: str, server_port: int | None) -> list[dict]:
-    argv = [adb] + (["-P", str(server_port)] if server_port is not None else []) + ["devices", "-l"]
-    try:
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=ADB_STATE_TIMEOUT_S * 3,
-                              env=_client_env(server_port))
-    except subprocess.TimeoutExpired:
-        raise TargetError("`adb devices` did not answer within 30 s") from None
-    if done.returncode != 0:
-        raise TargetError(f"`adb devices` failed: {_decode(done.stderr)}")
-    return parse_devices_l(done.stdout.decode(errors="replace"))
-
-
-def _only_device(adb: str, server_port: int | None) -> str:
-    devices = [d for d in _devices(adb, server_port) if d["state"] == "device"]
-    if len(devices) == 1:
-        return devices[0]["serial"]
-    if not devices:
-        raise TargetError("no adb device is attached and authorized (see `adb devices`)")
-    raise TargetError("several adb devices are attached; choose one with -t adb:SERIAL: "
-                      + ", ".join(d["serial"] for d in devices))
-
-
 DEVICE_SUMMARY = "getprop ro.build.version.release; uname -r; getprop ro.product.cpu.abi"
 
 
@@ -657,9 +392,9 @@ def list_adb_devices(adb: str = "adb", server_port: int | None = None, *,
     state "device" (offline, unauthorized, ...) keep None for what needs a shell.
     Root is detected without changing the device (`id -u`, then su); `adb root` is never tried here.
     """
-    adb = _find_adb(adb)
+    adb = find_adb(adb)
     ensure_server(adb, server_port)
-    listed = _devices(adb, server_port)
+    listed = attached_devices(adb, server_port)
     for d in listed:
         d.update(android_version=None, kernel=None, abi=None, root=False, root_method=None)
         if d["state"] != "device":

@@ -222,44 +222,33 @@ def parse_android_facts(text: str) -> dict:
         key, _, value = line.partition("=")
         props[key] = value.strip()
     is_android = bool(s.get("android")) and props.get("ro.build.version.sdk", "").isdigit()
+    tracefs_path, instances = _tracefs(s.get("tracefs", []))
+    mounts = parse_mounts(s.get("mounts", []))
+    users = [{"pid": int(pid), "name": name} for pid, _, name in (line.partition(" ") for line in s.get("tracers", []))
+             if pid.isdigit()]
+    return {
+        **_identity(s, props, is_android),
+        "tracefs_path": tracefs_path,
+        "tracefs_instances": instances,
+        "selinux": _selinux(s.get("selinux", [])),
+        **_sdcard(s, props, is_android, mounts),
+        "kernel_fuse_features": s.get("fusefeatures", []),
+        "tracefs_owner": (s.get("tracefsowner") or [None])[0],
+        "tracefs_users": users,
+        **_data(s, mounts, is_android),
+        "schedulers": parse_schedulers(s.get("schedulers", [])),
+        "mounts": [m for m in mounts if m["fstype"].startswith(DATA_FS_PREFIXES)],
+    }
+
+
+def _identity(s: dict[str, list[str]], props: dict[str, str], is_android: bool) -> dict:
+    """What the device is: Android's build properties (None off Android), kernel, machine and ABI, the shell's
+    uid and PATH."""
     uname = s.get("uname", [])
     machine = uname[1].strip() if len(uname) > 1 else None
     uid_text = (s.get("uid") or [""])[0].strip()
     uid = int(uid_text) if uid_text.isdigit() else None
-
-    tracefs_path = None
-    instances = False
-    for line in s.get("tracefs", []):
-        path, _, flag = line.partition(" ")
-        if tracefs_path is None and not flag:
-            tracefs_path = path
-        if flag == "instances" and path == tracefs_path:
-            instances = True
-
-    selinux_lines = s.get("selinux", [])
-    selinux = "disabled"
-    if selinux_lines:
-        said = selinux_lines[0].strip().lower()
-        if said.startswith("enforce="):
-            selinux = "enforcing" if said.endswith("1") else "permissive"
-        elif said in ("enforcing", "permissive", "disabled"):
-            selinux = said
-
-    mounts = parse_mounts(s.get("mounts", []))
-    sdcard_path = (s.get("sdcard") or [None])[0]
-    sdcard_mount = mount_of(sdcard_path, mounts) if sdcard_path else None
-    # Android mounts /data on its own; a plain /data directory on a host's root filesystem says nothing.
-    data_mount = next((m for m in reversed(mounts) if m["mountpoint"] == "/data"), None)
-    devs = mount_devices(s.get("mountinfo", []))
-    block = parse_block_devices(s.get("block", []))
-    passthrough = props.get("persist.sys.fuse.passthrough.enable") or None
-
     abi = props.get("ro.product.cpu.abi") if is_android else None
-    users = [{"pid": int(pid), "name": name} for pid, _, name in (line.partition(" ") for line in s.get("tracers", []))
-             if pid.isdigit()]
-    layer = storage_layer(sdcard_mount["fstype"]) if sdcard_mount else None
-    passthrough_on = {"true": True, "1": True, "false": False, "0": False}.get(passthrough or "") if is_android \
-        else None
     return {
         "is_android": is_android,
         "android_version": props.get("ro.build.version.release") or None if is_android else None,
@@ -272,25 +261,64 @@ def parse_android_facts(text: str) -> dict:
         "uid": uid,
         "root": uid == 0,
         "path": (s.get("path") or [None])[0],
-        "tracefs_path": tracefs_path,
-        "tracefs_instances": instances,
-        "selinux": selinux,
+    }
+
+
+def _tracefs(lines: list[str]) -> tuple[str | None, bool]:
+    """The first tracefs mount listed, and whether it has instances."""
+    tracefs_path = None
+    instances = False
+    for line in lines:
+        path, _, flag = line.partition(" ")
+        if tracefs_path is None and not flag:
+            tracefs_path = path
+        if flag == "instances" and path == tracefs_path:
+            instances = True
+    return tracefs_path, instances
+
+
+def _selinux(lines: list[str]) -> str:
+    """enforcing, permissive or disabled (no SELinux said)."""
+    selinux = "disabled"
+    if lines:
+        said = lines[0].strip().lower()
+        if said.startswith("enforce="):
+            selinux = "enforcing" if said.endswith("1") else "permissive"
+        elif said in ("enforcing", "permissive", "disabled"):
+            selinux = said
+    return selinux
+
+
+def _sdcard(s: dict[str, list[str]], props: dict[str, str], is_android: bool, mounts: list[dict]) -> dict:
+    """Where /sdcard resolves, the mount under it and how it is served (FUSE, passthrough, sdcardfs ...)."""
+    sdcard_path = (s.get("sdcard") or [None])[0]
+    sdcard_mount = mount_of(sdcard_path, mounts) if sdcard_path else None
+    passthrough = props.get("persist.sys.fuse.passthrough.enable") or None
+    layer = storage_layer(sdcard_mount["fstype"]) if sdcard_mount else None
+    passthrough_on = {"true": True, "1": True, "false": False, "0": False}.get(passthrough or "") if is_android \
+        else None
+    return {
         "sdcard_path": sdcard_path,
         "sdcard_fstype": sdcard_mount["fstype"] if sdcard_mount else None,
         "sdcard_layer": layer,
         "sdcard_implementation": _sdcard_implementation(layer, sdcard_mount, passthrough_on),
         "fuse_passthrough": passthrough_on,
-        "kernel_fuse_features": s.get("fusefeatures", []),
-        "tracefs_owner": (s.get("tracefsowner") or [None])[0],
-        "tracefs_users": users,
+    }
+
+
+def _data(s: dict[str, list[str]], mounts: list[dict], is_android: bool) -> dict:
+    """The /data mount and its block devices, and the default work directory with the mount holding it."""
+    # Android mounts /data on its own; a plain /data directory on a host's root filesystem says nothing.
+    data_mount = next((m for m in reversed(mounts) if m["mountpoint"] == "/data"), None)
+    devs = mount_devices(s.get("mountinfo", []))
+    block = parse_block_devices(s.get("block", []))
+    return {
         "data_fstype": data_mount["fstype"] if data_mount else None,
         "data_source": data_mount["source"] if data_mount else None,
         "data_options": data_mount["options"] if data_mount else None,
         "data_block_devices": device_chain(devs.get("/data"), block) if data_mount else [],
         "default_workdir": DEFAULT_WORKDIR[is_android],
         "workdir_mount": _mount_summary(DEFAULT_WORKDIR[is_android], mounts, devs, block),
-        "schedulers": parse_schedulers(s.get("schedulers", [])),
-        "mounts": [m for m in mounts if m["fstype"].startswith(DATA_FS_PREFIXES)],
     }
 
 

@@ -16,7 +16,8 @@ import pytest
 
 pytest_plugins = ["adb_fixtures"]  # adb_server, loopback_device, start_loopback
 from mobiperf.core.errors import TargetError
-from mobiperf.target.adb import from_target_spec, list_adb_devices, parse_devices_l
+from mobiperf.target.adb import from_target_spec, list_adb_devices
+from mobiperf.target.adb_client import parse_devices_l
 from mobiperf.core.binaries import reference_bin_dir
 from mobiperf.target.android import (android_facts, parse_android_facts, push_reference_binaries,
                                      reference_binary_path, run_facts)

@@ -17,7 +17,8 @@ import pytest
 
 pytest_plugins = ["adb_fixtures"]  # adb_server, loopback_device, start_loopback
 from mobiperf.core.errors import TargetError
-from mobiperf.target.adb import AdbTransport, DeviceLostError, _strip_marker
+from mobiperf.target.adb import AdbTransport, DeviceLostError
+from mobiperf.target.adb_client import strip_marker as _strip_marker
 
 # Every character a shell or adb could trip on, in one directory name and one file name.
 NASTY_DIR = "dir with space 'single' \"double\" $HOME `x` ;semi \\back"

@@ -2,7 +2,7 @@
 
 A real `dask scheduler` and `dask worker`s run as subprocesses on 127.0.0.1; the workers offer fake adb targets
 as resources, the way a host with phones attached would (`--resources "adb:SERIAL1=1,adb:SERIAL2=1"`). The one
-fake is the cell runner: the sweep's real machinery (sweep_cluster.run_unit_task: attempt claim, child process in
+fake is the cell runner: the sweep's real machinery (sweep.cluster.run_unit_task: attempt claim, child process in
 its own session with SIGINT on the worker's death, unit_metrics) starts `FAKE -m mobiperf run ... -t TARGET`,
 where FAKE stands in for the Python interpreter and records which process ran it, for which target, and when.
 """
@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("distributed")
 
 from mobiperf.orchestration import sweep  # noqa: E402
-from mobiperf.orchestration.sweep_cluster import run_sweep_on_cluster  # noqa: E402
+from mobiperf.orchestration.sweep.cluster import run_sweep_on_cluster  # noqa: E402
 from store_fixtures import DaskProcesses  # noqa: E402
 
 FAKE_RUN = '''#!{python}

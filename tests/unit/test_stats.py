@@ -198,3 +198,14 @@ def test_identical_constant_samples_are_not_significant():
 ])
 def test_metric_direction(name, direction):
     assert stats.metric_direction(name) == direction
+
+
+def test_bootstrap_median_ci_is_seeded_bounded_and_absent_below_two_values():
+    values = [10.0, 11.0, 12.0, 30.0]
+    ci = stats.bootstrap_median_ci(values, seed=3)
+    assert ci == stats.bootstrap_median_ci(values, seed=3)   # the same values and seed, the same interval
+    # a resampled median of 4 values lies between the smallest and the largest pair mean
+    assert 10.0 <= ci.low <= 11.5 <= ci.high <= 30.0
+    assert stats.bootstrap_median_ci([5.0, 5.0, 5.0]) == stats.Interval(5.0, 5.0, 0.95)
+    lone = stats.bootstrap_median_ci([7.0])
+    assert math.isnan(lone.low) and math.isnan(lone.high) and "fewer than 2" in lone.note

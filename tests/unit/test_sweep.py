@@ -121,7 +121,7 @@ def _fake_run(path: Path, *, exit_code=0, stdout="", stderr="", counters=None, e
     raw.mkdir(parents=True)
     (raw / "stdout.txt").write_text(stdout)
     (raw / "stderr.txt").write_text(stderr)
-    meta = {"format": "mobiperf-run", "status": "complete", "repetitions": [
+    meta = {"format": "mobiperf-run", "version": 1, "status": "complete", "repetitions": [
         {"index": 0, "exit_code": exit_code, "workload_ns": elapsed_ns, "counters": counters or {},
          "metrics": [{"name": "block.requests", "labels": {"op": "write"}, "value": 42.0, "unit": "count"}]}]}
     (path / "run.json").write_text(json.dumps(meta))

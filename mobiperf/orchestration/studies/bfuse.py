@@ -132,11 +132,32 @@ def _aliases(label: str) -> str:
 
 def analyse(res: Results, config: Config) -> tuple[list[Section], list[Check]]:
     file_bytes = parse_size(_file_size(config))
-    tput = "run.throughput"
+    sections = _figure_sections(res, config)
+    sections.append(_shares(res, config))
+    relative = _relative(res)
+    if relative:
+        sections.append(Section("Schedulers, buffer and filesystems, relative (Figs. 10, 13, 14)",
+                                "sec. 4.2, 5.1, 5.2", "ratio", relative, chart=False))
+    sections.append(_table3(res, file_bytes))
+    return sections, _throughput_checks(res, config) + _syscall_checks(res, file_bytes)
+
+
+TPUT = "run.throughput"
+
+
+def _mbps(res: Results, label: str) -> float | None:
+    """The median throughput of a configuration in MB/s (None when it has none)."""
+    v = res.median(label, TPUT)
+    return None if v is None else v / MB
+
+
+def _figure_sections(res: Results, config: Config) -> list[Section]:
+    """The paper's throughput figures, configuration by configuration (Figs. 2, 6, 7, 10, 11, 16, 14/17)."""
+    tput = TPUT
     r = (lambda label, **kw: res.row(_aliases(label), tput, scale=1 / MB, **kw))
     P = PAPER
     raw_jb = P["fig2_raw_mbps"]["JB"]
-    sections = [
+    return [
         Section("Layer overheads: sequential write throughput per stack (Fig. 2)",
                 "sec. 2.3 / Fig. 2 (JB figures; ICS: raw 39, BLK -7 %, EXT4 -14 %, FUSE 7 MB/s)", "MB/s", [
                     r("raw", display="raw device, NOOP (none)", paper=raw_jb,
@@ -188,17 +209,20 @@ def analyse(res: Results, config: Config) -> tuple[list[Section], list[Check]]:
                 [r(f"{fs}/{k}", display=f"{fs}, {k}") for fs in ("ext4", "xfs", "btrfs", "f2fs")
                  for k in ("nobuf", "bfuse")]),
     ]
-    mbps = (lambda v: None if v is None else v / MB)
-    native = mbps(res.median("native", tput))
-    legacy = mbps(res.median("legacy", tput))
-    bfuse = mbps(res.median("bfuse", tput))
+
+
+def _shares(res: Results, config: Config) -> Section:
+    """FUSE and bFUSE as shares of native (and of the device profile's bandwidth), beside the paper's (Figs. 2, 17)."""
+    P = PAPER
+    raw_jb = P["fig2_raw_mbps"]["JB"]
+    native, legacy, bfuse = _mbps(res, "native"), _mbps(res, "legacy"), _mbps(res, "bfuse")
     share_rows = [Row("legacy FUSE / native", ratio(legacy, native), n=0, paper=P["fig2_fuse_mbps"] / raw_jb,
                       note="paper: FUSE / raw device (JB)"),
                   Row("bFUSE / native", ratio(bfuse, native), paper=P["fig17_share_of_raw"]["ext4"]["JB"],
                       note="paper: ext4 + bFUSE / raw device (JB; ICS 0.95)"),
                   Row("bFUSE / legacy FUSE", ratio(bfuse, legacy), paper=P["fig17_gain_over_base"]["JB"],
                       note="paper: +419 % (JB), +470 % (ICS) over the base configuration")]
-    passthrough = mbps(res.median("passthrough", tput))
+    passthrough = _mbps(res, "passthrough")
     if passthrough is not None:
         share_rows += [Row("passthrough / native", ratio(passthrough, native),
                            note="today's /sdcard (not in the paper)"),
@@ -209,8 +233,14 @@ def analyse(res: Results, config: Config) -> tuple[list[Section], list[Check]]:
         share_rows.insert(0, Row("native / device profile bandwidth", ratio(native, device_bw),
                                  paper=P["fig17_raw_max_mbps"]["JB"] / raw_jb,
                                  note=f"profile {config.device}: {device_bw:.0f} MB/s"))
-    sections.append(Section("Shares (Figs. 2, 17)", "sec. 2.3, sec. 6", "ratio", share_rows))
-    rel = (lambda a, b: ratio(res.median(a, tput), res.median(b, tput)))
+    return Section("Shares (Figs. 2, 17)", "sec. 2.3, sec. 6", "ratio", share_rows)
+
+
+def _relative(res: Results) -> list[Row]:
+    """Schedulers, the buffer and the filesystems as ratios of throughput (Figs. 10, 13, 14); rows without a
+    figure are left out, but for a filesystem this kernel lacks."""
+    P = PAPER
+    rel = (lambda a, b: ratio(res.median(a, TPUT), res.median(b, TPUT)))
     relative = [
         Row("deadline / CFQ, 512 KiB unit, no buffer", rel("nobuf", "nobuf/cfq"), paper=1 + P["fig13_deadline_vs_cfq"],
             note="Fig. 13; here mq-deadline / bfq"),
@@ -224,12 +254,14 @@ def analyse(res: Results, config: Config) -> tuple[list[Section], list[Check]]:
         Row("F2FS / EXT4, no buffer", rel("f2fs/nobuf", "nobuf"), paper=1 + P["fig14_vs_ext4"]["f2fs"],
             note="Fig. 14" if res.status("f2fs/nobuf") != "skipped" else "skipped: this kernel has no f2fs"),
     ]
-    relative = [r for r in relative if r.ours is not None or r.note.startswith("skipped")]
-    if relative:
-        sections.append(Section("Schedulers, buffer and filesystems, relative (Figs. 10, 13, 14)",
-                                "sec. 4.2, 5.1, 5.2", "ratio", relative, chart=False))
+    return [r for r in relative if r.ours is not None or r.note.startswith("skipped")]
+
+
+def _table3(res: Results, file_bytes: int) -> Section:
+    """The FUSE daemon's pwrite() calls and the block write requests, scaled to the paper's 512 MB (Table 3)."""
+    P = PAPER
     scale = P["table3_file_bytes"] / file_bytes
-    sections.append(Section(
+    return Section(
         "System calls of the FUSE daemon, scaled to the paper's 512 MB (Table 3)",
         "sec. 5.3 / Table 3: pwrite() 128,000 (FUSE) / 1,000 (512 KB, no buffer) / 249 (bFUSE)", "count", [
             res.row("legacy", "fuse.daemon_pwrite_calls", scale=scale, display="pwrite(), legacy FUSE",
@@ -245,8 +277,14 @@ def analyse(res: Results, config: Config) -> tuple[list[Section], list[Check]]:
             res.row("bfuse", "block.requests{op=write}", scale=scale, display="block write requests, bFUSE",
                     paper=P["table3_io_requests"]["ext4"][2],
                     note="the paper's eMMC caps a request at 512 KB; the loop device here allows larger ones"),
-        ], chart=False))
-    nobuf = mbps(res.median("nobuf", tput))
+        ], chart=False)
+
+
+def _throughput_checks(res: Results, config: Config) -> list[Check]:
+    """What the paper's throughput figures say must hold: legacy FUSE far below bFUSE and native, bFUSE near
+    native, native near the device profile's bandwidth."""
+    native, legacy, bfuse, nobuf = (_mbps(res, label) for label in ("native", "legacy", "bfuse", "nobuf"))
+    device_bw = _device_bandwidth(config)
     checks = [
         check("legacy FUSE is far below bFUSE's 512 KiB IO unit (Fig. 6: 7 -> 30 MB/s; Fig. 16: +350 %)",
               {"legacy": legacy, "nobuf": nobuf}, lambda legacy, nobuf: legacy <= 0.67 * nobuf,
@@ -268,10 +306,15 @@ def analyse(res: Results, config: Config) -> tuple[list[Section], list[Check]]:
                                {"native": native, "bandwidth": float(device_bw)},
                                lambda native, bandwidth: abs(native - bandwidth) <= 0.10 * bandwidth,
                                "native {native:.1f} MB/s vs profile {bandwidth:.1f} MB/s"))
+    return checks
+
+
+def _syscall_checks(res: Results, file_bytes: int) -> list[Check]:
+    """Table 3's pwrite() counts and Fig. 7's context switches."""
     per_4k = res.median("legacy", "fuse.daemon_pwrite_calls")
     nobuf_calls = res.median("nobuf", "bfuse.daemon_pwrite_calls")
     bfuse_calls = res.median("bfuse", "bfuse.daemon_pwrite_calls")
-    checks += [
+    return [
         check("Table 3: the legacy daemon writes 4 KiB per pwrite() (128,000 for 512 MB)",
               {"calls": per_4k}, lambda calls: abs(calls - file_bytes / 4096) <= 0.02 * file_bytes / 4096,
               f"{{calls:.0f}} pwrite() for {file_bytes // 4096} pages"),
@@ -285,7 +328,6 @@ def analyse(res: Results, config: Config) -> tuple[list[Section], list[Check]]:
               lambda at_4k, at_512k: at_512k < at_4k, "writer's context switches: 4 KiB {at_4k:.0f}, "
               "512 KiB {at_512k:.0f}"),
     ]
-    return sections, checks
 
 
 def _random_fraction(res: Results, label: str, display: str) -> Row:

@@ -4,8 +4,9 @@ A worker declares the targets it reaches as Dask worker resources: `dask worker 
 "adb:SERIAL1=1,adb:SERIAL2=1"` for a host with two phones, `local=1` for a host that runs emulated stacks. A
 unit's task asks for {target: 1} (the sweep parameter `target`, default local), so Dask runs it only on a worker
 offering that target, and one unit per target at a time, since the worker has one of it. The task runs the child
-`mobiperf run` a sweep on one host runs (sweep.unit_argv: its own session, SIGINT when the worker dies) into
-SWEEP/runs/<cell>-r<rep>-a<attempt>, reads its metrics there, and the client writes the manifest.
+`mobiperf run` a sweep on one host runs (plan.unit_argv; runner's supervision: its own session, SIGINT when the
+worker dies) into SWEEP/runs/<cell>-r<rep>-a<attempt>, reads its metrics there (metrics.unit_metrics), and the
+client writes the manifest.
 
 The manifest means what it means on one host: a unit is `running`, with its worker and run directory, from the
 moment its task starts (the task says so on a Dask event topic), then done or failed. When a worker dies, Dask
@@ -30,8 +31,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from mobiperf.orchestration import sweep as sweep_mod
 from mobiperf.orchestration.cluster import worker_name
+from mobiperf.orchestration.sweep.manifest import SweepDefinition, SweepDir, lock_sweep
+from mobiperf.orchestration.sweep.metrics import unit_outcome
+from mobiperf.orchestration.sweep.params import DEFAULTS
+from mobiperf.orchestration.sweep.plan import plan_cell, unit_argv
+from mobiperf.orchestration.sweep.runner import Progress, die_with_parent, stop_child
 
 STOP_POLL_S = 1.0
 
@@ -56,7 +61,7 @@ def run_unit_task(sweep_path: str, cell: str, rep: int, params: dict[str, str], 
     on `topic`; stops the child when the Event `stop_name` is set. Never raises for a failed unit."""
     from distributed import Event, get_worker
 
-    plan = sweep_mod.plan_cell(params)
+    plan = plan_cell(params)
     out: dict[str, Any] = {"cell": cell, "rep": rep, "worker": worker_name(), "metrics": {}, "notes": [],
                            "error": None, "status": "failed", "attempt": at_least, "run": None}
     if plan.skip:
@@ -66,7 +71,7 @@ def run_unit_task(sweep_path: str, cell: str, rep: int, params: dict[str, str], 
     attempt = claim_attempt(runs, cell, rep, at_least)
     name = f"{cell}-r{rep}-a{attempt}"
     run_path, log = runs / name, runs / f"{name}.log"
-    argv = sweep_mod.unit_argv(plan, run_path, timeout_s, python)
+    argv = unit_argv(plan, run_path, timeout_s, python)
     out.update(attempt=attempt, run=f"runs/{name}", argv=argv)
     get_worker().log_event(topic, {"cell": cell, "rep": rep, "attempt": attempt, "run": out["run"],
                                    "worker": out["worker"], "argv": argv})
@@ -74,23 +79,12 @@ def run_unit_task(sweep_path: str, cell: str, rep: int, params: dict[str, str], 
     stop = Event(stop_name)
     with open(log, "wb") as f:
         child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
-                                 start_new_session=True, preexec_fn=sweep_mod._die_with_parent())
+                                 start_new_session=True, preexec_fn=die_with_parent())
         code = _wait_child(child, stop, started + timeout_s + 300)
     out["elapsed_s"] = round(time.time() - started, 3)
     if code is None:
         return {**out, "status": "pending", "error": "interrupted; runs again when the sweep is resumed"}
-    try:
-        if not (run_path / "run.json").exists():
-            raise sweep_mod.UnitFailed(f"mobiperf run exited with status {code} before creating the run: "
-                                       f"{sweep_mod._tail(log)}")
-        out["metrics"], out["notes"] = sweep_mod.unit_metrics(run_path, plan)
-        out["status"] = "done"
-        if code != 0:
-            out["notes"].append(f"mobiperf run exited with status {code}: {sweep_mod._tail(log, 300)}")
-    except sweep_mod.UnitFailed as e:
-        out["error"] = str(e)
-    except (OSError, ValueError, KeyError) as e:
-        out["error"] = f"unreadable run {run_path}: {e}"
+    out["status"], out["metrics"], out["notes"], out["error"] = unit_outcome(run_path, plan, log, code)
     return out
 
 
@@ -102,7 +96,7 @@ def _wait_child(child: subprocess.Popen, stop, deadline: float) -> int | None:
         except subprocess.TimeoutExpired:
             pass
         if time.time() > deadline or stop.is_set():
-            sweep_mod._stop_child(child)
+            stop_child(child)
             return None if stop.is_set() else child.wait()
 
 
@@ -118,17 +112,17 @@ def offered_targets(client: Any) -> dict[str, list[str]]:
     return out
 
 
-def run_sweep_on_cluster(path: Path, definition: sweep_mod.SweepDefinition | None, client: Any, *,
-                         retry_failed: bool = False, progress: sweep_mod.Progress | None = None,
+def run_sweep_on_cluster(path: Path, definition: SweepDefinition | None, client: Any, *,
+                         retry_failed: bool = False, progress: Progress | None = None,
                          python: str = sys.executable, grow: bool = False) -> dict:
     """Run (or continue) the sweep in `path` with every unit a task on the client's cluster; returns the
     manifest. KeyboardInterrupt stops the running units (their children get SIGINT) and propagates."""
     from distributed import Event, as_completed
 
-    sdir = sweep_mod.SweepDir(path)
+    sdir = SweepDir(path)
     data = sdir.create_or_resume(definition, grow=grow)
-    lock = sweep_mod._lock_sweep(sdir)
-    progress = progress or sweep_mod.Progress()
+    lock = lock_sweep(sdir)
+    progress = progress or Progress()
     cells = {c["id"]: c for c in data["cells"]}
     todo = [u for u in data["units"] if u["status"] in ("pending", "running")
             or (retry_failed and u["status"] == "failed")]
@@ -141,7 +135,7 @@ def run_sweep_on_cluster(path: Path, definition: sweep_mod.SweepDefinition | Non
         offered = offered_targets(client)
         for unit in todo:
             params = cells[unit["cell"]]["params"]
-            target = params.get("target", sweep_mod.DEFAULTS["target"])
+            target = params.get("target", DEFAULTS["target"])
             if target not in offered:
                 state.not_offered(unit, target, offered)
                 continue
@@ -169,7 +163,7 @@ def run_sweep_on_cluster(path: Path, definition: sweep_mod.SweepDefinition | Non
 class _ClientState:
     """The manifest on the client: task starts arrive on the event thread, results on the main thread."""
 
-    def __init__(self, sdir: sweep_mod.SweepDir, data: dict, progress: sweep_mod.Progress, total: int):
+    def __init__(self, sdir: SweepDir, data: dict, progress: Progress, total: int):
         self.sdir, self.data, self.progress, self.total = sdir, data, progress, total
         self.lock = threading.Lock()
         self.started = self.done = 0
