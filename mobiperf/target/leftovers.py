@@ -11,6 +11,11 @@ device under it, restore a value before removing its directory), marks each one 
 and removes the journal once nothing is left. A change that cannot be undone stays in the journal for the next
 attempt. The recoverer holds the journal's lock meanwhile, so two recoverers never undo the same journal.
 
+A tracefs instance outlives a journal that was lost with its directory (a killed run's scratch space wiped, a
+test device's root removed): on this host, an instance named as mobiperf names them (mobiperf-PID-ID) whose PID is
+gone is found without a journal (`orphan_instances`) and handled as a dead journal of one change, so that tracing
+nobody reads does not go on taxing every later run.
+
 `recover()` is what `mobiperf run` and `mobiperf probe` call first, and `mobiperf doctor` with or without --fix.
 """
 
@@ -20,6 +25,7 @@ import fcntl
 import json
 import os
 import platform
+import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Callable
@@ -82,7 +88,35 @@ def find_leftovers(transport, *, other_hosts: bool = False, local_dir: str = LOC
             found.release()
             raise
         dead.append(found)
-    return dead
+    return dead + orphan_instances(transport)
+
+
+# an instance as FtraceCollector and the Perfetto recorder name theirs: mobiperf-<owner pid>-<10 hex digits>
+_INSTANCE_NAME = re.compile(r"mobiperf-(\d+)-[0-9a-f]{10}")
+_TRACEFS_ROOTS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+
+
+def orphan_instances(transport) -> list[DeadJournal]:
+    """This host's tracefs instances of mobiperf processes that are gone, each as a journal-less DeadJournal (its
+    path empty). Not over adb: a device's instance names carry the pids of the host that made them."""
+    if not transport.is_local:
+        return []
+    found, seen = [], set()
+    for root in _TRACEFS_ROOTS:
+        try:
+            names = os.listdir(f"{root}/instances")
+        except OSError:
+            continue
+        for name in names:
+            match = _INSTANCE_NAME.fullmatch(name)
+            if not match or name in seen or os.path.exists(f"/proc/{match.group(1)}"):
+                continue
+            seen.add(name)   # the same instance when debugfs shows tracefs too
+            path = f"{root}/instances/{name}"
+            entry = {"id": 0, "kind": "tracefs_instance", "path": path}
+            state = JournalState("", {"owner": {"pid": int(match.group(1))}}, [entry])
+            found.append(DeadJournal(state, "dead", found=[(entry, "exists")]))
+    return found
 
 
 def undo_leftovers(transport, dead: DeadJournal) -> list[str]:
@@ -134,7 +168,8 @@ def describe_leftovers(item: DeadJournal) -> list[str]:
     owner = item.state.owner
     who = (f"mobiperf pid {owner.get('pid')} ({'killed or crashed' if item.verdict == 'dead' else item.verdict}"
            f"; started {owner.get('started', '?')}: {owner.get('command', '?')})")
-    lines = [f"mobiperf: leftovers of {who}, journal {item.state.path}:"]
+    lines = [f"mobiperf: leftovers of {who}, journal {item.state.path}:" if item.state.path else
+             f"mobiperf: leftovers of mobiperf pid {owner.get('pid')} (gone, its journal lost with it):"]
     if item.processes:
         lines.append("  processes " + ", ".join(f"{pid} ({name})" for pid, name in sorted(item.processes.items())))
     for entry, what in item.found:
@@ -210,6 +245,8 @@ def _mark_done(transport, state: JournalState, ids: list[int], *, remove: bool) 
     """Write the undone entries down (a crash of the recoverer then does not redo them); remove the journal when
     nothing is left, and with an adb journal its pid files there and its lock file on this host."""
     path = state.path
+    if not path:   # a leftover found without a journal (orphan_instances)
+        return
     if remove:
         transport.run(["rm", "-f", path], timeout=30)
         pid_dir = state.header.get("pid_dir")

@@ -157,3 +157,30 @@ def test_probe_undoes_what_a_killed_process_left(tmp_path):
     assert f"mobiperf: leftovers of mobiperf pid {owner.pid} (killed or crashed" in done.stderr
     assert f"  dir {made}: exists" in done.stderr and "undone: 1 of 1 changes" in done.stderr
     assert not made.exists()
+
+
+@needs_root
+@pytest.mark.skipif(not Path("/sys/kernel/tracing/instances").is_dir(), reason="needs tracefs instances")
+def test_doctor_removes_a_tracefs_instance_whose_owner_and_journal_are_gone(tmp_path):
+    """A journal lost with its directory (a test device's root removed) leaves an instance nobody would undo: it is
+    found by its name, mobiperf-PID-ID, when PID is gone; a live process's instance is left alone."""
+    gone = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True).stdout.strip()
+    instances = Path("/sys/kernel/tracing/instances")
+    orphan, live = instances / f"mobiperf-{gone}-0123456789", instances / f"mobiperf-{os.getpid()}-abcdef0123"
+    orphan.mkdir()
+    live.mkdir()
+    try:
+        (orphan / "tracing_on").write_text("1")
+        done = subprocess.run([*MOBIPERF, "doctor", "--format", "json"], capture_output=True, text=True,
+                              timeout=120, env=private(tmp_path))
+        found = {c["path"]: (j["owner"]["pid"], c["still"]) for j in json.loads(done.stdout)["found"]
+                 for c in j["changes"]}
+        assert found[str(orphan)] == (int(gone), "exists") and str(live) not in found
+        done = subprocess.run([*MOBIPERF, "doctor", "--fix"], capture_output=True, text=True, timeout=120,
+                              env=private(tmp_path))
+        assert f"mobiperf: leftovers of mobiperf pid {gone} (gone, its journal lost with it):" in done.stderr
+        assert not orphan.exists() and live.exists()
+    finally:
+        for path in (orphan, live):
+            if path.exists():
+                path.rmdir()
