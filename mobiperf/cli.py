@@ -232,47 +232,34 @@ def cmd_probe(target: str, fmt: str) -> None:
               help="Whose IO the figures count: the workload (its processes, its FUSE daemons, the kernel threads "
                    "writing for them; everything else is reported apart) or all of the device's (whole-device "
                    "studies).")
-@click.argument("command", nargs=-1, required=True)
+@click.option("--request", "request_file", type=click.Path(path_type=Path, dir_okay=False),
+              help="A run request file (JSON: the stack as typed layers, the workload, its options), as a sweep "
+                   "hands each cell to its run; -t and -o stay on the command line.")
+@click.argument("command", nargs=-1)
 def cmd_run(target, stack_spec, scheduler, repeat, min_effect, primary, output, image_size, device_profile, phone,
             dirty_limit, cpu_share, fuse_wakeup, sources, event_sets, events, recorder, timeout, no_report, scope,
-            command) -> None:
+            request_file, command) -> None:
     """Set up the stack, run COMMAND in its working directory while tracing, tear the stack down, then parse,
     analyze and report."""
-    from mobiperf.collectors.ftrace import parse_event_names
     from mobiperf.orchestration import pipeline
-    from mobiperf.orchestration.run_request import RunRequest, default_run_path
-    from mobiperf.stack.cpu_share import parse_cpu_share
-    from mobiperf.stack.dirty_limit import parse_dirty_limit
-    from mobiperf.stack.spec import parse_image_size, parse_stack_spec
-    from mobiperf.core.units import parse_duration_ns
+    from mobiperf.orchestration.run_request import default_run_path
 
-    if phone:
-        from mobiperf.stack.phone import resolve_phone
-
-        model = resolve_phone(phone)
-        device_profile = device_profile or model.device
-        dirty_limit = model.dirty if dirty_limit == "host" else dirty_limit
-        cpu_share = model.cpu if cpu_share == "host" else cpu_share
-        fuse_wakeup = model.fuse_wakeup if fuse_wakeup in ("", "0") else fuse_wakeup
-    auto = None
-    if isinstance(repeat, tuple):
-        from mobiperf.orchestration.auto_repeat import AutoRepeat
-
-        auto = AutoRepeat(repeat[1], fraction(min_effect, "--min-effect"), primary=primary)
-    elif primary:
-        raise UsageError("--primary applies to -n auto (compare decides on a primary metric of its own)")
-    request = RunRequest(
-        stack=parse_stack_spec(stack_spec), command=list(command), scheduler=scheduler,
-        repeat=repeat if auto is None else auto.limit, auto=auto,
-        image_size=parse_image_size(image_size), extra_events=parse_event_names(list(events)),
-        timeout_s=parse_duration_ns(timeout) / 1e9 if timeout else None, device=device_profile,
-        sources=tuple(sources) or None, event_sets=tuple(event_sets) or None, report=not no_report, recorder=recorder,
-        dirty_limit=parse_dirty_limit(dirty_limit), cpu_share=parse_cpu_share(cpu_share),
-        fuse_wakeup_ns=parse_duration_ns(fuse_wakeup) if fuse_wakeup not in ("", "0") else 0, scope=scope)
-    if device_profile:
+    if request_file:
+        request = _request_from_file(request_file, command)
+    elif not command:
+        raise UsageError("give the workload after --, e.g. mobiperf run --stack ext4 -- dd if=/dev/zero of=f "
+                         "bs=1M count=64 (or --request FILE)")
+    else:
+        request = run_request_from_options(
+            stack_spec=stack_spec, scheduler=scheduler, repeat=repeat, min_effect=min_effect, primary=primary,
+            image_size=image_size, device_profile=device_profile, phone=phone, dirty_limit=dirty_limit,
+            cpu_share=cpu_share, fuse_wakeup=fuse_wakeup, sources=sources, event_sets=event_sets, events=events,
+            recorder=recorder, timeout=timeout, no_report=no_report, scope=scope, command=command)
+    auto = request.auto
+    if request.device:
         from mobiperf.stack.devmodel import resolve_profile
 
-        resolve_profile(device_profile)  # an unknown profile is a usage error before anything is set up
+        resolve_profile(request.device)  # an unknown profile is a usage error before anything is set up
     out = output or Path(os.path.abspath(default_run_path(request)))
     target = _target(target)
     if is_root(target.transport):
@@ -306,6 +293,64 @@ def cmd_run(target, stack_spec, scheduler, repeat, min_effect, primary, output, 
             click.echo("".join(f"  | {line}\n" for line in tail), err=True, nl=False)
         raise MobiperfError(f"the workload failed ({describe_exit_statuses(codes)}); the run is kept at "
                             f"{rundir.path}")
+
+# The options of `run` that a request file carries: given beside --request, they would be silently ignored.
+_REQUEST_OPTIONS = {"stack_spec": "--stack", "scheduler": "--scheduler", "repeat": "-n", "image_size": "--image-size",
+                    "device_profile": "--device", "phone": "--phone", "dirty_limit": "--dirty-limit",
+                    "cpu_share": "--cpu", "fuse_wakeup": "--fuse-wakeup", "sources": "--source",
+                    "event_sets": "--event-set", "events": "--event", "recorder": "--recorder", "timeout": "--timeout",
+                    "no_report": "--no-report", "scope": "--scope"}
+
+
+def _request_from_file(path: Path, command: tuple[str, ...]):
+    from click.core import ParameterSource
+
+    from mobiperf.orchestration.run_request import read_request
+
+    ctx = click.get_current_context()
+    given = [flag for name, flag in _REQUEST_OPTIONS.items()
+             if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE]
+    if command or given:
+        raise UsageError(f"--request {path} holds the workload and its options: leave out "
+                         + ", ".join(given + (["the command after --"] if command else [])))
+    return read_request(path)
+
+
+def run_request_from_options(*, stack_spec, scheduler, repeat, min_effect, primary, image_size, device_profile,
+                             phone, dirty_limit, cpu_share, fuse_wakeup, sources, event_sets, events, recorder,
+                             timeout, no_report, scope, command):
+    """The RunRequest that `mobiperf run`'s options and COMMAND ask for (a phone profile fills the models the
+    options leave at their defaults)."""
+    from mobiperf.collectors.ftrace import parse_event_names
+    from mobiperf.core.units import parse_duration_ns
+    from mobiperf.orchestration.run_request import RunRequest
+    from mobiperf.stack.cpu_share import parse_cpu_share
+    from mobiperf.stack.dirty_limit import parse_dirty_limit
+    from mobiperf.stack.spec import parse_image_size, parse_stack_spec
+
+    if phone:
+        from mobiperf.stack.phone import resolve_phone
+
+        model = resolve_phone(phone)
+        device_profile = device_profile or model.device
+        dirty_limit = model.dirty if dirty_limit == "host" else dirty_limit
+        cpu_share = model.cpu if cpu_share == "host" else cpu_share
+        fuse_wakeup = model.fuse_wakeup if fuse_wakeup in ("", "0") else fuse_wakeup
+    auto = None
+    if isinstance(repeat, tuple):
+        from mobiperf.orchestration.auto_repeat import AutoRepeat
+
+        auto = AutoRepeat(repeat[1], fraction(min_effect, "--min-effect"), primary=primary)
+    elif primary:
+        raise UsageError("--primary applies to -n auto (compare decides on a primary metric of its own)")
+    return RunRequest(
+        stack=parse_stack_spec(stack_spec), command=list(command), scheduler=scheduler,
+        repeat=repeat if auto is None else auto.limit, auto=auto,
+        image_size=parse_image_size(image_size), extra_events=parse_event_names(list(events)),
+        timeout_s=parse_duration_ns(timeout) / 1e9 if timeout else None, device=device_profile,
+        sources=tuple(sources) or None, event_sets=tuple(event_sets) or None, report=not no_report, recorder=recorder,
+        dirty_limit=parse_dirty_limit(dirty_limit), cpu_share=parse_cpu_share(cpu_share),
+        fuse_wakeup_ns=parse_duration_ns(fuse_wakeup) if fuse_wakeup not in ("", "0") else 0, scope=scope)
 
 
 def _stderr_tail(path: Path, lines: int = 10) -> list[str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mobiperf.core.errors import UsageError
-from mobiperf.stack.spec import Layer, StackSpec
+from mobiperf.stack.spec import Layer, StackSpec, check_stack
 
 if TYPE_CHECKING:
     from mobiperf.collectors.ftrace import EventSpec
@@ -85,10 +85,13 @@ def request_from_json(data: dict[str, Any]) -> RunRequest:
         raise UsageError(f"not a mobiperf run request (format is not {REQUEST_FORMAT!r})")
     try:
         stack = data["stack"]
-        spec = StackSpec(Layer(**stack["filesystem"]), tuple(Layer(**x) for x in stack["layers"]))
+        spec = check_stack(StackSpec(Layer(**stack["filesystem"]), tuple(Layer(**x) for x in stack["layers"])))
         values = {name: data[name] for name in _FILE_FIELDS if name in data}
     except (KeyError, TypeError) as e:
         raise UsageError(f"run request: missing or malformed {e}") from None
+    command = values.get("command")
+    if not command or not isinstance(command, list) or not all(isinstance(w, str) for w in command):
+        raise UsageError("run request: command must be the workload's argv, a non-empty list of strings")
     for name in ("sources", "event_sets"):
         values[name] = tuple(values[name]) if values.get(name) else None
     return RunRequest(stack=spec, **values)

@@ -64,27 +64,33 @@ def parse_stack_spec(text: str) -> StackSpec:
     valid choices."""
     if text.startswith("dir:"):
         path, plus, upper = text[4:].partition("+")
-        if not path.startswith("/"):
-            raise UsageError(f"stack {text!r}: dir: takes an absolute path on the target (e.g. dir:/data/local/tmp)")
         layers = [_parse_layer(p.strip(), text) for p in upper.split("+")] if plus else []
-        _check_fuse_layers(layers, text)
-        return StackSpec(Layer("dir", {"path": path}), tuple(layers))
+        return check_stack(StackSpec(Layer("dir", {"path": path}), tuple(layers)), text)
     parts = [p.strip() for p in text.split("+")]
     if not parts or not parts[0]:
         raise UsageError(f"empty stack spec {text!r} (examples: ext4, ext4+fuse, ext4+bfuse:io_unit=512k)")
     layers = [_parse_layer(p, text) for p in parts]
-    fs, upper = layers[0], layers[1:]
-    if fs.name == RAW:
+    return check_stack(StackSpec(layers[0], tuple(layers[1:])), text)
+
+
+def check_stack(spec: StackSpec, shown: str | None = None) -> StackSpec:
+    """The spec, when it names a stack mobiperf can build (from a string, or typed, as in a run request file);
+    UsageError naming the valid choices, quoting the stack as `shown` (default: as the spec spells it)."""
+    text = shown if shown is not None else str(spec)
+    fs, upper = spec.filesystem, list(spec.layers)
+    if fs.name == "dir":
+        if not fs.options.get("path", "").startswith("/"):
+            raise UsageError(f"stack {text!r}: dir: takes an absolute path on the target (e.g. dir:/data/local/tmp)")
+    elif fs.name == RAW:
         if upper or fs.options:
             raise UsageError(f"stack {text!r}: raw is the bare device: no options, no layers over it")
-        return StackSpec(fs)
-    if fs.name not in MKFS:
+    elif fs.name not in MKFS:
         raise UsageError(f"stack {text!r}: {fs.name!r} is not a filesystem; choose one of "
                          f"{', '.join(MKFS)} (or raw, the bare device)")
-    if "data" in fs.options and (fs.name != "ext4" or fs.options["data"] not in EXT4_DATA_MODES):
+    elif "data" in fs.options and (fs.name != "ext4" or fs.options["data"] not in EXT4_DATA_MODES):
         raise UsageError(f"stack {text!r}: data= is ext4's journal mode: {', '.join(EXT4_DATA_MODES)}")
     _check_fuse_layers(upper, text)
-    return StackSpec(fs, tuple(upper))
+    return spec
 
 
 def _check_fuse_layers(layers: list[Layer], whole: str) -> None:

@@ -25,6 +25,7 @@ import fcntl
 import json
 import os
 import platform
+import posixpath
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -252,6 +253,8 @@ def _mark_done(transport, state: JournalState, ids: list[int], *, remove: bool) 
         pid_dir = state.header.get("pid_dir")
         if not transport.is_local and pid_dir and pid_dir.endswith(".pids"):
             transport.run(["rm", "-rf", pid_dir], timeout=30)
+        if not transport.is_local:  # the journals' directory goes with the last journal in it
+            transport.run(["sh", "-c", f"rmdir {shlex.quote(posixpath.dirname(path))} 2>/dev/null; true"], timeout=30)
         lock = state.header.get("lock") if not transport.is_local else None
         if lock and os.path.dirname(lock) == LOCAL_DIR:  # never a path a device could choose
             try:

@@ -41,6 +41,7 @@ import fcntl
 import json
 import os
 import platform
+import posixpath
 import secrets
 import shlex
 import sys
@@ -220,6 +221,8 @@ class UndoJournal:
             else:
                 pid_dir = self.transport.pid_dir
                 extra = f"; rm -rf {shlex.quote(pid_dir)}" if pid_dir else ""
+                # the journals' directory goes with the last journal in it: nothing of ours stays on a device
+                extra += f"; rmdir {shlex.quote(posixpath.dirname(self.path))} 2>/dev/null; true"
                 self._run(f"rm -f {shlex.quote(self.path)}{extra}")
                 os.unlink(self._lock_path)
         except (OSError, StackError):

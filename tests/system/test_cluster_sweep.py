@@ -28,7 +28,8 @@ FAKE_RUN = '''#!{python}
 import json, os, signal, sys, time
 args = sys.argv[1:]
 assert args[:3] == ["-m", "mobiperf", "run"], args
-opts = args[3:args.index("--")]
+opts = args[3:]   # the sweep hands its child a request file: -t, --request FILE, -o
+request = json.load(open(opts[opts.index("--request") + 1]))
 out = opts[opts.index("-o") + 1]
 target = opts[opts.index("-t") + 1] if "-t" in opts else "local"
 sweep_dir = os.path.dirname(os.path.dirname(out))
@@ -43,7 +44,7 @@ def meta(status, reps):
     tmp = os.path.join(out, ".run.json.tmp")
     with open(tmp, "w") as f:
         json.dump(dict(format="mobiperf-run", version=1, status=status, id=os.path.basename(out),
-                       target=dict(target=target), stack="ext4", command=args[args.index("--") + 1:],
+                       target=dict(target=target), stack="ext4", command=request["command"],
                        repetitions=reps), f)
     os.replace(tmp, os.path.join(out, "run.json"))
 

@@ -28,7 +28,8 @@ from mobiperf.orchestration.sweep.metrics import (NoRepetition, UnitFailed, coun
 from mobiperf.orchestration.sweep.params import (DEFAULTS, FUSE_OPTIONS, PARAMETERS, TARGET_DIR, TARGET_HOST_ONLY,
                                                  Parameter, check_params, describe_parameters, grid_cells,
                                                  parse_grid)
-from mobiperf.orchestration.sweep.plan import CellPlan, dry_run_script, kernel_filesystems, plan_cell, unit_argv
+from mobiperf.orchestration.sweep.plan import (CellPlan, dry_run_script, kernel_filesystems, plan_cell, unit_argv,
+                                               unit_child, unit_request)
 from mobiperf.orchestration.sweep.runner import Progress, run_sweep
 from mobiperf.orchestration.sweep.summary import (DEFAULT_METRIC, LEGACY_METRICS, CellSummary, canonical_metric,
                                                   format_matrix_text, format_rows, metric_unit, status_counts,
@@ -41,4 +42,4 @@ __all__ = ["CellPlan", "CellSummary", "DEFAULTS", "DEFAULT_METRIC", "FORMAT_NAME
            "counter_metrics", "describe_parameters", "dry_run_script", "format_matrix_text", "format_rows",
            "grid_cells", "kernel_filesystems", "metric_unit", "parse_grid", "parse_strace_counts", "plan_cell",
            "run_sweep", "status_counts", "summarize", "summarize_values", "sweep_matrix", "timed_window_metrics",
-           "unit_argv", "unit_metrics", "varying_params", "write_matrix_page"]
+           "unit_argv", "unit_child", "unit_request", "unit_metrics", "varying_params", "write_matrix_page"]

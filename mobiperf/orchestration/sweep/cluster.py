@@ -4,7 +4,7 @@ A worker declares the targets it reaches as Dask worker resources: `dask worker 
 "adb:SERIAL1=1,adb:SERIAL2=1"` for a host with two phones, `local=1` for a host that runs emulated stacks. A
 unit's task asks for {target: 1} (the sweep parameter `target`, default local), so Dask runs it only on a worker
 offering that target, and one unit per target at a time, since the worker has one of it. The task runs the child
-`mobiperf run` a sweep on one host runs (plan.unit_argv; runner's supervision: its own session, SIGINT when the
+`mobiperf run --request` a sweep on one host runs (plan.unit_child; runner's supervision: its own session, SIGINT when the
 worker dies) into SWEEP/runs/<cell>-r<rep>-a<attempt>, reads its metrics there (metrics.unit_metrics), and the
 client writes the manifest.
 
@@ -35,7 +35,7 @@ from mobiperf.orchestration.cluster import worker_name
 from mobiperf.orchestration.sweep.manifest import SweepDefinition, SweepDir, lock_sweep
 from mobiperf.orchestration.sweep.metrics import unit_outcome
 from mobiperf.orchestration.sweep.params import DEFAULTS
-from mobiperf.orchestration.sweep.plan import plan_cell, unit_argv
+from mobiperf.orchestration.sweep.plan import plan_cell, unit_child
 from mobiperf.orchestration.sweep.runner import Progress, die_with_parent, stop_child
 
 STOP_POLL_S = 1.0
@@ -71,7 +71,7 @@ def run_unit_task(sweep_path: str, cell: str, rep: int, params: dict[str, str], 
     attempt = claim_attempt(runs, cell, rep, at_least)
     name = f"{cell}-r{rep}-a{attempt}"
     run_path, log = runs / name, runs / f"{name}.log"
-    argv = unit_argv(plan, run_path, timeout_s, python)
+    argv = unit_child(plan, run_path, timeout_s, python)
     out.update(attempt=attempt, run=f"runs/{name}", argv=argv)
     get_worker().log_event(topic, {"cell": cell, "rep": rep, "attempt": attempt, "run": out["run"],
                                    "worker": out["worker"], "argv": argv})

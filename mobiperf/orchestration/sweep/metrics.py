@@ -58,6 +58,8 @@ def unit_metrics(run_path: Path, plan: CellPlan) -> tuple[dict[str, float], list
         raise NoRepetition("the run recorded no repetition (interrupted or failed before the workload)")
     rep = reps[0]
     raw = run.path / "raw" / f"rep{rep['index']}"
+    if rep.get("exit_code") is None:  # kept incomplete: the run stopped (say, its stack failed) before the workload
+        raise NoRepetition("the repetition has no exit status: the run stopped before its workload ended")
     if rep.get("exit_code") != 0:
         raise UnitFailed(f"the workload failed ({describe_exit_status(rep.get('exit_code'))}): "
                          f"{tail(raw / 'stderr.txt') or tail(raw / 'stdout.txt')}")

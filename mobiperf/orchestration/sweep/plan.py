@@ -18,6 +18,10 @@ from mobiperf.core.units import parse_duration_ns, parse_size
 from mobiperf.core.vocabulary import ACCESS_MODES, PRESETS, RAW, SQLITE_JOURNALS, SQLITE_SYNC, SYNC_MODES
 from mobiperf.orchestration.sweep.params import (_DAEMON_OPTION_NAMES, DEFAULTS, FUSE_OPTIONS, TARGET_DIR,
                                                  TARGET_HOST_ONLY)
+from mobiperf.orchestration.run_request import RunRequest, write_request
+from mobiperf.stack.cpu_share import parse_cpu_share
+from mobiperf.stack.dirty_limit import parse_dirty_limit
+from mobiperf.stack.spec import Layer, StackSpec, check_stack, parse_image_size
 
 SQLITE_OPS = {"sqlite-insert": 0, "sqlite-update": 1, "sqlite-delete": 2}   # the generator's -d codes
 WRITES = ("seq-write", "rand-write", "append")
@@ -27,7 +31,7 @@ WRITES = ("seq-write", "rand-write", "append")
 class CellPlan:
     """What one cell runs: the `mobiperf run` arguments, or why it cannot run here."""
 
-    stack: str = ""
+    spec: StackSpec | None = None   # the stack as typed layers (None: a skipped cell)
     target: str = "local"         # the `mobiperf run -t` of the cell; with --cluster, the Dask resource it needs
     scheduler: str | None = None
     device: str | None = None
@@ -39,6 +43,11 @@ class CellPlan:
     bytes_moved: int = 0          # what the file workload writes or reads, for run.throughput
     transactions: int = 0         # SQLite transactions, for run.tps
     skip: str | None = None
+
+    @property
+    def stack(self) -> str:
+        """The stack as `mobiperf run --stack` spells it (what --dry-run prints)."""
+        return str(self.spec) if self.spec else ""
 
 
 class _Skip(Exception):
@@ -70,8 +79,7 @@ def plan_cell(params: dict[str, str], *, available_fs: set[str] | None = None) -
         if plan.target == "local" and p["fs"] == RAW:
             _plan_raw(p, params, plan)
             return plan
-        plan.stack = _stack(p, params, plan.target,
-                            kernel_filesystems() if available_fs is None else available_fs)
+        plan.spec = _stack(p, params, plan.target, kernel_filesystems() if available_fs is None else available_fs)
         plan.scheduler = None if "scheduler" not in params else p["scheduler"]
         plan.device = None if p["device"] == "none" else p["device"]
         if p["workload"] == "file":
@@ -84,9 +92,9 @@ def plan_cell(params: dict[str, str], *, available_fs: set[str] | None = None) -
     return plan
 
 
-def _stack(p: dict[str, str], params: dict[str, str], target: str, fs_known: set[str]) -> str:
-    """The stack of a cell as `mobiperf run --stack` spells it: the filesystem with its options, and the FUSE layer
-    with its daemon's options; on a target (a phone), the same layer over a directory of its /data."""
+def _stack(p: dict[str, str], params: dict[str, str], target: str, fs_known: set[str]) -> StackSpec:
+    """The stack of a cell: the filesystem with its options, and the FUSE layer with its daemon's options; on a
+    target (a phone), the same layer over a directory of its /data."""
     fs = p["fs"]
     if target != "local":
         given = [n for n in TARGET_HOST_ONLY if n in params and params[n] != DEFAULTS.get(n)]
@@ -96,41 +104,34 @@ def _stack(p: dict[str, str], params: dict[str, str], target: str, fs_known: set
     elif fs not in fs_known:
         raise _Skip(f"this kernel has no {fs} (not in /proc/filesystems; modprobe {fs} or use a kernel with "
                     f"CONFIG_{fs.upper()}_FS)")
-    stack = fs + _options(_filesystem_options(p, params))
+    bottom = Layer(fs, _filesystem_options(p, params)) if target == "local" else Layer("dir", {"path": TARGET_DIR})
     if p["layer"] == "native":
         given_fuse = [o for o in FUSE_OPTIONS if o in params]
         if given_fuse:
             raise _Skip(f"{', '.join(given_fuse)} appl{'y' if len(given_fuse) > 1 else 'ies'} to a FUSE layer; "
                         "layer is native")
-    else:
-        stack += f"+{p['layer']}" + _options(_daemon_options(p, params))
-    if target != "local":   # the same layer over a directory of the phone's /data
-        stack = f"dir:{TARGET_DIR}" + stack[len(fs):]
-    return stack
+        return check_stack(StackSpec(bottom))
+    return check_stack(StackSpec(bottom, (Layer(p["layer"], _daemon_options(p, params)),)))
 
 
-def _options(options: list[str]) -> str:
-    return ":" + ",".join(options) if options else ""
-
-
-def _filesystem_options(p: dict[str, str], params: dict[str, str]) -> list[str]:
+def _filesystem_options(p: dict[str, str], params: dict[str, str]) -> dict[str, str]:
     """ext4's external journal and journal mode: the only filesystem options a sweep sets."""
-    fs, options = p["fs"], []
+    fs, options = p["fs"], {}
     if p["fs_journal"] == "external":
         if fs != "ext4":
             raise _Skip(f"an external journal is an ext4 feature (mkfs.ext4 -J device=); fs is {fs}")
-        options.append("journal_dev=64M")
+        options["journal_dev"] = "64M"
     if "fs_data" in params:
         if fs != "ext4":
             raise _Skip(f"data={p['fs_data']} is an ext4 journal mode; fs is {fs}")
-        options.append(f"data={p['fs_data']}")
+        options["data"] = p["fs_data"]
     return options
 
 
-def _daemon_options(p: dict[str, str], params: dict[str, str]) -> list[str]:
+def _daemon_options(p: dict[str, str], params: dict[str, str]) -> dict[str, str]:
     """The FUSE daemon's options of a cell, in the daemon's own spelling (flush_ms=10ms for bfuse, 10 for fjord)."""
     layer = p["layer"]
-    options = []
+    options = {}
     for name in (o for o in FUSE_OPTIONS if o in params):
         value = p[name]
         if name == "preset" and value not in PRESETS[layer]:
@@ -146,7 +147,7 @@ def _daemon_options(p: dict[str, str], params: dict[str, str]) -> list[str]:
         if name == "flush_ms":
             ms = parse_duration_ns(value) // 1_000_000
             value = str(ms) if layer == "fjord" else f"{ms}ms"
-        options.append(f"{_DAEMON_OPTION_NAMES.get(name, name)}={value}")
+        options[_DAEMON_OPTION_NAMES.get(name, name)] = value
     return options
 
 
@@ -211,7 +212,7 @@ def _plan_raw(p: dict[str, str], params: dict[str, str], plan: CellPlan) -> None
     if count < 1:
         raise _Skip(f"record {p['record']} must be at most the file size {p['file_size']}")
     flag = "oflag=direct" if p["sync"] == "direct" else ("conv=fsync" if p["final_fsync"] == "on" else "")
-    plan.stack = RAW
+    plan.spec = StackSpec(Layer(RAW))
     plan.scheduler = params.get("scheduler")
     plan.device = None if p["device"] == "none" else p["device"]
     plan.bytes_moved = count * record
@@ -219,8 +220,29 @@ def _plan_raw(p: dict[str, str], params: dict[str, str], plan: CellPlan) -> None
                     + " status=none"]
 
 
+def unit_request(plan: CellPlan, timeout_s: int) -> RunRequest:
+    """The run of one unit, typed: what its child `mobiperf run --request` reads (the same run as the command line
+    unit_argv spells: a test holds the two equal)."""
+    return RunRequest(stack=plan.spec, command=list(plan.command), scheduler=plan.scheduler,
+                      image_size=parse_image_size(plan.image_size), timeout_s=float(timeout_s), device=plan.device,
+                      dirty_limit=parse_dirty_limit(plan.dirty), cpu_share=parse_cpu_share(plan.cpu),
+                      fuse_wakeup_ns=parse_duration_ns(plan.fuse_wakeup) if plan.fuse_wakeup not in ("", "0") else 0,
+                      report=False)
+
+
+def unit_child(plan: CellPlan, run_path: Path, timeout_s: int, python: str = sys.executable) -> list[str]:
+    """The child of one unit: `mobiperf run --request FILE`, the unit's request written beside its run directory
+    (typed data, never a command line parsed back)."""
+    request = write_request(unit_request(plan, timeout_s), run_path.parent / f"{run_path.name}.request.json")
+    argv = [python, "-m", "mobiperf", "run", "--request", str(request), "-o", str(run_path)]
+    if plan.target != "local":
+        argv[4:4] = ["-t", plan.target]
+    return argv
+
+
 def unit_argv(plan: CellPlan, run_path: Path, timeout_s: int, python: str = sys.executable) -> list[str]:
-    """The child `mobiperf run` of one unit: the stack, the phone model options, the workload."""
+    """The child `mobiperf run` of one unit as a command line (what --dry-run prints): the stack, the phone model
+    options, the workload."""
     argv = [python, "-m", "mobiperf", "run", "--stack", plan.stack, "--image-size", plan.image_size,
             "-o", str(run_path), "--timeout", f"{timeout_s}s", "--no-report"]
     if plan.target != "local":

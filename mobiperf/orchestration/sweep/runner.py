@@ -24,7 +24,7 @@ from typing import Callable
 
 from mobiperf.orchestration.sweep.manifest import SweepDefinition, SweepDir, lock_sweep
 from mobiperf.orchestration.sweep.metrics import unit_outcome
-from mobiperf.orchestration.sweep.plan import plan_cell, unit_argv
+from mobiperf.orchestration.sweep.plan import plan_cell, unit_child
 from mobiperf.stack.cpu_share import remove_stale_cgroups
 
 CHILD_STOP_TIMEOUT_S = 90.0      # a child tearing its stack down after SIGINT (FUSE daemons flush, devmodel exits)
@@ -73,7 +73,7 @@ def _run_unit(sweep: SweepDir, data: dict, cell: dict, unit: dict, python: str) 
     name = f"{cell['id']}-r{unit['rep']}-a{unit['attempts']}"
     run_path = sweep.path / "runs" / name
     run_path.parent.mkdir(exist_ok=True)
-    argv = unit_argv(plan, run_path, int(data.get("timeout_s", 1800)), python)
+    argv = unit_child(plan, run_path, int(data.get("timeout_s", 1800)), python)
     unit.update(status="running", run=str(run_path.relative_to(sweep.path)), error=None, notes=[],
                 started=time.time(), argv=argv)
     log = sweep.path / "runs" / f"{name}.log"
