@@ -16,9 +16,9 @@ from pathlib import Path
 
 from mobiperf.core.units import parse_duration_ns, parse_size
 from mobiperf.core.vocabulary import ACCESS_MODES, PRESETS, RAW, SQLITE_JOURNALS, SQLITE_SYNC, SYNC_MODES
+from mobiperf.orchestration.run_request import RunRequest, write_request
 from mobiperf.orchestration.sweep.params import (_DAEMON_OPTION_NAMES, DEFAULTS, FUSE_OPTIONS, TARGET_DIR,
                                                  TARGET_HOST_ONLY)
-from mobiperf.orchestration.run_request import RunRequest, write_request
 from mobiperf.stack.cpu_share import parse_cpu_share
 from mobiperf.stack.dirty_limit import parse_dirty_limit
 from mobiperf.stack.spec import Layer, StackSpec, check_stack, parse_image_size
