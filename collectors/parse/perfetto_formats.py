@@ -32,6 +32,31 @@ _JBD2_COMMIT_CLASS = """
         ((REC->dev) & ((1U << 20) - 1))), REC->transaction, REC->sync_commit
 """
 
+# Android's android_fs events (android_fs_template.h of the Android common kernels), which a mainline kernel is
+# built without: their text is what parse/android_fs.py reads. dataread and datawrite share the two classes.
+_ANDROID_FS_START = """
+    name: {name}
+    ID: 0
+    field:__data_loc char[] pathbuf; offset:8; size:4; signed:0;
+    field:loff_t offset; offset:16; size:8; signed:1;
+    field:int bytes; offset:24; size:4; signed:1;
+    field:loff_t i_size; offset:32; size:8; signed:1;
+    field:__data_loc char[] cmdline; offset:40; size:4; signed:0;
+    field:pid_t pid; offset:44; size:4; signed:1;
+    field:ino_t ino; offset:48; size:8; signed:0;
+    print fmt: "entry_name %s, offset %llu, bytes %d, cmdline %s, pid %d, i_size %llu, ino %lu",
+        __get_str(pathbuf), REC->offset, REC->bytes, __get_str(cmdline), REC->pid, REC->i_size,
+        (unsigned long) REC->ino
+"""
+_ANDROID_FS_END = """
+    name: {name}
+    ID: 0
+    field:ino_t ino; offset:8; size:8; signed:0;
+    field:loff_t offset; offset:16; size:8; signed:1;
+    field:int bytes; offset:24; size:4; signed:1;
+    print fmt: "ino %lu, offset %llu, bytes %d", (unsigned long) REC->ino, REC->offset, REC->bytes
+"""
+
 FORMATS = (
     ("ext4", """
     name: ext4_sync_file_enter
@@ -168,52 +193,8 @@ FORMATS = (
         cp" }, { 8, "fastboot mode" }, { 9, "log type is 2" }, { 10, "dir needs recovery" }), REC->datasync,
         REC->ret
 """),
-    # Android's android_fs events (android_fs_template.h of the Android common kernels), which a mainline kernel
-    # is built without: their text is what parse/android_fs.py reads.
-    ("android_fs", """
-    name: android_fs_dataread_start
-    ID: 0
-    field:__data_loc char[] pathbuf; offset:8; size:4; signed:0;
-    field:loff_t offset; offset:16; size:8; signed:1;
-    field:int bytes; offset:24; size:4; signed:1;
-    field:loff_t i_size; offset:32; size:8; signed:1;
-    field:__data_loc char[] cmdline; offset:40; size:4; signed:0;
-    field:pid_t pid; offset:44; size:4; signed:1;
-    field:ino_t ino; offset:48; size:8; signed:0;
-    print fmt: "entry_name %s, offset %llu, bytes %d, cmdline %s, pid %d, i_size %llu, ino %lu",
-        __get_str(pathbuf), REC->offset, REC->bytes, __get_str(cmdline), REC->pid, REC->i_size,
-        (unsigned long) REC->ino
-"""),
-    ("android_fs", """
-    name: android_fs_dataread_end
-    ID: 0
-    field:ino_t ino; offset:8; size:8; signed:0;
-    field:loff_t offset; offset:16; size:8; signed:1;
-    field:int bytes; offset:24; size:4; signed:1;
-    print fmt: "ino %lu, offset %llu, bytes %d", (unsigned long) REC->ino, REC->offset, REC->bytes
-"""),
-    ("android_fs", """
-    name: android_fs_datawrite_start
-    ID: 0
-    field:__data_loc char[] pathbuf; offset:8; size:4; signed:0;
-    field:loff_t offset; offset:16; size:8; signed:1;
-    field:int bytes; offset:24; size:4; signed:1;
-    field:loff_t i_size; offset:32; size:8; signed:1;
-    field:__data_loc char[] cmdline; offset:40; size:4; signed:0;
-    field:pid_t pid; offset:44; size:4; signed:1;
-    field:ino_t ino; offset:48; size:8; signed:0;
-    print fmt: "entry_name %s, offset %llu, bytes %d, cmdline %s, pid %d, i_size %llu, ino %lu",
-        __get_str(pathbuf), REC->offset, REC->bytes, __get_str(cmdline), REC->pid, REC->i_size,
-        (unsigned long) REC->ino
-"""),
-    ("android_fs", """
-    name: android_fs_datawrite_end
-    ID: 0
-    field:ino_t ino; offset:8; size:8; signed:0;
-    field:loff_t offset; offset:16; size:8; signed:1;
-    field:int bytes; offset:24; size:4; signed:1;
-    print fmt: "ino %lu, offset %llu, bytes %d", (unsigned long) REC->ino, REC->offset, REC->bytes
-"""),
+    *(("android_fs", template.format(name=f"android_fs_{io}_{end}"))
+      for io in ("dataread", "datawrite") for end, template in (("start", _ANDROID_FS_START), ("end", _ANDROID_FS_END))),
 )
 
 

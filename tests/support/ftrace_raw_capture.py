@@ -51,7 +51,7 @@ def _events_of(spec: str) -> list[Path]:
     return [path] if (path / "format").exists() else sorted(p for p in path.iterdir() if (p / "format").exists())
 
 
-def _drain(path: Path) -> bytes:
+def drain_buffer(path: Path) -> bytes:
     """Every page a stopped per-CPU buffer holds (non-blocking: EAGAIN once it is empty)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     chunks = []
@@ -150,7 +150,7 @@ def capture_raw_and_text(out: Path, workdir: Path, writes: int = 4, buffer_kb: i
         raw = out / "ftrace_raw"
         raw.mkdir(exist_ok=True)
         for cpu_dir in sorted((inst / "per_cpu").iterdir(), key=lambda p: int(p.name[3:])):
-            (raw / cpu_dir.name).write_bytes(_drain(cpu_dir / "trace_pipe_raw"))
+            (raw / cpu_dir.name).write_bytes(drain_buffer(cpu_dir / "trace_pipe_raw"))
         (raw / "saved_cmdlines").write_bytes((TRACEFS / "saved_cmdlines").read_bytes())
         hz = kernel_hz()
         if hz:

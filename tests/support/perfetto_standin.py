@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from ftrace_raw_capture import drain_buffer as _drain  # run as a script: tests/support is on sys.path
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 TRACEFS = Path("/sys/kernel/tracing")
@@ -125,21 +127,6 @@ class Session:
                     time.sleep(0.1)
 
 
-def _drain(path: Path) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    chunks = []
-    try:
-        while True:
-            try:
-                chunk = os.read(fd, 1 << 16)
-            except BlockingIOError:
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-    return b"".join(chunks)
 
 
 def record(session: Session, out: Path, ready_fd: int | None) -> int:
