@@ -28,11 +28,9 @@ the buffer loses nothing as long as the reader keeps up; lost events show up as 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,7 +39,7 @@ from mobiperf.core.errors import TargetError, UsageError
 from mobiperf.core.run_stop import storage_full
 from mobiperf.core.signals import shielded
 from mobiperf.target.transport import BackgroundProcess, Transport
-from mobiperf.target.undo_journal import journal_for
+from mobiperf.target.undo_journal import journal_for, new_instance_name
 
 # Block events of the request life cycle, in the order a request meets them.
 BLOCK_EVENTS = ("block_bio_queue", "block_bio_backmerge", "block_bio_frontmerge", "block_getrq",
@@ -95,7 +93,7 @@ class FtraceCollector(Collector):
         self.out_dir = Path(out_dir)
         self.buffer_size_kb = buffer_size_kb
         # The owner's pid in the name: a leftover instance tells whose it was (and whether its owner still lives).
-        self.instance_name = name or f"mobiperf-{os.getpid()}-{uuid.uuid4().hex[:10]}"
+        self.instance_name = name or new_instance_name()
         self.trace_name = trace_name
         self.workload_pids_only = workload_pids_only
         self.name = collector_name  # the key of its summary in run.json

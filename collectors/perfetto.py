@@ -24,15 +24,14 @@ and in this collector's summary. Hosts (the local target) always use tracefs.
 
 from __future__ import annotations
 
-import os
 import time
-import uuid
 from pathlib import Path
 
 from mobiperf.collectors.collector import Collector
 from mobiperf.collectors.ftrace import EventSpec, kernel_hz
 from mobiperf.core.errors import TargetError
 from mobiperf.target.transport import Transport
+from mobiperf.target.undo_journal import new_instance_name
 
 TRACE_DIRS = ("/data/misc/perfetto-traces", "/data/local/tmp", "/tmp")
 STOP_TIMEOUT_S = 60.0
@@ -138,7 +137,7 @@ class PerfettoCollector(Collector):
         self.facts, self.why, self.buffer_size_kb = facts, why, buffer_size_kb
         self.atrace_categories = atrace_categories
         self.use_instance = use_instance and not atrace_categories
-        self.id = f"mobiperf-{os.getpid()}-{uuid.uuid4().hex[:10]}"
+        self.id = new_instance_name()
         self.instance: str | None = None
         self.remote_trace: str | None = None
         self.pid: int | None = None

@@ -100,8 +100,9 @@ class DatFile:
 
 @dataclass
 class Extracted:
-    buffer: str  # the buffer whose pages were written
-    buffers: list[str]  # the buffers of the file that have pages (the chosen one included)
+    buffer: str  # the first buffer whose pages were written
+    buffers: list[str]  # the buffers of the file that have pages (those read included)
+    read: list[str]  # the buffers whose pages were written, merged by time (one clock)
     version: int
     compression: str | None
     pages_bytes: int
@@ -446,7 +447,9 @@ def extract_dat(path: Path, raw: Path, buffer: str | None = None, all_formats: b
     """Write the .dat's formats into raw/formats and the pages of one buffer into raw/ftrace_raw/cpuN (with its
     saved_cmdlines), the layout parse_ftrace_raw(raw/ftrace_raw, raw/formats) reads.
 
-    buffer: the instance name ("" the top level); default the first buffer whose pages hold events.
+    buffer: the instance name ("" the top level); default every buffer whose pages hold events and whose clock is the
+    first such buffer's, merged (each CPU's pages one after the other: the decoder orders records by time), as
+    `trace-cmd report` shows them all.
     all_formats: write every format of the file (trace-cmd saves all ~2000 of the kernel: reading them takes
     longer than decoding a small trace); by default only those of the event types in the pages.
     Raises DatUnsupported for files it does not decode, ParseError for malformed ones."""
@@ -467,23 +470,26 @@ def extract_dat(path: Path, raw: Path, buffer: str | None = None, all_formats: b
                         "adjustments are not applied")
     names = [b.name for b in dat.buffers]
     layout = parse_header_page(dat.header_page.decode(errors="replace"))
-    chosen, pages = None, {}
+    read, pages = [], {}
     for buf in dat.buffers:
         if buffer is not None and buf.name != buffer:
             continue
+        if read and buf.clock != read[0].clock:
+            continue  # another clock: its times cannot be merged with the first buffer's
         got = {}
         for cpu in buf.cpus:
             got[cpu.cpu], w = cpu_pages(dat, buf, cpu, data)
             warnings += w
         if buffer is not None or any(_has_events(p, layout.page_size, layout.commit_size, layout.data_offset)
                                      for p in got.values()):
-            chosen, pages = buf, got
-            break
-    if chosen is None:
+            read.append(buf)
+            for cpu, blob in got.items():
+                pages[cpu] = pages.get(cpu, b"") + blob
+    if not read:
         if buffer is not None:
             from mobiperf.core.errors import UsageError
             raise UsageError(f"{path}: no buffer {buffer!r}; it has {', '.join(repr(n) for n in names)}")
-        chosen = dat.buffers[0] if dat.buffers else DatBuffer("", [])
+        read = [dat.buffers[0] if dat.buffers else DatBuffer("", [])]
         warnings.append(f"no buffer holds events (buffers: {', '.join(repr(n) for n in names) or 'none'})")
     used = None if all_formats else _event_types(pages, layout)
     _write_formats(dat, raw / "formats", used)
@@ -492,12 +498,24 @@ def extract_dat(path: Path, raw: Path, buffer: str | None = None, all_formats: b
     for cpu, blob in pages.items():
         (pages_dir / f"cpu{cpu}").write_bytes(blob)
     (pages_dir / "saved_cmdlines").write_bytes(dat.cmdlines)
-    stats = dat.cpu_stats.get(chosen.name)
+    stats = _summed_stats([dat.cpu_stats.get(b.name) or {} for b in read])
     if stats:  # as the ftrace collector saves them: the parse stage counts overruns and drops as lost events
         (raw / "ftrace_raw_stats.json").write_text(json.dumps(
-            {"clock": chosen.clock, "per_cpu": stats, "instance": chosen.name or None}, indent=2) + "\n")
-    with_data = [b.name for b in dat.buffers if b is chosen or any(c.size for c in b.cpus)]
-    return Extracted(chosen.name, with_data, dat.version, dat.compression, sum(map(len, pages.values())), warnings)
+            {"clock": read[0].clock, "per_cpu": stats, "instance": read[0].name or None}, indent=2) + "\n")
+    with_data = [b.name for b in dat.buffers if b in read or any(c.size for c in b.cpus)]
+    return Extracted(read[0].name, with_data, [b.name for b in read], dat.version, dat.compression,
+                     sum(map(len, pages.values())), warnings)
+
+
+def _summed_stats(per_buffer: list[dict]) -> dict:
+    """The per-CPU statistics of the buffers read, each count summed over them."""
+    out: dict = {}
+    for stats in per_buffer:
+        for cpu, values in stats.items():
+            into = out.setdefault(cpu, {})
+            for key, value in values.items():
+                into[key] = into.get(key, 0) + value if isinstance(value, (int, float)) else value
+    return out
 
 
 EVENT_NAME = re.compile(rb"^name:\s*(\S+)", re.M)

@@ -207,9 +207,12 @@ def _trace_cmd_dat(dat: Path, raw: Path, warnings: list[str]) -> Path | None:
     except DatUnsupported as e:
         warnings.append(f"ingest: {e}; read with `trace-cmd report` instead")
         return _trace_cmd_report(dat, raw)
-    others = [repr(n) for n in got.buffers if n != got.buffer]
-    if others:
-        warnings.append(f"ingest: {dat}: buffer {got.buffer!r} read; also in the file: {', '.join(others)}")
+    others = [repr(n) for n in got.buffers if n not in got.read]
+    if len(got.read) > 1 or others:
+        warnings.append(f"ingest: {dat}: buffer{'s' if len(got.read) > 1 else ''} "
+                        f"{', '.join(repr(n) for n in got.read)} read" + (", merged by time" if len(got.read) > 1
+                                                                          else "")
+                        + (f"; also in the file, not read (no events, or another clock): {', '.join(others)}" if others else ""))
     warnings += [f"ingest: {dat}: {w}" for w in got.warnings]
     return None
 

@@ -26,14 +26,14 @@ import json
 import os
 import platform
 import posixpath
-import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Callable
 
 from mobiperf.target import undo_steps
 from mobiperf.core.errors import MobiperfError
-from mobiperf.target.undo_journal import LOCAL_DIR, SUFFIX, JournalState, boot_id, device_journal_dir, parse_journal
+from mobiperf.target.undo_journal import (INSTANCE_NAME, LOCAL_DIR, SUFFIX, JournalState, boot_id, device_journal_dir,
+                                          parse_journal)
 
 
 @dataclass
@@ -92,8 +92,6 @@ def find_leftovers(transport, *, other_hosts: bool = False, local_dir: str = LOC
     return dead + orphan_instances(transport)
 
 
-# an instance as FtraceCollector and the Perfetto recorder name theirs: mobiperf-<owner pid>-<10 hex digits>
-_INSTANCE_NAME = re.compile(r"mobiperf-(\d+)-[0-9a-f]{10}")
 _TRACEFS_ROOTS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 
 
@@ -109,7 +107,7 @@ def orphan_instances(transport) -> list[DeadJournal]:
         except OSError:
             continue
         for name in names:
-            match = _INSTANCE_NAME.fullmatch(name)
+            match = INSTANCE_NAME.fullmatch(name)
             if not match or name in seen or os.path.exists(f"/proc/{match.group(1)}"):
                 continue
             seen.add(name)   # the same instance when debugfs shows tracefs too

@@ -42,6 +42,7 @@ import json
 import os
 import platform
 import posixpath
+import re
 import secrets
 import shlex
 import sys
@@ -235,6 +236,16 @@ class UndoJournal:
         self._fd = None
         self.path = None
         self._lock_path = None
+
+
+# The tracefs instances mobiperf makes are named after their owner's pid, so that one found without a journal can
+# be judged (leftovers.orphan_instances) and a live owner's told apart.
+INSTANCE_NAME = re.compile(r"mobiperf-(\d+)-[0-9a-f]{10}")
+
+
+def new_instance_name() -> str:
+    """A name for a tracefs instance of this process (INSTANCE_NAME)."""
+    return f"mobiperf-{os.getpid()}-{secrets.token_hex(5)}"
 
 
 def device_journal_dir(transport) -> str:

@@ -64,35 +64,6 @@ def test_ingest_trace_cmd_dat(tmp_path):
 
     if os.geteuid() != 0 or not shutil.which("trace-cmd") or not os.path.isdir("/sys/kernel/tracing/instances"):
         pytest.skip("needs root, tracefs instances and trace-cmd (Debian: trace-cmd)")
-    # Within a full test run here, a capture now and then came out without the writes (three runs out of about
-    # twenty; never alone, 0 of 20): the fixture is taken again until trace-cmd's own report shows them ([dd]: the
-    # block events' own comm field, which stays when saved_cmdlines has lost dd's pid to other processes).
-    for attempt in range(5):
-        dat, major, minor = _trace_cmd_capture(tmp_path / f"capture{attempt}")
-        shown = subprocess.run(["trace-cmd", "report", "-i", str(dat)], capture_output=True, text=True,
-                               timeout=120).stdout
-        if sum(f" {major},{minor} " in line and line.endswith("[dd]") for line in shown.splitlines()) == 30:
-            break
-    else:
-        pytest.fail("trace-cmd extract never captured the ten writes in five attempts")
-    out = tmp_path / "tc"
-    done = ingest(str(dat), "-o", str(out))
-    assert done.returncode == 0, done.stderr
-    assert "trace-cmd  1 file(s)" in done.stdout
-    # The .dat also holds the top-level buffer, where other tracing users of this machine may have left events.
-    events = pl.read_parquet(out / "tables" / "block_event.parquet").filter(
-        (pl.col("dev_minor") == minor) & (pl.col("comm") == "dd"))
-    counts = dict(events.group_by("event").len().iter_rows())
-    assert counts == {"block_bio_queue": 10, "block_getrq": 10, "block_rq_issue": 10}
-    assert set(events["size_bytes"]) == {4096}
-
-
-def _trace_cmd_capture(tmp_path: Path) -> tuple[Path, int, int]:
-    """Ten 4 KiB direct writes to a loop device of our own, traced in an instance of our own and extracted by
-    trace-cmd: the .dat and the device's major and minor."""
-    import os
-
-    tmp_path.mkdir()
     name = f"mobiperf-test-tc-{os.getpid()}"
     inst = Path("/sys/kernel/tracing/instances") / name
     image = tmp_path / "disk.img"
@@ -116,7 +87,17 @@ def _trace_cmd_capture(tmp_path: Path) -> tuple[Path, int, int]:
         if inst.exists():  # trace-cmd extract removes the instance itself; if it did not, we do
             inst.rmdir()
         subprocess.run(["losetup", "-d", dev], timeout=30)
-    return dat, major, minor
+    out = tmp_path / "tc"
+    done = ingest(str(dat), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "trace-cmd  1 file(s)" in done.stdout
+    # The .dat also holds the top-level buffer, where other tracing users of this machine may have left events
+    # (trace_marker writes of earlier tests): both are read, merged by time, as `trace-cmd report` shows them.
+    events = pl.read_parquet(out / "tables" / "block_event.parquet").filter(
+        (pl.col("dev_minor") == minor) & (pl.col("comm") == "dd"))
+    counts = dict(events.group_by("event").len().iter_rows())
+    assert counts == {"block_bio_queue": 10, "block_getrq": 10, "block_rq_issue": 10}
+    assert set(events["size_bytes"]) == {4096}
 
 
 def test_lost_events_are_reported_per_source(tmp_path):
