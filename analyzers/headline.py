@@ -60,6 +60,9 @@ def layer_metrics(results: dict[str, pl.DataFrame], rep: int) -> list[Metric]:
         for row in results[name].filter(pl.col("rep") == rep).iter_rows(named=True):
             for stat in ("p50", "p99"):
                 out.append(metric(f"{prefix}.{row['phase']}.{stat}", row[f"{stat}_ns"], "ns", op=row["op"]))
+    if "layer_breakdown" in results:  # where the calls' time went: each layer's exclusive time, all calls
+        times = results["layer_breakdown"].filter(pl.col("rep") == rep).group_by("layer").agg(pl.col("time_ns").sum())
+        out += [metric("layer.time", t, "ns", layer=layer) for layer, t in sorted(times.rows())]
     if "layer_breakdown" in results:  # where a synchronous call's time goes (exclusive and inclusive shares)
         lb = results["layer_breakdown"].filter((pl.col("rep") == rep) & pl.col("sync_mode").is_in(SYNC_MODES)
                                                & (pl.col("total_ns") > 0))

@@ -14,8 +14,10 @@ An `<unfinished ...>` line and the next `<... name resumed>` of the same pid are
 first arguments come from the former, the rest, the return value and the duration from the latter.
 Fields: fd is the first argument when -y annotated it (`3</path>`; AT_FDCWD is -100), path the annotation (or that
 the returned fd of open calls when there is one); request_bytes/offset_bytes from the trailing numeric arguments of the
-read/write family and fallocate; ret the return value (-1 with errno for failures, null for `?`).
-unlink/unlinkat/rename/renameat/renameat2: path (and new_path, a rename's destination) is the path argument made
+read/write family and fallocate (ftruncate: offset_bytes the new length); ret the return value (-1 with errno for
+failures, null for `?`).
+unlink/unlinkat/rename/renameat/renameat2/mkdir/mkdirat/rmdir: path (and new_path, a rename's destination) is the
+path argument made
 absolute with the dirfd's annotation, else with the process's working directory (the AT_FDCWD annotation of its
 other calls, per chdir segment); a relative path stays relative when the process showed no AT_FDCWD at all.
 open_flags: each fd's flags followed through open/openat/openat2/creat, dup*, fcntl (F_SETFL, F_GETFL, F_DUPFD*),
@@ -65,6 +67,7 @@ TRAILING = {  # syscall: (pattern over the arguments' end, what its groups are)
     "pread64": (r", (?P<a>\d+), (?P<b>\d+)\)\s+=", ("request_bytes", "offset_bytes")),
     "pwrite64": (r", (?P<a>\d+), (?P<b>\d+)\)\s+=", ("request_bytes", "offset_bytes")),
     "fallocate": (r", (?P<a>\d+), (?P<b>\d+)\)\s+=", ("offset_bytes", "request_bytes")),
+    "ftruncate": (r", (?P<a>\d+)\)\s+=", ("offset_bytes",)),  # the new length
 }
 # The flags argument of each call fd_flags.py follows (open flags, F_SETFL's, dup3's, clone's, close_range's).
 _DIRFD = r"(?:AT_FDCWD|-?\d+)(?:<[^>]*>)?"
@@ -79,7 +82,7 @@ FCNTL_ARGS = r"^-?\d+(?:<[^>]*>)?, (?P<cmd>F_[A-Z0-9_]+)(?:, (?P<arg>[^)]*))?\)"
 CLOSE_RANGE_ARGS = r"^-?\d+(?:<[^>]*>)?, (?P<last>\d+|~0U?)(?:, (?P<flags>[^)]*))?\)"
 # Calls that name files by path strings: the path (and a rename's new path) made absolute from the dirfd's -y
 # annotation, else from the process's working directory (the latest AT_FDCWD annotation of that pid).
-PATH_CALLS = ("unlink", "unlinkat", "rename", "renameat", "renameat2")
+PATH_CALLS = ("unlink", "unlinkat", "rename", "renameat", "renameat2", "mkdir", "mkdirat", "rmdir")
 PATH_ARGS = (rf'^(?:{_DIRFD.replace("<[^>]*>", "<(?P<d1>[^>]*)>")}, )?"(?P<p1>(?:[^"\\]|\\.)*)"(?:\.\.\.)?'
              rf'(?:, (?:{_DIRFD.replace("<[^>]*>", "<(?P<d2>[^>]*)>")}, )?"(?P<p2>(?:[^"\\]|\\.)*)")?')
 
@@ -281,7 +284,7 @@ def _path_columns(df: pl.DataFrame) -> pl.DataFrame:
         text = pl.col(p).str.replace_all(r'\\(["\\])', "$1").str.replace(r"^(\./)+", "")
         base = pl.coalesce(pl.col(d), pl.col("_cwd"))
         return (pl.when(text.str.starts_with("/") | base.is_null()).then(text)
-                .when(text == "").then(base).otherwise(base.str.strip_chars_end("/") + "/" + text))
+                .when(text.is_in(["", "."])).then(base).otherwise(base.str.strip_chars_end("/") + "/" + text))
 
     rows = rows.select("_row", absolute("d1", "p1").alias("_arg_path"), absolute("d2", "p2").alias("_arg_new_path"))
     return pl.DataFrame({"_row": pl.int_range(len(df), eager=True, dtype=pl.UInt32)}).join(

@@ -38,6 +38,7 @@ def run(target: Target, request: RunRequest, out: Path) -> RunDir:
     _check_can_trace(target, request)
     _check_target_stack(target, request)
     out = Path(os.path.abspath(out))  # the daemons and the workload run elsewhere: every path they get is absolute
+    replay = {"replay": request.replay} if request.replay else {}
     rundir = RunDir.create(out, {
         "id": out.name, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "mobiperf": __version__, "host": platform.node(), "target": target.caps.as_dict(), "stack": str(request.stack),
@@ -45,7 +46,7 @@ def run(target: Target, request: RunRequest, out: Path) -> RunDir:
         "cpu_share": request.cpu_share, "fuse_wakeup_ns": request.fuse_wakeup_ns, "scope": request.scope,
         "command": request.command,
         "sources": request.sources, "event_sets": request.event_sets,  # to add repetitions later (compare --until)
-        "repetitions": [], "warnings": [],
+        "repetitions": [], "warnings": [], **replay,
     })
     rundir.reserve_space()
     where: dict = {"stage": "collect", "rep": None}
@@ -190,6 +191,8 @@ def analyze(rundir: RunDir, *, reparse: bool = False, force: bool = False) -> di
     skipped, without = {}, {}
     producers: dict[str, str] = {}  # result table -> the (last) analyzer that was to produce it
     for analyzer in registry():
+        if analyzer.when and not params.get(analyzer.when):
+            continue  # not this kind of run (replay_fidelity: not a replay)
         producers.setdefault(analyzer.produces, analyzer.name)
         inputs = [results.get(need, available.get(need)) for need in analyzer.needs]
         missing = [need for need, table in zip(analyzer.needs, inputs) if table is None]
@@ -238,6 +241,7 @@ def analysis_params(meta: dict) -> dict:
     stacks = [str((r.get("stack") or {}).get("spec", "")) for r in meta.get("repetitions", [])]
     params["device_private"] = not any(s.startswith("dir:") for s in stacks)
     params["sqlite_journal"] = generator_journal_mode(meta.get("command") or [])
+    params["replay"] = meta.get("replay")  # a replay run: what its recording did (analyzers/replay/fidelity.py)
     return params
 
 
@@ -279,6 +283,10 @@ def workload_metrics(rundir: RunDir, rep: int) -> list[dict]:
     if not stdout.exists():
         return []
     text = stdout.read_text(errors="replace")
+    if "replay_script end" in text:  # the generator replaying a recording (mobiperf replay)
+        from mobiperf.collectors.parse.mobibench_replay import parse_replay_result
+
+        return [metrics_mod.metric(name, v["value"], v["unit"]) for name, v in parse_replay_result(text).items()]
     if "[Messurement Result]" not in text:
         return []
     try:

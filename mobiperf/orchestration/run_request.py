@@ -46,6 +46,9 @@ class RunRequest:
     # workload's time) and run.tps (transactions per second) are then among each repetition's metrics.
     workload_bytes: int = 0
     workload_transactions: int = 0
+    # A replay (`mobiperf replay`): what it replays and the recording's figures, kept in run.json's `replay`
+    # for its fidelity (analyzers/replay/fidelity.py).
+    replay: dict | None = None
 
     def stack_options(self, counters_dir: Path | None = None) -> StackOptions:
         """How the stack of one repetition is built (its counters go to that repetition's raw directory)."""

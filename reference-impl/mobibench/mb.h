@@ -67,6 +67,7 @@ struct mb_config {
 	const char *lat_file;	/* -L */
 	const char *kps_file;	/* -k */
 	const char *replay;	/* -g */
+	int replay_closed;	/* --replay-timing=closed */
 	const char *json;	/* --json FILE, "-" = stdout */
 	int quiet;		/* -q */
 	int old;		/* --compat=1.0.1 */
