@@ -40,18 +40,21 @@ def map_path(path: str, workdir: str | None) -> tuple[str, str]:
         return "none", ""
     if path == DROP_CACHES:
         return "inside", DROP_CACHES
-    if path.startswith(NOT_FILES) or path.startswith(PSEUDO_PREFIXES) or path in ("/proc", "/sys", "/dev"):
+    if path.startswith(NOT_FILES):
         return "pseudo", ""
     norm = posixpath.normpath(path)
     if norm.startswith("//"):
         norm = norm[1:]  # POSIX keeps a leading `//`; it is `/` on Linux
-    if workdir and norm.startswith("/"):
+    if workdir and norm.startswith("/"):  # the stack's directory first: it may itself be under /dev/shm
         base = posixpath.normpath(workdir)
         if norm == base:
             return "inside", "."
-        if not norm.startswith(base.rstrip("/") + "/"):
-            return "outside", ""
-        return "inside", norm[len(base.rstrip("/")) + 1:]
+        if norm.startswith(base.rstrip("/") + "/"):
+            return "inside", norm[len(base.rstrip("/")) + 1:]
+    if (norm + "/").startswith(PSEUDO_PREFIXES):
+        return "pseudo", ""
+    if workdir and norm.startswith("/"):
+        return "outside", ""
     if norm.startswith("/"):
         return "inside", norm.lstrip("/") or "."
     parts = norm.split("/")

@@ -31,7 +31,7 @@ PAIR_KEYS = ["op", "ino", "offset_bytes"]
 
 
 def build_from_android_fs(android_fs_event: pl.DataFrame, fsync_event: pl.DataFrame | None, rep: int,
-                          process: str | None = None) -> ReplayWorkload:
+                          process: str | None = None, *, dependencies: str = "file") -> ReplayWorkload:
     """The replay of one repetition of a phone's file events (module docstring)."""
     data, left_out = _data_calls(android_fs_event.filter(pl.col("rep") == rep), process)
     names = data.group_by("ino").agg(pl.col("path").mode().first())
@@ -44,7 +44,8 @@ def build_from_android_fs(android_fs_event: pl.DataFrame, fsync_event: pl.DataFr
         calls["is_synthetic"].sum())
     sizes = dict(calls.filter(pl.col("_isize").is_not_null()).group_by("path", maintain_order=True)
                  .agg(pl.col("_isize").first()).rows())
-    return finish(calls.drop("_isize"), nhandles, left_out, known_sizes=sizes, all_exist=True)
+    return finish(calls.drop("_isize"), nhandles, left_out, known_sizes=sizes, all_exist=True,
+                  dependencies=dependencies)
 
 
 def _data_calls(events: pl.DataFrame, process: str | None) -> tuple[pl.DataFrame, Counter]:

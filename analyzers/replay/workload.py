@@ -46,17 +46,18 @@ class ReplayWorkload:
         return [f"{n:,} {reason}" for reason, n in self.left_out.most_common() if n]
 
 
-def build_from_syscalls(calls: pl.DataFrame, workdir: str | None) -> ReplayWorkload:
+def build_from_syscalls(calls: pl.DataFrame, workdir: str | None, *, dependencies: str = "file") -> ReplayWorkload:
     """The replay of a run's workload calls (one repetition, workload_syscalls' columns); workdir: the stack's
-    directory when the run was on one (its files are the replay's root), None for a trace from elsewhere."""
+    directory when the run was on one (its files are the replay's root), None for a trace from elsewhere;
+    dependencies: which waits between threads (dependencies.py)."""
     kept, left_out = replayable_calls(calls, workdir)
     kept, nhandles, notes = assign_handles(kept)
     left_out.update(notes)
-    return finish(kept, nhandles, left_out)
+    return finish(kept, nhandles, left_out, dependencies=dependencies)
 
 
 def finish(calls: pl.DataFrame, nhandles: int, left_out: Counter, *, known_sizes: dict[str, int] | None = None,
-           all_exist: bool = False) -> ReplayWorkload:
+           all_exist: bool = False, dependencies: str = "file") -> ReplayWorkload:
     """Threads, think times, positions, the initial state and the waits of calls in replay order (known_sizes and
     all_exist: what a trace says of its files, initial_state.py)."""
     if "is_synthetic" not in calls.columns:
@@ -65,7 +66,7 @@ def finish(calls: pl.DataFrame, nhandles: int, left_out: Counter, *, known_sizes
     calls = number_threads(calls)
     calls = with_positions(calls)
     state = infer_initial_state(calls, known_sizes=known_sizes, all_exist=all_exist)
-    waits = cross_thread_waits(calls)
+    waits = cross_thread_waits(calls, dependencies)
     return ReplayWorkload(calls, waits, state, nhandles, left_out)
 
 

@@ -39,6 +39,9 @@ META_KEYS = {"scheduler": "scheduler", "device_profile": "device", "dirty_limit"
 @repeat_option(1, allow_auto=True)
 @click.option("-o", "--output", type=click.Path(path_type=Path), callback=_absolute,
               help="Run directory to create (a directory of run directories, one per stack, with several).")
+@click.option("--dependencies", type=click.Choice(("file", "all", "none")), default="file", show_default=True,
+              help="Which waits between threads: on the same file or its directories (file), on any sync or "
+                   "namespace change of another thread (all), or none but the handles'.")
 @click.option("--rep", type=int, help="Which repetition of the recording to replay (default: its first good one).")
 @click.option("--process", help="A phone trace: replay only this process's file events (its pid or a part of its "
                                 "command line).")
@@ -50,14 +53,14 @@ META_KEYS = {"scheduler": "scheduler", "device_profile": "device", "dirty_limit"
 @click.option("--scheduler", help="IO scheduler of the stack's device.")
 @click.option("--image-size", default="1G", show_default=True, help="Size of the emulated data partition.")
 @click.option("--source", "sources", multiple=True,
-              help="Trace source of the replay runs (as in `mobiperf run`). Default: the recording's, when it is a "
-                   "run (strace slows every call: a replay traced alike keeps the recording's times), else "
-                   "`mobiperf run`'s.")
+              help="Trace source of the replay runs (as in `mobiperf run`). Default: the recording's but strace "
+                   "(the think times a replay waits out already hold what strace cost the recording; tracing the "
+                   "replay with it would pay that again), else `mobiperf run`'s.")
 @click.option("--min-effect", default="5%", show_default=True, help="The smallest change worth a verdict.")
 @click.option("--no-report", is_flag=True, help="Skip the HTML pages.")
 @click.option("--write-script", type=click.Path(path_type=Path, dir_okay=False),
               help="Write the generator's script to this file and stop (nothing runs).")
-def cmd_replay(source, target, stacks, timing, repeat, output, rep, process, phone, device_profile, dirty_limit,
+def cmd_replay(source, target, stacks, timing, repeat, output, dependencies, rep, process, phone, device_profile, dirty_limit,
                cpu_share, fuse_wakeup, scheduler, image_size, sources, min_effect, no_report, write_script) -> None:
     """Replay a recording's file-level IO (a run's system calls with their paths, or a phone trace's android_fs
     events) on a stack, with the calls, threads, think times and waits between threads it recorded; measure how
@@ -66,7 +69,7 @@ def cmd_replay(source, target, stacks, timing, repeat, output, rep, process, pho
     from mobiperf.orchestration.what_if import format_what_if, replay_on_stacks
 
     with _source_run(source) as run:
-        src = load_source(run, str(source), rep=rep, process=process)
+        src = load_source(run, str(source), rep=rep, process=process, dependencies=dependencies)
         click.echo(f"replaying {src.describe()}")
         for note in src.workload.notes():
             click.echo(f"  left out or added: {note}")
@@ -80,8 +83,8 @@ def cmd_replay(source, target, stacks, timing, repeat, output, rep, process, pho
                              "(--stack ext4+fuse, repeatable)")
         options = dict(scheduler=scheduler, image_size=image_size, device_profile=device_profile, phone=phone,
                        dirty_limit=dirty_limit, cpu_share=cpu_share, fuse_wakeup=fuse_wakeup)
-        if not sources and src.collected:  # traced as the recording was: strace's cost is part of its times
-            sources = tuple(src.meta.get("sources") or ())
+        if not sources and src.collected:  # traced as the recording was, but for strace (see --source)
+            sources = tuple(s for s in src.meta.get("sources") or () if s != "strace")
         requests = [replay_request(src, _base_request(src, stack, options, repeat, min_effect, timing, sources,
                                                       no_report), timing=timing)
                     for stack in (stacks or [src.meta["stack"]])]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -48,6 +49,8 @@ def run(target: Target, request: RunRequest, out: Path) -> RunDir:
         "sources": request.sources, "event_sets": request.event_sets,  # to add repetitions later (compare --until)
         "repetitions": [], "warnings": [], **replay,
     })
+    for name, local in request.inputs.items():
+        shutil.copyfile(local, rundir.path / name)
     rundir.reserve_space()
     where: dict = {"stage": "collect", "rep": None}
     try:

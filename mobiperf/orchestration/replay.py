@@ -14,7 +14,6 @@ import contextlib
 import dataclasses
 import os
 import shlex
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
@@ -49,6 +48,7 @@ class ReplaySource:
     workload: ReplayWorkload
     original: dict[str, float]
     meta: dict
+    dependencies: str = "file"      # which waits between threads (analyzers/replay/dependencies.py)
 
     @property
     def collected(self) -> bool:
@@ -63,7 +63,8 @@ class ReplaySource:
                 f"{w.waits.height:,} wait(s) between threads, up to {format_size(w.state.need_bytes)}")
 
 
-def load_source(run: RunDir, label: str, *, rep: int | None = None, process: str | None = None) -> ReplaySource:
+def load_source(run: RunDir, label: str, *, rep: int | None = None, process: str | None = None,
+                dependencies: str = "file") -> ReplaySource:
     """The replayable workload of a run directory; UsageError in one line when it has no file-level record."""
     meta = run.read_meta()
     rep = _repetition(meta, rep, label)
@@ -74,14 +75,15 @@ def load_source(run: RunDir, label: str, *, rep: int | None = None, process: str
         workdir = None
         if meta.get("target", {}).get("target") != "ingested":
             workdir = ((meta["repetitions"][rep].get("stack") or {}).get("workdir")) if meta.get("repetitions") else None
-        workload = build_from_syscalls(calls, workdir)
+        workload = build_from_syscalls(calls, workdir, dependencies=dependencies)
     else:
-        workload = build_from_android_fs(run.read_table("android_fs_event"), _table(run, "fsync_event"), rep, process)
+        workload = build_from_android_fs(run.read_table("android_fs_event"), _table(run, "fsync_event"), rep, process,
+                                         dependencies=dependencies)
     if not workload.calls.height:
         raise UsageError(f"{label}: nothing to replay: none of its file-level calls is on a file the replay can make "
                          f"({'; '.join(workload.notes()) or 'no calls'})")
     original = original_figures(workload, _table(run, "block_io"), _table(run, "fsync_event"), rep)
-    return ReplaySource(label, run, rep, kind, workload, original, meta)
+    return ReplaySource(label, run, rep, kind, workload, original, meta, dependencies)
 
 
 def _table(run: RunDir, name: str) -> pl.DataFrame | None:
@@ -125,7 +127,7 @@ def replay_request(source: ReplaySource, base: RunRequest, *, timing: str) -> Ru
         raise UsageError(f"--timing {timing}: choose open (as recorded) or closed (as fast as possible)")
     command = replay_command(SCRIPT_NAME, timing)
     replay = {"source": source.label, "source_run": str(source.run.path), "rep": source.rep, "kind": source.kind,
-              "timing": timing, "same_stack": same_stack(source, base), "calls": source.workload.calls.height,
+              "timing": timing, "dependencies": source.dependencies, "same_stack": same_stack(source, base), "calls": source.workload.calls.height,
               "threads": source.workload.nthreads, "notes": source.workload.notes(), "script": SCRIPT_NAME,
               "original": source.original}
     return dataclasses.replace(base, command=command, replay=replay, workload_bytes=0, workload_transactions=0)
@@ -184,15 +186,18 @@ def placed_script(target: Target, local: Path) -> Iterator[str]:
         yield path
 
 
-def run_replay(target: Target, request: RunRequest, script: Path, out: Path) -> RunDir:
-    """One replay run (pipeline.run) with its script on the target; the script is kept in the run directory."""
+def run_replay(target: Target, request: RunRequest, script: Path, out: Path, *, read_in_run: bool = False) -> RunDir:
+    """One replay run (pipeline.run) with its script on the target, kept in the run directory (RUN/replay.script).
+    script: a local file that stays while the run runs. On this host the generator reads it where it is, or, with
+    read_in_run, the run directory's copy (made before the workload starts); a device reads a pushed copy."""
     from mobiperf.orchestration import pipeline
 
-    with placed_script(target, script) as where:
+    request = dataclasses.replace(request, inputs={**request.inputs, SCRIPT_NAME: Path(script)})
+    if read_in_run and target.is_local:
+        script = Path(out) / SCRIPT_NAME
+    with placed_script(target, Path(script)) as where:
         request = dataclasses.replace(request, command=replay_command(where, request.replay["timing"]))
-        rundir = pipeline.run(target, request, out)
-    shutil.copyfile(script, rundir.path / SCRIPT_NAME)
-    return rundir
+        return pipeline.run(target, request, out)
 
 
 def write_replay_script(source: ReplaySource, path: Path) -> Path:

@@ -12,12 +12,14 @@ layer was the deepest one active: syscall, FUSE, file system, journal, block, de
 from __future__ import annotations
 
 import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from mobiperf.compare import runs as compare
 from mobiperf.compare.formats import format_text, summary_line, verdict_label
+from mobiperf.core.errors import UsageError
 from mobiperf.core.metrics import format_quantity
 from mobiperf.core.runstore import RunDir
 from mobiperf.orchestration.replay import SCRIPT_NAME, ReplaySource, run_replay, write_replay_script
@@ -49,9 +51,10 @@ def replay_on_stacks(target: Target, source: ReplaySource, requests: list[RunReq
     """Replay the source on every request's stack; with more than one, compare each with the first."""
     out = Path(out)
     if len(requests) == 1:
-        return WhatIf([_one(target, requests[0], source, out.parent / f".{out.name}.{SCRIPT_NAME}", out)],
-                      [str(requests[0].stack)], None)
-    out.mkdir(parents=True, exist_ok=False)
+        return WhatIf([_one(target, requests[0], source, out)], [str(requests[0].stack)], None)
+    if out.exists():
+        raise UsageError(f"{out} already exists; a replay's output is never overwritten (choose another -o)")
+    out.mkdir(parents=True)
     script = write_replay_script(source, out / SCRIPT_NAME)
     runs = []
     for request, where in zip(requests, stack_dirs(out, requests)):
@@ -64,13 +67,12 @@ def replay_on_stacks(target: Target, source: ReplaySource, requests: list[RunReq
     return WhatIf(runs, labels, compare.compare_groups(groups[0], groups[1:], options))
 
 
-def _one(target: Target, request: RunRequest, source: ReplaySource, script: Path, out: Path) -> RunDir:
-    """A single replay: its script written beside the run directory while it runs, then kept inside it."""
-    write_replay_script(source, script)
-    try:
-        return run_replay(target, request, script, out)
-    finally:
-        script.unlink(missing_ok=True)
+def _one(target: Target, request: RunRequest, source: ReplaySource, out: Path) -> RunDir:
+    """A single replay: on this host the generator reads the script the run directory keeps (RUN/replay.script);
+    on a device, a copy pushed there from a scratch file."""
+    with tempfile.TemporaryDirectory(prefix="mobiperf-replay-") as tmp:
+        script = write_replay_script(source, Path(tmp) / SCRIPT_NAME)
+        return run_replay(target, request, script, out, read_in_run=True)
 
 
 def layer_rows(pair: compare.PairResult) -> list[compare.MetricRow]:
