@@ -155,8 +155,9 @@ def breakdown_tables(results: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame
     return out
 
 
-def headline_metrics(results: dict[str, pl.DataFrame], rep: int) -> list:
-    """The metrics of one repetition, from every analyzer family that has results."""
+def headline_metrics(results: dict[str, pl.DataFrame], rep: int, window: tuple[int, int] | None = None) -> list:
+    """The metrics of one repetition, from every analyzer family that has results; window: the generator's timed
+    window of that repetition, if it marked one."""
     from mobiperf.analyzers import headline
 
-    return headline.block_metrics(results, rep) + headline.layer_metrics(results, rep)
+    return headline.block_metrics(results, rep) + headline.layer_metrics(results, rep, window)

@@ -14,7 +14,8 @@ Left out, each counted in the notes:
               splice, copy_file_range, io_submit, io_uring_enter
   not storage /proc, /sys, /dev, pipes, sockets (paths.py); /proc/sys/vm/drop_caches is kept (paths.py)
   outside     a run on a stack: files outside the stack's directory (the host's libraries, the run's stdout)
-  no path     a descriptor whose file strace did not name (ftrace syscalls alone carry no paths)
+  no path     a descriptor whose file strace did not name (ftrace syscalls alone carry no paths; without -y the
+              path comes from the descriptor's open: fill_descriptor_paths)
 Sizes: what the call moved (its return value) for writes, what it asked for (request_bytes, else its return value)
 for reads, so a read at the end of a file asks for as much as it did.
 """
@@ -74,7 +75,8 @@ def replayable_calls(calls: pl.DataFrame, workdir: str | None) -> tuple[pl.DataF
     named = calls.filter(pl.col("syscall").is_in([*OPS, *NOT_REPLAYABLE]))
     for name, n in named.filter(pl.col("syscall").is_in(NOT_REPLAYABLE)).group_by("syscall").len().rows():
         left_out[f"not replayable: {name}"] += n
-    named = named.filter(pl.col("syscall").is_in(list(OPS))).with_row_index("_row")
+    named = named.filter(pl.col("syscall").is_in(list(OPS))).sort("ts", maintain_order=True).with_row_index("_row")
+    named = fill_descriptor_paths(named)
     failed = pl.col("ret").is_null() | (pl.col("ret") < 0)
     left_out["failed or unfinished"] += int(named.filter(failed).height)
     ok = named.filter(~failed).with_columns(op=pl.col("syscall").replace_strict(OPS, return_dtype=pl.Utf8),
@@ -108,6 +110,37 @@ def replayable_calls(calls: pl.DataFrame, workdir: str | None) -> tuple[pl.DataF
         .when(pl.col("op") == "fallocate").then(pl.col("request_bytes")).otherwise(None).alias("size"),
         "ret",
     ).cast(CALL_COLUMNS), left_out
+
+
+FILE_PROOF = ("pread64", "pwrite64", "preadv", "preadv2", "pwritev", "pwritev2", "lseek", "_llseek", "fsync",
+              "fdatasync", "ftruncate", "fallocate")
+UNNAMED_FD = "/unnamed/fd-"
+
+
+def fill_descriptor_paths(calls: pl.DataFrame) -> pl.DataFrame:
+    """A log without strace -y names no descriptor's file: a call on descriptor `fd` with no path takes the path of
+    the latest successful open (or dup, itself named so) that returned `fd` before it (calls in start order,
+    `_row`), in any thread: the threads of one process share their descriptors. A descriptor opened before the log
+    began is named unnamed/fd-N when the log proves it a regular file (FILE_PROOF)."""
+    blank = (pl.col("path").fill_null("") == "") & pl.col("syscall").is_in([n for n, op in OPS.items() if op in FD_OPS])
+    if not calls.filter(blank).height:
+        return calls
+    calls = calls.with_columns(pl.col("path").fill_null(""))
+    for _ in range(2):  # a dup of an opened descriptor, then a dup of that one
+        binders = calls.filter(pl.col("syscall").is_in(["open", "openat", "openat2", "creat", "dup", "dup2", "dup3"])
+                               & (pl.col("ret") >= 0) & (pl.col("path") != "")).select(
+            pl.col("_row").alias("_b"), pl.col("ret").cast(pl.Int64).alias("_fd"), pl.col("path").alias("_bpath"))
+        probe = calls.filter(blank).select("_row", pl.col("fd").cast(pl.Int64).alias("_fd"))
+        found = probe.sort("_row").join_asof(binders.sort("_b"), left_on="_row", right_on="_b", by="_fd",
+                                             strategy="backward", allow_exact_matches=False, check_sortedness=False)
+        calls = calls.join(found.select("_row", "_bpath"), on="_row", how="left", maintain_order="left") \
+            .with_columns(path=pl.when(blank).then(pl.col("_bpath").fill_null("")).otherwise(pl.col("path"))) \
+            .drop("_bpath")
+    # opened before the log began: a descriptor that a positional call, a seek or a sync used successfully is a
+    # regular file (pipes, sockets and eventfds refuse them), replayed as unnamed/fd-N
+    proven = calls.filter(blank & pl.col("syscall").is_in(FILE_PROOF) & (pl.col("ret") >= 0))["fd"].unique()
+    return calls.with_columns(path=pl.when(blank & pl.col("fd").is_in(proven.implode()))
+                              .then(pl.lit(UNNAMED_FD) + pl.col("fd").cast(pl.Utf8)).otherwise(pl.col("path")))
 
 
 _KIND_NOTES = {"pseudo": "not storage (/proc, /sys, /dev, pipes, sockets)",

@@ -226,8 +226,11 @@ def analyze(rundir: RunDir, *, reparse: bool = False, force: bool = False) -> di
     skipped = {name: why for name, why in skipped.items() if produced_by[name] not in results}
     meta["analysis"] = {"results": sorted(results), "skipped": skipped, "without": without}
     per_rep = []
+    from mobiperf.analyzers.timed_window import timed_windows
+
+    windows = timed_windows(available["trace_marker"]) if available.get("trace_marker") is not None else {}
     for record in meta.get("repetitions", []):
-        rep_metrics = headline_metrics(results, record["index"])
+        rep_metrics = headline_metrics(results, record["index"], windows.get(record["index"]))
         rep_metrics += workload_metrics(rundir, record["index"])
         record["metrics"] = rep_metrics
         per_rep.append(rep_metrics)

@@ -69,9 +69,15 @@ def load_source(run: RunDir, label: str, *, rep: int | None = None, process: str
     meta = run.read_meta()
     rep = _repetition(meta, rep, label)
     kind = _record_kind(run, rep, label)
+    notes = []
     if kind == "syscalls":
-        calls = workload_syscalls(run.read_table("syscall_io").filter(pl.col("rep") == rep), _table(run, "trace_marker"),
-                                  _table(run, "task_role"), _table(run, "fuse_req"))
+        syscall_io = run.read_table("syscall_io").filter(pl.col("rep") == rep)
+        if syscall_io["ts"].is_null().all():  # strace without -t/-tt/-ttt: the calls' order, no time
+            syscall_io = syscall_io.with_columns(ts=pl.int_range(pl.len(), dtype=pl.Int64) * 1000,
+                                                 dur=pl.lit(0, pl.Int64))
+            notes.append("the recording has no times: calls replayed in their order, 1 us apart (no think time)")
+        calls = workload_syscalls(syscall_io, _table(run, "trace_marker"), _table(run, "task_role"),
+                                  _table(run, "fuse_req"))
         workdir = None
         if meta.get("target", {}).get("target") != "ingested":
             workdir = ((meta["repetitions"][rep].get("stack") or {}).get("workdir")) if meta.get("repetitions") else None
@@ -82,6 +88,8 @@ def load_source(run: RunDir, label: str, *, rep: int | None = None, process: str
     if not workload.calls.height:
         raise UsageError(f"{label}: nothing to replay: none of its file-level calls is on a file the replay can make "
                          f"({'; '.join(workload.notes()) or 'no calls'})")
+    for note in notes:
+        workload.left_out[note] += 1
     original = original_figures(workload, _table(run, "block_io"), _table(run, "fsync_event"), rep)
     return ReplaySource(label, run, rep, kind, workload, original, meta, dependencies)
 
