@@ -36,6 +36,7 @@ from pathlib import Path
 
 from mobiperf.collectors.collector import Collector
 from mobiperf.core.errors import TargetError, UsageError
+from mobiperf.core.mounts import parse_mountinfo
 from mobiperf.core.run_stop import storage_full
 from mobiperf.core.signals import shielded
 from mobiperf.core.trace_events import BLOCK_EVENTS, DEVICELESS_EVENTS, EVENT_SETS
@@ -437,10 +438,8 @@ def fuse_connection(transport: Transport, mountpoint: str) -> int | None:
         text = transport.read_file("/proc/self/mountinfo").decode(errors="replace")
     except TargetError:
         return None
-    for line in text.splitlines():
-        fields = line.split()
-        if len(fields) > 4 and fields[4] == mountpoint and ":" in fields[2]:
-            major, minor = fields[2].split(":", 1)
-            if major.isdigit() and minor.isdigit():
-                return kernel_dev_t(int(major), int(minor))
+    for mount in parse_mountinfo(text):
+        major, _, minor = (mount.dev or "").partition(":")
+        if mount.mountpoint == mountpoint and major.isdigit() and minor.isdigit():
+            return kernel_dev_t(int(major), int(minor))
     return None

@@ -271,19 +271,11 @@ class _TablesOnDemand(dict):
 
 def workload_metrics(rundir: RunDir, rep: int) -> list[dict]:
     """The workload's own figures, when it is the Mobibench-compatible generator."""
-    stdout = rundir.path / "raw" / f"rep{rep}" / "stdout.txt"
-    if not stdout.exists():
-        return []
-    text = stdout.read_text(errors="replace")
-    if "[Messurement Result]" not in text:
-        return []
+    from mobiperf.collectors.parse.mobibench import MobibenchOutputError, read_generator_output
+
     try:
-        from mobiperf.collectors.parse.mobibench import parse_mobibench_result
-    except ImportError:
-        return []
-    try:
-        parsed = parse_mobibench_result(text)
-    except ValueError:
+        parsed = read_generator_output(rundir.path / "raw" / f"rep{rep}" / "stdout.txt")
+    except MobibenchOutputError:   # the generator's output, but no result (it failed): the run says so elsewhere
         return []
     return [metrics_mod.metric(name, v["value"], v["unit"]) for name, v in parsed.items()]
 
