@@ -80,7 +80,8 @@ def load_source(run: RunDir, label: str, *, rep: int | None = None, process: str
                                   _table(run, "fuse_req"))
         workdir = None
         if meta.get("target", {}).get("target") != "ingested":
-            workdir = ((meta["repetitions"][rep].get("stack") or {}).get("workdir")) if meta.get("repetitions") else None
+            reps = {r.get("index"): r for r in meta.get("repetitions", [])}
+            workdir = (reps.get(rep, {}).get("stack") or {}).get("workdir")
         workload = build_from_syscalls(calls, workdir, dependencies=dependencies)
     else:
         workload = build_from_android_fs(run.read_table("android_fs_event"), _table(run, "fsync_event"), rep, process,
@@ -135,7 +136,8 @@ def replay_request(source: ReplaySource, base: RunRequest, *, timing: str) -> Ru
         raise UsageError(f"--timing {timing}: choose open (as recorded) or closed (as fast as possible)")
     command = replay_command(SCRIPT_NAME, timing)
     replay = {"source": source.label, "source_run": str(source.run.path), "rep": source.rep, "kind": source.kind,
-              "timing": timing, "dependencies": source.dependencies, "same_stack": same_stack(source, base), "calls": source.workload.calls.height,
+              "timing": timing, "dependencies": source.dependencies, "same_stack": same_stack(source, base),
+              "calls": source.workload.calls.height,
               "threads": source.workload.nthreads, "notes": source.workload.notes(), "script": SCRIPT_NAME,
               "original": source.original}
     return dataclasses.replace(base, command=command, replay=replay, workload_bytes=0, workload_transactions=0)
@@ -161,10 +163,11 @@ def check_space(target: Target, request: RunRequest, need: int) -> None:
                              f"{format_size(request.image_size)} partition can hold (about {format_size(room)} "
                              "free once formatted); give --image-size larger")
         return
-    free = device_free_bytes(target, request.stack.filesystem.options.get("path") or "")
+    path = request.stack.filesystem.options.get("path") or ""
+    free = device_free_bytes(target, path)
     if free is not None and need > free:
-        raise UsageError(f"this replay writes up to {format_size(need)} but {request.stack.filesystem.options.get('path')}"
-                         f" has {format_size(free)} free on {target.transport.name}; nothing was replayed")
+        raise UsageError(f"this replay writes up to {format_size(need)} but {path} has {format_size(free)} free on "
+                         f"{target.transport.name}; nothing was replayed")
 
 
 def device_free_bytes(target: Target, path: str) -> int | None:

@@ -5,8 +5,8 @@
  * The root is PATH/mobiperf_replay, made here and refused if it exists (a
  * replay starts from the state the script describes, nothing else). Every
  * later path is opened relative to it (openat and friends) and was checked
- * when the script was read (mb_rs_path_ok). Before anything is written the
- * free space is checked against the script's `need`; then the directories
+ * when the script was read (mb_rs_path_ok). Before anything is made the free
+ * space of PATH is checked against the script's `need`; then the directories
  * and files that existed before the recording are made, the files written
  * in full (not sparse: a read must reach the device as it did), synced, and
  * the file system synced, so that none of it is in the timed part.
@@ -102,7 +102,7 @@ static int mb_rs_space(struct mb_rs *rs)
 	struct statvfs sv;
 	unsigned long long avail;
 
-	if (fstatvfs(rs->rootfd, &sv))
+	if (statvfs(rs->cfg->path, &sv))
 		return 0;	/* cannot tell: the writes will say */
 	avail = (unsigned long long)sv.f_bavail * sv.f_frsize;
 	if ((unsigned long long)rs->need_bytes <= avail)
@@ -142,8 +142,10 @@ int mb_rs_prepare(struct mb_rs *rs)
 	const char *path = NULL;
 	size_t i;
 
+	if (mb_rs_space(rs))	/* before anything is made */
+		return -1;
 	mb_marker_write(rs->marker, "replay_begin");
-	if (mb_rs_open_root(rs) || mb_rs_space(rs))
+	if (mb_rs_open_root(rs))
 		return -1;
 	mb_marker_write(rs->marker, "precreate_start");
 	for (i = 0; i < rs->ndirs; i++) {
