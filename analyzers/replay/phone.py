@@ -31,7 +31,7 @@ PAIR_KEYS = ["op", "ino", "offset_bytes"]
 
 
 def build_from_android_fs(android_fs_event: pl.DataFrame, fsync_event: pl.DataFrame | None, rep: int,
-                          process: str | None = None, *, dependencies: str = "file") -> ReplayWorkload:
+                          process: str | None = None, *, dependencies: str = "all") -> ReplayWorkload:
     """The replay of one repetition of a phone's file events (module docstring)."""
     data, left_out = _data_calls(android_fs_event.filter(pl.col("rep") == rep), process)
     names = data.group_by("ino").agg(pl.col("path").mode().first())

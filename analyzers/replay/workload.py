@@ -46,7 +46,7 @@ class ReplayWorkload:
         return [f"{n:,} {reason}" for reason, n in self.left_out.most_common() if n]
 
 
-def build_from_syscalls(calls: pl.DataFrame, workdir: str | None, *, dependencies: str = "file") -> ReplayWorkload:
+def build_from_syscalls(calls: pl.DataFrame, workdir: str | None, *, dependencies: str = "all") -> ReplayWorkload:
     """The replay of a run's workload calls (one repetition, workload_syscalls' columns); workdir: the stack's
     directory when the run was on one (its files are the replay's root), None for a trace from elsewhere;
     dependencies: which waits between threads (dependencies.py)."""
@@ -57,7 +57,7 @@ def build_from_syscalls(calls: pl.DataFrame, workdir: str | None, *, dependencie
 
 
 def finish(calls: pl.DataFrame, nhandles: int, left_out: Counter, *, known_sizes: dict[str, int] | None = None,
-           all_exist: bool = False, dependencies: str = "file") -> ReplayWorkload:
+           all_exist: bool = False, dependencies: str = "all") -> ReplayWorkload:
     """Threads, think times, positions, the initial state and the waits of calls in replay order (known_sizes and
     all_exist: what a trace says of its files, initial_state.py)."""
     if "is_synthetic" not in calls.columns:

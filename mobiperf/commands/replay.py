@@ -39,9 +39,9 @@ META_KEYS = {"scheduler": "scheduler", "device_profile": "device", "dirty_limit"
 @repeat_option(1, allow_auto=True)
 @click.option("-o", "--output", type=click.Path(path_type=Path), callback=_absolute,
               help="Run directory to create (a directory of run directories, one per stack, with several).")
-@click.option("--dependencies", type=click.Choice(("file", "all", "none")), default="file", show_default=True,
-              help="Which waits between threads: on the same file or its directories (file), on any sync or "
-                   "namespace change of another thread (all), or none but the handles'.")
+@click.option("--dependencies", type=click.Choice(("all", "file", "none")), default="all", show_default=True,
+              help="Which waits between threads: after any sync or namespace change of another thread (all), only "
+                   "those on the same file or its directories (file), or none but the handles'.")
 @click.option("--rep", type=int, help="Which repetition of the recording to replay (default: its first good one).")
 @click.option("--process", help="A phone trace: replay only this process's file events (its pid or a part of its "
                                 "command line).")

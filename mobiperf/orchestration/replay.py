@@ -48,7 +48,7 @@ class ReplaySource:
     workload: ReplayWorkload
     original: dict[str, float]
     meta: dict
-    dependencies: str = "file"      # which waits between threads (analyzers/replay/dependencies.py)
+    dependencies: str = "all"      # which waits between threads (analyzers/replay/dependencies.py)
 
     @property
     def collected(self) -> bool:
@@ -64,7 +64,7 @@ class ReplaySource:
 
 
 def load_source(run: RunDir, label: str, *, rep: int | None = None, process: str | None = None,
-                dependencies: str = "file") -> ReplaySource:
+                dependencies: str = "all") -> ReplaySource:
     """The replayable workload of a run directory; UsageError in one line when it has no file-level record."""
     meta = run.read_meta()
     rep = _repetition(meta, rep, label)

@@ -132,15 +132,15 @@ def two_threads():
     ])
 
 
-def test_waits_on_the_same_file_by_default(two_threads):
-    w = build_from_syscalls(two_threads, WORKDIR)
+def test_file_mode_waits_on_the_same_file_only(two_threads):
+    w = build_from_syscalls(two_threads, WORKDIR, dependencies="file")
     # thread 0 is pid 1; its fsync is its 3rd call: thread 1's open of f (its 3rd call) waits for 3 calls of 0
     assert w.waits.rows() == [(1, 2, 0, 3)]
     assert "c 1 49000 open 2 rdonly f @0:3" in script_text(w)   # 200 us - the write's end at 151
 
 
-def test_all_and_none(two_threads):
-    everything = build_from_syscalls(two_threads, WORKDIR, dependencies="all")
+def test_all_by_default_and_none(two_threads):
+    everything = build_from_syscalls(two_threads, WORKDIR)
     # the first call of thread 1 after thread 0's fsync, whatever its file, and its first call after thread 0's
     # open (which ended at 1 us) before that: its open of g at 50 us
     assert everything.waits.rows() == [(1, 0, 0, 1), (1, 1, 0, 3)]
