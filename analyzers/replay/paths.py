@@ -2,7 +2,7 @@
 
 A recording names files by absolute paths (strace -y, android_fs), sometimes by relative ones (a path argument
 strace could not make absolute). A replay writes all of them under one directory of the target (the generator's
-PATH/mobiperf_replay), so:
+root: the stack's directory when it is empty, as a fresh stack's is, else PATH/mobiperf_replay), so:
 
   map_path(path, workdir)
     pseudo    /proc, /sys, /dev and what is no file at all (pipe:[..], socket:[..], anon_inode:..): not storage

@@ -73,7 +73,7 @@ static const char mb_help_text[] =
 	"Other:\n"
 	"  -g SCRIPT replay a MobiGen trace under PATH/mobigen_temp, or a\n"
 	"            mobiperf replay script (first line \"mobiperf-replay 1\")\n"
-	"            under PATH/mobiperf_replay\n"
+	"            in PATH when it is empty, else in PATH/mobiperf_replay\n"
 	"  --replay-timing=open|closed  a mobiperf replay's calls at their\n"
 	"            recorded think times (open, the default) or each as soon\n"
 	"            as the previous one returned (closed); both keep the\n"

@@ -22,7 +22,8 @@
  * dup NEWHANDLE HANDLE.
  * FLAGS are open flag names joined by ',' (rdwr,creat,trunc): numbers differ
  * between ABIs (arm's O_DIRECT is x86's O_DIRECTORY), names do not.
- * PATHs are relative to the replay's root, with '%XX' for a space, '%', a
+ * PATHs are relative to the replay's root (PATH when it is empty, else
+ * PATH/mobiperf_replay), with '%XX' for a space, '%', a
  * control character or any byte above 0x7e; an absolute path, a ".."
  * component or a NUL byte is refused: nothing is written outside the root.
  * The one exception is /proc/sys/vm/drop_caches, which `open` may name: a
@@ -106,7 +107,7 @@ struct mb_rs {
 	int64_t need_bytes;
 	long long ncalls;
 
-	int rootfd;		/* PATH/mobiperf_replay */
+	int rootfd;		/* PATH, or PATH/mobiperf_replay (mb_rs_files.c) */
 	int closed;		/* --replay-timing=closed */
 	uint64_t start_ns;
 	/* shared between workers, by atomics only */

@@ -2,8 +2,12 @@
  * mb_rs_files.c - the replay's root and the state the recorded workload
  * started from, made before the timed part.
  *
- * The root is PATH/mobiperf_replay, made here and refused if it exists (a
- * replay starts from the state the script describes, nothing else). Every
+ * The root is PATH itself when it holds nothing (but lost+found: a fresh
+ * file system's root, where the recording ran: the replay's files then get
+ * the same block groups and metadata reads as the recording's), else
+ * PATH/mobiperf_replay, made here and refused if it exists (a replay starts
+ * from the state the script describes, nothing else, and touches nothing
+ * it did not make). Every
  * later path is opened relative to it (openat and friends) and was checked
  * when the script was read (mb_rs_path_ok). Before anything is made the free
  * space of PATH is checked against the script's `need`; then the directories
@@ -16,6 +20,7 @@
  * around the files that existed (not the recording's IO).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -115,10 +120,36 @@ static int mb_rs_space(struct mb_rs *rs)
 	return -1;
 }
 
+/* whether dir holds nothing but lost+found */
+static int mb_rs_empty(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int empty = 1;
+
+	if (!d)
+		return 0;
+	while (empty && (e = readdir(d)))
+		empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+			!strcmp(e->d_name, "lost+found");
+	closedir(d);
+	return empty;
+}
+
 static int mb_rs_open_root(struct mb_rs *rs)
 {
-	char *root = mb_strdupf("%s/%s", rs->cfg->path, MB_RS_ROOT);
+	char *root;
 
+	if (mb_rs_empty(rs->cfg->path)) {
+		rs->rootfd = open(rs->cfg->path, O_RDONLY | O_DIRECTORY |
+				  O_CLOEXEC);
+		if (rs->rootfd < 0)
+			fprintf(stderr, "mobibench: %s: %s\n", rs->cfg->path,
+				strerror(errno));
+		printf("Write target : %s\n", rs->cfg->path);
+		return rs->rootfd < 0 ? -1 : 0;
+	}
+	root = mb_strdupf("%s/%s", rs->cfg->path, MB_RS_ROOT);
 	if (!root)
 		return -1;
 	if (mkdir(root, 0777)) {
@@ -173,7 +204,7 @@ int mb_rs_prepare(struct mb_rs *rs)
 	       rs->nfiles);
 	return 0;
 fail:
-	fprintf(stderr, "mobibench: cannot pre-create %s/%s/%s: %s\n",
-		rs->cfg->path, MB_RS_ROOT, path, strerror(errno));
+	fprintf(stderr, "mobibench: cannot pre-create %s (under the replay's "
+		"root in %s): %s\n", path, rs->cfg->path, strerror(errno));
 	return -1;
 }

@@ -310,7 +310,9 @@ static int mb_rs_timed(struct mb_rs *rs)
 	if (!ws || mb_rs_start(rs, ws))
 		goto out;
 	fflush(stdout);
-	if (rs->cfg->drop_caches)
+	/* files that existed are cold, as a recording's files on a phone are;
+	 * without any, the file system is as fresh as the recording's was */
+	if (rs->cfg->drop_caches && rs->nfiles)
 		mb_drop_caches();
 	mb_marker_write(rs->marker, "timed_start");
 	getrusage(RUSAGE_SELF, &r0);

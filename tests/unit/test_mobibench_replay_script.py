@@ -69,7 +69,7 @@ def replay(binary: Path, tmp_path: Path, script: str, *args: str, strace: bool =
         cmd = ["strace", "-f", "-qq", "-e", f"trace={STRACED}", "-o", str(tmp_path / "strace.log"), *cmd]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                           env={"MOBIBENCH_TRACE_MARKER": str(marker), "PATH": "/usr/bin:/bin"})
-    return proc, work / "mobiperf_replay", marker
+    return proc, work, marker
 
 
 def test_every_op_does_what_the_script_says(mobibench, tmp_path):
@@ -134,11 +134,12 @@ def test_open_loop_keeps_think_times_closed_loop_does_not(mobibench, tmp_path):
     "c 0 0 rename a /tmp/x", "c 0 0 open 0 rdwr,sideways a", "c 0 0 chmod 0 a", "c 0 0 open 5 rdwr a",
     "c 0 0 open 0 rdwr a @3:1", "c 0 -5 open 0 rdwr a", "c 2 0 open 0 rdwr a"])
 def test_a_hostile_or_broken_script_is_refused_before_anything_is_made(mobibench, tmp_path, line):
-    outside = tmp_path / "outside"
+    before = sorted(p.name for p in tmp_path.iterdir())
     proc, root, _ = replay(mobibench, tmp_path, f"mobiperf-replay 1\nthreads 1\nhandles 1\n{line}\n")
     assert proc.returncode == 1
     assert re.search(r"s\.replay:4: not a replay line", proc.stderr), proc.stderr
-    assert not root.exists() and not outside.exists()
+    assert list(root.iterdir()) == [] and not Path("/tmp/x").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted({*before, "s.replay", "work", "markers"})
 
 
 def test_a_replay_larger_than_the_free_space_says_so_before_it_starts(mobibench, tmp_path):
@@ -147,15 +148,22 @@ def test_a_replay_larger_than_the_free_space_says_so_before_it_starts(mobibench,
     assert proc.returncode == 1
     assert re.search(r"this replay writes up to 4611686018427387904 bytes \(.* MiB\) but .* has \d+ bytes "
                      r"\(.* MiB\) free; nothing was replayed", proc.stderr), proc.stderr
-    assert not root.exists() and marker.read_text() == ""
+    assert list(root.iterdir()) == [] and marker.read_text() == ""
 
 
-def test_a_replay_does_not_start_over_an_earlier_one(mobibench, tmp_path):
+def test_an_empty_directory_is_the_root_else_a_new_one_in_it(mobibench, tmp_path):
+    """A fresh stack's directory (empty but for lost+found) is the root itself, as it was for the recording;
+    a directory with anything else in it gets mobiperf_replay, never an earlier replay's."""
     script = "mobiperf-replay 1\nthreads 1\nhandles 1\nneed 10\nc 0 0 open 0 rdwr,creat a\n"
-    assert replay(mobibench, tmp_path, script)[0].returncode == 0
+    (tmp_path / "work" / "lost+found").mkdir(parents=True)
     proc, root, _ = replay(mobibench, tmp_path, script)
+    assert proc.returncode == 0 and f"Write target : {root}\n" in proc.stdout
+    assert sorted(p.name for p in root.iterdir()) == ["a", "lost+found"]
+    proc, _, _ = replay(mobibench, tmp_path, script)
+    assert proc.returncode == 0 and f"Write target : {root}/mobiperf_replay\n" in proc.stdout
+    assert sorted(p.name for p in (root / "mobiperf_replay").iterdir()) == ["a"]
+    proc, _, _ = replay(mobibench, tmp_path, script)
     assert proc.returncode == 1 and "a replay starts from an empty directory" in proc.stderr
-    assert sorted(p.name for p in root.iterdir()) == ["a"]
 
 
 def test_a_failed_call_is_said_and_the_replay_fails(mobibench, tmp_path):
