@@ -125,9 +125,11 @@ def _record_kind(run: RunDir, rep: int, label: str) -> str:
                      "replay needs system calls with paths, from strace, or Android's android_fs events)")
 
 
-def replay_command(script: str, timing: str) -> list[str]:
-    """The generator replaying `script` (a path on the target) in the stack's directory."""
-    return ["mobibench", "-p", ".", "-g", script] + (["--replay-timing=closed"] if timing == "closed" else [])
+def replay_command(script: str, timing: str, replay_dir: str | None = None) -> list[str]:
+    """The generator replaying `script` (a path on the target) in the stack's directory (in a new directory of it
+    with replay_dir)."""
+    return (["mobibench", "-p", ".", "-g", script] + (["--replay-timing=closed"] if timing == "closed" else [])
+            + ([f"--replay-dir={replay_dir}"] if replay_dir else []))
 
 
 def replay_request(source: ReplaySource, base: RunRequest, *, timing: str) -> RunRequest:
@@ -206,9 +208,31 @@ def run_replay(target: Target, request: RunRequest, script: Path, out: Path, *, 
     request = dataclasses.replace(request, inputs={**request.inputs, SCRIPT_NAME: Path(script)})
     if read_in_run and target.is_local:
         script = Path(out) / SCRIPT_NAME
-    with placed_script(target, Path(script)) as where:
-        request = dataclasses.replace(request, command=replay_command(where, request.replay["timing"]))
+    own = request.stack.filesystem.name == "dir" and not request.stack.layers  # a device's directory as it is
+    replay_dir = f"mobiperf-replay-{os.getpid()}" if own else None
+    with placed_script(target, Path(script)) as where, \
+            removed_after(target, f"{request.stack.filesystem.options['path']}/{replay_dir}" if own else None):
+        request = dataclasses.replace(request, command=replay_command(where, request.replay["timing"], replay_dir))
         return pipeline.run(target, request, out)
+
+
+@contextlib.contextmanager
+def removed_after(target: Target, path: str | None) -> Iterator[None]:
+    """The replay's files in a device's own directory (a dir: stack without a layer, which nothing else removes):
+    journaled before the run (a killed mobiperf's are removed by the next run or `mobiperf doctor`), removed after
+    it."""
+    if path is None:
+        yield
+        return
+    from mobiperf.target.undo_journal import journal_for
+
+    journal = journal_for(target.transport)
+    entry = journal.record("dir", path=path)
+    try:
+        yield
+    finally:
+        if target.transport.run(["rm", "-rf", "--", path], timeout=300).returncode == 0:
+            journal.done(entry)
 
 
 def write_replay_script(source: ReplaySource, path: Path) -> Path:

@@ -78,6 +78,9 @@ static const char mb_help_text[] =
 	"            recorded think times (open, the default) or each as soon\n"
 	"            as the previous one returned (closed); both keep the\n"
 	"            order between threads the trace showed\n"
+	"  --replay-dir=NAME  a mobiperf replay's root is PATH/NAME, made\n"
+	"            new (default: PATH itself when it is empty, else\n"
+	"            PATH/mobiperf_replay)\n"
 	"  -q        no progress output\n"
 	"  -h        this help\n"
 	"  --compat=1.0.1   the semantics of Mobibench 1.0.1 (2013): -a 0\n"
@@ -174,6 +177,7 @@ static void mb_parse_args(int argc, char **argv, struct mb_config *c)
 		{ "json", required_argument, NULL, 'J' },
 		{ "no-drop-caches", no_argument, NULL, 'N' },
 		{ "replay-timing", required_argument, NULL, 'G' },
+		{ "replay-dir", required_argument, NULL, 'W' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -303,6 +307,13 @@ static void mb_parse_args(int argc, char **argv, struct mb_config *c)
 				mb_usage_error("--replay-timing=%s: open or "
 					       "closed", optarg);
 			c->replay_closed = !strcmp(optarg, "closed");
+			break;
+		case 'W':
+			if (!*optarg || strchr(optarg, '/') ||
+			    !strcmp(optarg, ".") || !strcmp(optarg, ".."))
+				mb_usage_error("--replay-dir=%s: a new directory's "
+					       "name in PATH", optarg);
+			c->replay_dir = optarg;
 			break;
 		case 'h':
 			printf(" Mobibench %s\n\n%s", c->old ? MB_VERSION_OLD :

@@ -5,7 +5,8 @@
  * The root is PATH itself when it holds nothing (but lost+found: a fresh
  * file system's root, where the recording ran: the replay's files then get
  * the same block groups and metadata reads as the recording's), else
- * PATH/mobiperf_replay, made here and refused if it exists (a replay starts
+ * PATH/mobiperf_replay (PATH/NAME with --replay-dir=NAME, whatever PATH
+ * holds), made here and refused if it exists (a replay starts
  * from the state the script describes, nothing else, and touches nothing
  * it did not make). Every
  * later path is opened relative to it (openat and friends) and was checked
@@ -140,7 +141,7 @@ static int mb_rs_open_root(struct mb_rs *rs)
 {
 	char *root;
 
-	if (mb_rs_empty(rs->cfg->path)) {
+	if (!rs->cfg->replay_dir && mb_rs_empty(rs->cfg->path)) {
 		rs->rootfd = open(rs->cfg->path, O_RDONLY | O_DIRECTORY |
 				  O_CLOEXEC);
 		if (rs->rootfd < 0)
@@ -149,7 +150,8 @@ static int mb_rs_open_root(struct mb_rs *rs)
 		printf("Write target : %s\n", rs->cfg->path);
 		return rs->rootfd < 0 ? -1 : 0;
 	}
-	root = mb_strdupf("%s/%s", rs->cfg->path, MB_RS_ROOT);
+	root = mb_strdupf("%s/%s", rs->cfg->path, rs->cfg->replay_dir ?
+			  rs->cfg->replay_dir : MB_RS_ROOT);
 	if (!root)
 		return -1;
 	if (mkdir(root, 0777)) {
