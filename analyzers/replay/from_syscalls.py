@@ -119,9 +119,9 @@ UNNAMED_FD = "/unnamed/fd-"
 
 def fill_descriptor_paths(calls: pl.DataFrame) -> pl.DataFrame:
     """A log without strace -y names no descriptor's file: a call on descriptor `fd` with no path takes the path of
-    the latest successful open (or dup, itself named so) that returned `fd` before it (calls in start order,
-    `_row`), in any thread: the threads of one process share their descriptors. A descriptor opened before the log
-    began is named unnamed/fd-N when the log proves it a regular file (FILE_PROOF)."""
+    the latest successful open (or dup, itself named so) that returned `fd` before it, unless `fd` was closed since
+    (calls in start order, `_row`), in any thread: the threads of one process share their descriptors. A descriptor
+    opened before the log began is named unnamed/fd-N when the log proves it a regular file (FILE_PROOF)."""
     blank = (pl.col("path").fill_null("") == "") & pl.col("syscall").is_in([n for n, op in OPS.items() if op in FD_OPS])
     if not calls.filter(blank).height:
         return calls
@@ -130,6 +130,10 @@ def fill_descriptor_paths(calls: pl.DataFrame) -> pl.DataFrame:
         binders = calls.filter(pl.col("syscall").is_in(["open", "openat", "openat2", "creat", "dup", "dup2", "dup3"])
                                & (pl.col("ret") >= 0) & (pl.col("path") != "")).select(
             pl.col("_row").alias("_b"), pl.col("ret").cast(pl.Int64).alias("_fd"), pl.col("path").alias("_bpath"))
+        # a close ends the binding: the number may come back as a socket, a pipe, an eventfd the log never opened
+        closes = calls.filter((pl.col("syscall") == "close") & (pl.col("ret") == 0)).select(
+            pl.col("_row").alias("_b"), pl.col("fd").cast(pl.Int64).alias("_fd"), pl.lit("").alias("_bpath"))
+        binders = pl.concat([binders, closes])
         probe = calls.filter(blank).select("_row", pl.col("fd").cast(pl.Int64).alias("_fd"))
         found = probe.sort("_row").join_asof(binders.sort("_b"), left_on="_row", right_on="_b", by="_fd",
                                              strategy="backward", allow_exact_matches=False, check_sortedness=False)
