@@ -8,6 +8,7 @@ from typing import Any
 import polars as pl
 
 from mobiperf.core.metrics import format_quantity
+from mobiperf.core.units import format_size
 from mobiperf.reports.html import esc, missing
 
 
@@ -37,6 +38,12 @@ def replay_section(meta: dict[str, Any], tables: dict[str, pl.DataFrame]) -> str
              ("calls", f"{replay.get('calls', 0):,} in {replay.get('threads', 0)} thread(s)"),
              ("timing", timing), ("on", where)]
     out = ["<table>" + "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in facts) + "</table>"]
+    made = replay.get("made_before") or {}
+    if made.get("files") or made.get("dirs"):
+        out.append(f"<p class='sub'>made before the timed part, as the recording's state: {made.get('files', 0)} "
+                   f"file(s) of {esc(format_size(made.get('bytes', 0)))} in all, {made.get('dirs', 0)} "
+                   "directorie(s): their writes are in this run's block figures above, not in the fidelity below "
+                   "nor in layer.time.</p>")
     notes = replay.get("notes") or []
     if notes:
         out.append("<p class='sub'>left out of the replay, or added by it: " + esc("; ".join(notes)) + "</p>")

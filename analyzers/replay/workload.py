@@ -31,6 +31,7 @@ class ReplayWorkload:
     state: InitialState
     nhandles: int
     left_out: Counter = field(default_factory=Counter)   # reason -> calls
+    remarks: list[str] = field(default_factory=list)      # what else the replay assumes, said as it is
 
     @property
     def nthreads(self) -> int:
@@ -43,7 +44,7 @@ class ReplayWorkload:
 
     def notes(self) -> list[str]:
         """What the replay leaves out or assumes, one line per reason, largest first."""
-        return [f"{n:,} {reason}" for reason, n in self.left_out.most_common() if n]
+        return self.remarks + [f"{n:,} {reason}" for reason, n in self.left_out.most_common() if n]
 
 
 def build_from_syscalls(calls: pl.DataFrame, workdir: str | None, *, dependencies: str = "all") -> ReplayWorkload:

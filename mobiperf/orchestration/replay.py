@@ -89,8 +89,7 @@ def load_source(run: RunDir, label: str, *, rep: int | None = None, process: str
     if not workload.calls.height:
         raise UsageError(f"{label}: nothing to replay: none of its file-level calls is on a file the replay can make "
                          f"({'; '.join(workload.notes()) or 'no calls'})")
-    for note in notes:
-        workload.left_out[note] += 1
+    workload.remarks += notes
     original = original_figures(workload, _table(run, "block_io"), _table(run, "fsync_event"), rep)
     return ReplaySource(label, run, rep, kind, workload, original, meta, dependencies)
 
@@ -140,6 +139,8 @@ def replay_request(source: ReplaySource, base: RunRequest, *, timing: str) -> Ru
     replay = {"source": source.label, "source_run": str(source.run.path), "rep": source.rep, "kind": source.kind,
               "timing": timing, "dependencies": source.dependencies, "same_stack": same_stack(source, base),
               "calls": source.workload.calls.height,
+              "made_before": {"files": len(source.workload.state.files), "dirs": len(source.workload.state.dirs),
+                              "bytes": sum(size for _, size in source.workload.state.files)},
               "threads": source.workload.nthreads, "notes": source.workload.notes(), "script": SCRIPT_NAME,
               "original": source.original}
     return dataclasses.replace(base, command=command, replay=replay, workload_bytes=0, workload_transactions=0)
