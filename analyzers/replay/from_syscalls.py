@@ -86,11 +86,14 @@ def replayable_calls(calls: pl.DataFrame, workdir: str | None) -> tuple[pl.DataF
     ok = ok.with_columns(_kind=where["kind"], _rel=where["rel"], _kind2=where2["kind"], _rel2=where2["rel"])
     for kind, n in ok.filter(pl.col("_kind") != "inside").group_by("_kind").len().rows():
         left_out[_KIND_NOTES.get(kind, kind)] += n
+    mapped = pl.col("_kind").is_in(["inside", "climbed"])
     two = pl.col("op") == "rename"
-    keep = (pl.col("_kind") == "inside") & (~two | (pl.col("_kind2") == "inside"))
+    keep = mapped & (~two | pl.col("_kind2").is_in(["inside", "climbed"]))
     left_out["rename with one side outside the replayed files"] += int(
-        ok.filter(two & (pl.col("_kind") == "inside") & (pl.col("_kind2") != "inside")).height)
-    ok = ok.filter(keep)
+        ok.filter(two & mapped & ~pl.col("_kind2").is_in(["inside", "climbed"])).height)
+    root = pl.col("op").is_in(PATH_OPS) & ((pl.col("_rel") == ".") | (pl.col("_rel2") == "."))
+    left_out["calls that would make, remove or rename the replay's root itself"] += int(ok.filter(keep & root).height)
+    ok = ok.filter(keep & ~root)
     flags, dropped = _flags(ok)
     for name, n in dropped.items():
         left_out[f"open flag not replayed: {name}"] += n
@@ -147,7 +150,8 @@ def fill_descriptor_paths(calls: pl.DataFrame) -> pl.DataFrame:
                               .then(pl.lit(UNNAMED_FD) + pl.col("fd").cast(pl.Utf8)).otherwise(pl.col("path")))
 
 
-_KIND_NOTES = {"pseudo": "not storage (/proc, /sys, /dev, pipes, sockets)",
+_KIND_NOTES = {"climbed": "calls on a relative path that climbed above its directory (`..`): mapped inside the root",
+               "pseudo": "not storage (/proc, /sys, /dev, pipes, sockets)",
                "outside": "outside the stack's directory (the host's files: libraries, the run's output)",
                "none": "no path (a descriptor strace did not name)"}
 

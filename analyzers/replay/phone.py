@@ -66,7 +66,7 @@ def _data_calls(events: pl.DataFrame, process: str | None) -> tuple[pl.DataFrame
     paired = paired.with_columns(_rel=where["rel"], _kind=where["kind"])
     for kind, n in paired.filter(pl.col("_kind") != "inside").group_by("_kind").len().rows():
         left_out[f"file events on {kind} paths"] += n
-    paired = paired.filter(pl.col("_kind") == "inside")
+    paired = paired.filter(pl.col("_kind").is_in(["inside", "climbed"]))
     return paired.select(
         pl.col("pid").cast(pl.Int32).alias("tid"), pl.col("ts").alias("start_ns"),
         pl.coalesce("end_ts", "ts").alias("end_ns"),
