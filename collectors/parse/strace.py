@@ -56,7 +56,8 @@ UNFINISHED = r"^(?P<name>\w+)\((?P<args>.*?) ?<unfinished \.\.\.>\s*$"
 CALL = r"^(?P<name>\w+)\((?P<args>.*)$"
 TAIL = (r"\)\s+= (?P<ret>-?\d+|0x[0-9a-fA-F]+|\?)(?:<(?P<ret_path>[^>]*)>)?(?: (?P<errno>E[A-Z0-9_]+))?"
         r"(?: \([^)]*\))?(?: \[[^\]]*\])?(?: <(?P<dur>\d+\.\d+)>)?\s*$")
-FIRST_FD = r"^(?P<fd>-?\d+|AT_FDCWD)(?:<(?P<path>[^>]*)>)?(?:,|\)| <unfinished|$)"
+# a deleted file's annotation is followed by `(deleted)`: `6</data/db-shm>(deleted)`
+FIRST_FD = r"^(?P<fd>-?\d+|AT_FDCWD)(?:<(?P<path>[^>]*)>(?:\(deleted\))?)?(?:,|\)| <unfinished|$)"
 # Calls whose first argument is a file descriptor even where -y could not name it (a closed or bad fd).
 FD_CALLS = {"read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "preadv2",
             "pwritev2", "fsync", "fdatasync", "sync_file_range", "fallocate", "close", "lseek", "fstat",
