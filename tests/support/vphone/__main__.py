@@ -112,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     down.add_argument("--port", type=int)
     sub.add_parser("status", help="list the phones up started")
     args = ap.parse_args(argv)
+    sys.argv[0] = "python -m vphone"   # what the undo journal's header says started the phone
     try:
         return {"build": cmd_build, "up": cmd_up, "down": cmd_down, "status": cmd_status}[args.command](args)
     except (ImageError, BootError) as e:
