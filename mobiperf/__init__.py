@@ -1,6 +1,8 @@
 """mobiperf: where does a phone's storage IO time go, layer by layer, and did a change help?"""
 
-from mobiperf.core.version import VERSION as __version__
+from mobiperf.core.version import VERSION
+
+__version__ = VERSION
 
 
 def load_store(path):

@@ -161,7 +161,7 @@ def timed_window_metrics(run: RunDir, rep: int = 0) -> dict[str, float]:
 def counter_metrics(counters: dict) -> dict[str, float]:
     """The FUSE daemons' and the device model's counters as flat metrics (bfuse.daemon_pwrite_calls,
     fuse.ops.write.requests, device.write.count, journal_device.flush.count, ...)."""
-    from mobiperf.stack.devmodel import summarize_device_counters
+    from mobiperf.stack.device_model import summarize_device_counters
 
     out: dict[str, float] = {}
     for name, data in counters.items():
