@@ -110,7 +110,7 @@ def format_matrix_text(data: dict, metric: str | None = None) -> str:
     from mobiperf.core.metrics import format_value
 
     metric = canonical_metric(metric or data.get("metric", DEFAULT_METRIC))
-    unit = metric_unit(metric)
+    unit = metric_unit(metric, data)
     names = varying_params(data) or list(data["cells"][0]["params"])[:1]
     rows = [[*names, "status", "n", f"median {metric}", "95% CI"]]
     for s in summarize(data):
@@ -143,7 +143,7 @@ def sweep_matrix(data: dict, metric: str | None = None):
     counts = ", ".join(f"{v} {k}" for k, v in status_counts(data).items())
     intro = (f"{len(data['cells'])} cells × {data['repeat']} repetitions, seeded order (seed {data['seed']}); "
              f"units: {counts}.")
-    return Matrix(pl.DataFrame(rows, schema=schema), metric, metric_unit(metric), varying,
+    return Matrix(pl.DataFrame(rows, schema=schema), metric, metric_unit(metric, data), varying,
                   varying or sorted(names), intro)
 
 
@@ -166,9 +166,14 @@ _UNITS = (("*throughput*", "B/s"), ("*.tps", "tx/s"), ("*.iops", "IOPS"), ("run.
           ("latency.*", "ns"), ("*.bytes", "B"))
 
 
-def metric_unit(metric: str) -> str:
+def metric_unit(metric: str, data: dict | None = None) -> str:
+    """The unit of a sweep metric: as its units recorded it (the metric records of each unit's run), else, for a
+    sweep written before units were recorded, by its name."""
     import fnmatch
 
+    for u in (data or {}).get("units", []):
+        if metric in (u.get("units") or {}):
+            return u["units"][metric]
     for pattern, unit in _UNITS:
         if fnmatch.fnmatchcase(metric, pattern):
             return unit
