@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from mobiperf.core.run_facts import RENAMED_METRICS
 from mobiperf.core.stats import bootstrap_median_ci
 from mobiperf.orchestration.sweep.params import DEFAULTS
 
@@ -21,8 +22,17 @@ LEGACY_METRICS = {"e2e.throughput": ("run.throughput", 1.0), "e2e.tps": ("run.tp
 
 
 def canonical_metric(name: str) -> str:
-    """A metric name in today's vocabulary (e2e.throughput -> run.throughput)."""
-    return LEGACY_METRICS.get(name, (name,))[0]
+    """A metric key in today's vocabulary (e2e.throughput -> run.throughput; a run's renamed metrics,
+    latency.syscall.syscall.p50{op=write} -> latency.syscall.p50{op=write})."""
+    return _legacy(name)[0]
+
+
+def _legacy(key: str) -> tuple[str, float]:
+    """(today's key, the factor to today's unit) of a metric key an older sweep stored."""
+    if key in LEGACY_METRICS:
+        return LEGACY_METRICS[key]
+    name, brace, labels = key.partition("{")
+    return RENAMED_METRICS.get(name, name) + brace + labels, 1.0
 
 
 @dataclass
@@ -65,7 +75,7 @@ def summarize(data: dict) -> list[CellSummary]:
         for u in sorted(units, key=lambda u: u["rep"]):
             if u["status"] == "done":
                 for k, v in u["metrics"].items():
-                    name, scale = LEGACY_METRICS.get(k, (k, 1.0))
+                    name, scale = _legacy(k)
                     values.setdefault(name, []).append(v * scale)
         if cell["status"] == "skipped":
             status, reason = "skipped", cell.get("reason")
