@@ -138,8 +138,17 @@ def _plain(value: Any) -> Any:
     return value
 
 
+# Metric names as older run directories store them -> today's (read as today's: a run analysed before a rename
+# compares with one analysed after it).
+RENAMED_METRICS = {
+    "latency.syscall.syscall.p50": "latency.syscall.p50",
+    "latency.syscall.syscall.p99": "latency.syscall.p99",
+}
+
+
 class Metric(_Record):
-    """A named number: `latency.d2c.p99{op=write}` = 812345.0 ns. n: how many repetitions a run's median is of."""
+    """A named number: `latency.d2c.p99{op=write}` = 812345.0 ns. n: how many repetitions a run's median is of.
+    A name an older mobiperf gave it (RENAMED_METRICS) is read as today's."""
 
     name: str
     labels: dict[str, str] = {}
@@ -147,6 +156,12 @@ class Metric(_Record):
     unit: str = ""
     n: int | None = None
     _OMIT_NONE: ClassVar[frozenset[str]] = frozenset({"n"})
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: Any = "run.json"):
+        if isinstance(data, dict) and data.get("name") in RENAMED_METRICS:
+            data = {**data, "name": RENAMED_METRICS[data["name"]]}
+        return super().from_dict(data, where)
 
     @property
     def key(self) -> str:

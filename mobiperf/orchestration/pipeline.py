@@ -116,7 +116,7 @@ def _check_target_stack(target: Target, request: RunRequest) -> None:
     models do not apply to it, and a FUSE daemon over it needs its path, its build and root on the target."""
     if request.stack.filesystem.name != "dir":
         return
-    from mobiperf.stack.device import plan_device_stack, refuse_host_models
+    from mobiperf.stack.directory import plan_device_stack, refuse_host_models
 
     refuse_host_models(request.stack_options())
     if request.stack.layers:

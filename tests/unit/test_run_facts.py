@@ -87,3 +87,19 @@ def test_a_runs_metrics_are_the_medians_of_its_repetitions():
                                                                         "value": 10.0, "unit": "ns"}]]
     (m,) = median_metrics(per_rep)
     assert (m.key, m.value, m.unit, m.n) == ("x{op=read}", 2.5, "ns", 4)
+
+
+def test_a_metric_stored_under_its_old_name_reads_under_todays():
+    """latency.syscall.syscall.p99 (the layer said twice) is latency.syscall.p99 now; a run analysed before the
+    rename compares with one analysed after it."""
+    meta = RunMeta.from_dict({"format": "mobiperf-run", "version": 1, "status": "complete", "metrics": [
+        {"name": "latency.syscall.syscall.p99", "labels": {"op": "pwrite64"}, "value": 5.0, "unit": "ns", "n": 3}]})
+    (m,) = meta.metrics
+    assert (m.key, m.value, m.n) == ("latency.syscall.p99{op=pwrite64}", 5.0, 3)
+
+
+def test_an_old_sweeps_metric_keys_read_under_todays():
+    from mobiperf.orchestration.sweep.summary import canonical_metric
+
+    assert canonical_metric("latency.syscall.syscall.p50{op=write}") == "latency.syscall.p50{op=write}"
+    assert canonical_metric("e2e.tps") == "run.tps" and canonical_metric("block.bytes{op=write}") == "block.bytes{op=write}"
