@@ -31,6 +31,8 @@ OTHER_SOURCES = {
     "file_extent": ("the layout snapshot (journal, metadata regions and FIEMAP extents of the workload's files)",),
     "trace_marker": ("ftrace (the generator writes its timed-window markers to trace_marker)",),
     "task_role": ("a `mobiperf run` (raw/tasks.json: the workload's root, the FUSE daemons, mobiperf)",),
+    "task": ("the trace's own thread identities (ftrace's tgid column, Perfetto's process tree, a run's "
+             "raw/tasks.json)",),
 }
 
 

@@ -7,7 +7,6 @@ Each stage reads the files of the previous one from the run directory and writes
 from __future__ import annotations
 
 import os
-import platform
 import shutil
 import time
 from datetime import datetime, timezone
@@ -16,14 +15,15 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from mobiperf import __version__
 from mobiperf.core import metrics as metrics_mod
 from mobiperf.analyzers import ANALYSIS_PARAMS, headline_metrics, registry, table_sources
 from mobiperf.collectors.parse import derive_tables, parse_raw_dir
+from mobiperf.core.vocabulary import SQLITE_JOURNALS
 from mobiperf.core.errors import MissingTableError, MobiperfError, NotApplicable, TargetError, UsageError
 from mobiperf.core.progress import stage
 from mobiperf.orchestration.reanalysis import WeakerDataError, events_lost
 from mobiperf.core.run_stop import add_missing_repetitions, keep_incomplete
+from mobiperf.core.run_facts import new_run_meta
 from mobiperf.core.runstore import RunDir
 from mobiperf.core.signals import raise_if_stopping
 from mobiperf.core.schema import RESULTS, TABLES
@@ -39,16 +39,12 @@ def run(target: Target, request: RunRequest, out: Path) -> RunDir:
     _check_can_trace(target, request)
     _check_target_stack(target, request)
     out = Path(os.path.abspath(out))  # the daemons and the workload run elsewhere: every path they get is absolute
-    replay = {"replay": request.replay} if request.replay else {}
-    rundir = RunDir.create(out, {
-        "id": out.name, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "mobiperf": __version__, "host": platform.node(), "target": target.caps.as_dict(), "stack": str(request.stack),
-        "scheduler": request.scheduler, "device": request.device, "dirty_limit": request.dirty_limit,
-        "cpu_share": request.cpu_share, "fuse_wakeup_ns": request.fuse_wakeup_ns, "scope": request.scope,
-        "command": request.command,
-        "sources": request.sources, "event_sets": request.event_sets,  # to add repetitions later (compare --until)
-        "repetitions": [], "warnings": [], **replay,
-    })
+    rundir = RunDir.create(out, new_run_meta(
+        out.name, target=target.caps.as_dict(), stack=str(request.stack), command=request.command,
+        scheduler=request.scheduler, device=request.device, dirty_limit=request.dirty_limit,
+        cpu_share=request.cpu_share, fuse_wakeup_ns=request.fuse_wakeup_ns, scope=request.scope,
+        sources=request.sources, event_sets=request.event_sets,  # to add repetitions later (compare --until)
+        warnings=[], **({"replay": request.replay} if request.replay else {})))
     for name, local in request.inputs.items():
         shutil.copyfile(local, rundir.path / name)
     rundir.reserve_space()
@@ -123,7 +119,7 @@ def _check_target_stack(target: Target, request: RunRequest) -> None:
     models do not apply to it, and a FUSE daemon over it needs its path, its build and root on the target."""
     if request.stack.filesystem.name != "dir":
         return
-    from mobiperf.stack.device import plan_device_stack, refuse_host_models
+    from mobiperf.stack.directory import plan_device_stack, refuse_host_models
 
     refuse_host_models(request.stack_options())
     if request.stack.layers:
@@ -247,7 +243,7 @@ def analysis_params(meta: dict) -> dict:
     return params
 
 
-MOBIBENCH_JOURNALS = {"0": "delete", "1": "truncate", "2": "persist", "3": "wal", "4": "memory", "5": "off"}
+MOBIBENCH_JOURNALS = {str(code): name for name, code in SQLITE_JOURNALS.items()}   # -j code -> journal mode
 
 
 def generator_journal_mode(command: list[str]) -> str | None:
