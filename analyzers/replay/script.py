@@ -50,24 +50,28 @@ def call_lines(w: ReplayWorkload) -> pl.Series:
         pl.concat_str(pl.lit(" @"), pl.col("wait_thread").cast(pl.Utf8), pl.lit(":"),
                       pl.col("wait_count").cast(pl.Utf8)).str.join("").alias("_waits"))
     calls = calls.join(waits, on=["thread", "index"], how="left", maintain_order="left")
-    num = {c: pl.col(c).fill_null(0).cast(pl.Int64).cast(pl.Utf8) for c in ("handle", "handle2", "offset", "size")}
-    path = pl.col("path").replace_strict(escaped, default="", return_dtype=pl.Utf8)
-    path2 = pl.col("path2").replace_strict(escaped, default="", return_dtype=pl.Utf8)
     op = pl.col("op")
-    sp = pl.lit(" ")
-    args = (pl.when(op == "open").then(pl.concat_str(num["handle"], sp, pl.col("flags"), sp, path))
-            .when(op.is_in(["close", "fsync", "fdatasync"])).then(num["handle"])
-            .when(op.is_in(["read", "write", "readv", "writev"])).then(pl.concat_str(num["handle"], sp, num["size"]))
-            .when(op.is_in(["pread", "pwrite", "preadv", "pwritev"]))
-            .then(pl.concat_str(num["handle"], sp, num["offset"], sp, num["size"]))
-            .when(op.is_in(["lseek", "ftruncate"])).then(pl.concat_str(num["handle"], sp, num["offset"]))
-            .when(op == "fallocate").then(pl.concat_str(num["handle"], pl.lit(" 0 "), num["offset"], sp,
-                                                        num["size"]))
-            .when(op == "dup").then(pl.concat_str(num["handle"], sp, num["handle2"]))
-            .when(op == "rename").then(pl.concat_str(path, sp, path2))
-            .otherwise(path))
-    line = pl.concat_str(pl.lit("c "), pl.col("thread").cast(pl.Utf8), sp, pl.col("think_ns").cast(pl.Utf8), sp,
-                         op, sp, args, pl.col("_waits").fill_null(""))
+
+    def part(value: pl.Expr, when: pl.Expr) -> pl.Expr:
+        return pl.when(when).then(value)
+
+    def num(c: str) -> pl.Expr:
+        return pl.col(c).fill_null(0).cast(pl.Int64).cast(pl.Utf8)
+
+    # each op's arguments, in the order the generator reads them (mb_rs_parse.c): one concatenation of the parts
+    # an op has (the others null): open h f p, dup h h2, fallocate h 0 o z, pread h o z, lseek h o, read h z ...
+    parts = [
+        part(num("handle"), ~op.is_in(["rename", "unlink", "mkdir", "rmdir"])),
+        part(pl.col("flags"), op == "open"), part(pl.lit("0"), op == "fallocate"),
+        part(num("handle2"), op == "dup"),
+        part(num("offset"), op.is_in(["pread", "pwrite", "preadv", "pwritev", "lseek", "ftruncate", "fallocate"])),
+        part(num("size"), op.is_in(["read", "write", "readv", "writev", "pread", "pwrite", "preadv", "pwritev",
+                                    "fallocate"])),
+        part(pl.col("path").replace_strict(escaped, default="", return_dtype=pl.Utf8),
+             op.is_in(["open", "rename", "unlink", "mkdir", "rmdir"])),
+        part(pl.col("path2").replace_strict(escaped, default="", return_dtype=pl.Utf8), op == "rename")]
+    line = pl.concat_str(pl.lit("c"), pl.col("thread").cast(pl.Utf8), pl.col("think_ns").cast(pl.Utf8), op, *parts,
+                         separator=" ", ignore_nulls=True) + pl.col("_waits").fill_null("")
     return calls.select(line.alias("line"))["line"]
 
 
