@@ -209,8 +209,12 @@ def run_replay(target: Target, request: RunRequest, script: Path, out: Path, *, 
     request = dataclasses.replace(request, inputs={**request.inputs, SCRIPT_NAME: Path(script)})
     if read_in_run and target.is_local:
         script = Path(out) / SCRIPT_NAME
-    own = request.stack.filesystem.name == "dir" and not request.stack.layers  # a device's directory as it is
-    replay_dir = f"mobiperf-replay-{os.getpid()}" if own else None
+    # On a device's own directory the replay makes a directory of its own in it (whatever else is there), with or
+    # without a FUSE layer, so that every stack of a what-if runs the same command line; as it is (no layer), that
+    # directory is removed afterwards (a layer's directory goes with the layer).
+    device = request.stack.filesystem.name == "dir"
+    replay_dir = f"mobiperf-replay-{os.getpid()}" if device else None
+    own = device and not request.stack.layers
     with placed_script(target, Path(script)) as where, \
             removed_after(target, f"{request.stack.filesystem.options['path']}/{replay_dir}" if own else None):
         request = dataclasses.replace(request, command=replay_command(where, request.replay["timing"], replay_dir))
