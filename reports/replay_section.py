@@ -42,7 +42,7 @@ def replay_section(meta: dict[str, Any], tables: dict[str, pl.DataFrame]) -> str
     if made.get("files") or made.get("dirs"):
         out.append(f"<p class='sub'>made before the timed part, as the recording's state: {made.get('files', 0)} "
                    f"file(s) of {esc(format_size(made.get('bytes', 0)))} in all, {made.get('dirs', 0)} "
-                   "directorie(s): their writes are in this run's block figures above, not in the fidelity below "
+                   "director(ies): their writes are in this run's block figures above, not in the fidelity below "
                    "nor in layer.time.</p>")
     notes = replay.get("notes") or []
     if notes:

@@ -58,9 +58,14 @@ class ReplaySource:
     def describe(self) -> str:
         w = self.workload
         return (f"{self.label} rep {self.rep} ({'system calls' if self.kind == 'syscalls' else 'file events'}): "
-                f"{w.calls.height:,} calls in {w.nthreads} thread(s) on {w.nhandles:,} open file(s), "
-                f"{len(w.state.files)} file(s) and {len(w.state.dirs)} directorie(s) made before, "
-                f"{w.waits.height:,} wait(s) between threads, up to {format_size(w.state.need_bytes)}")
+                f"{_n(w.calls.height, 'call')} in {_n(w.nthreads, 'thread')} on {_n(w.nhandles, 'open file')}, "
+                f"{_n(len(w.state.files), 'file')} and {_n(len(w.state.dirs), 'directory', 'directories')} made "
+                f"before, "
+                f"{_n(w.waits.height, 'wait')} between threads, up to {format_size(w.state.need_bytes)}")
+
+
+def _n(count: int, one: str, many: str | None = None) -> str:
+    return f"{count:,} {one if count == 1 else many or one + 's'}"
 
 
 def load_source(run: RunDir, label: str, *, rep: int | None = None, process: str | None = None,

@@ -42,6 +42,8 @@ def test_a_phone_trace_replayed_on_a_device_and_bfuse_over_it(adb_device, tmp_pa
             "calls.close": 5, "calls.open": 5, "calls.pread": 3, "calls.pwrite": 4,
             "syscall.read_bytes": 16384 + 131072 + 65536, "syscall.write_bytes": 4 * 4096}
         assert held["ok"].all()
-    assert "-replay-" in json.loads((runs[0] / "run.json").read_text())["command"][-1]   # --replay-dir: its own
+    commands = [json.loads((run / "run.json").read_text())["command"] for run in runs]
+    assert commands[0] == commands[1] and commands[0][-1].startswith("--replay-dir=mobiperf-replay-")
     assert "== dir:" in done.stdout and "where the time moved" in done.stdout
+    assert "DIFFERENT WORKLOADS" not in done.stdout
     assert device_files(adb_device, base) == [] and pushed_leftovers(adb_device, done.pid) == []
