@@ -47,3 +47,15 @@ def test_a_phone_trace_replayed_on_a_device_and_bfuse_over_it(adb_device, tmp_pa
     assert "== dir:" in done.stdout and "where the time moved" in done.stdout
     assert "DIFFERENT WORKLOADS" not in done.stdout
     assert device_files(adb_device, base) == [] and pushed_leftovers(adb_device, done.pid) == []
+
+
+def test_a_replay_larger_than_the_devices_free_space_is_refused_before_it_starts(adb_device, tmp_path):
+    base = storage_dir(adb_device, tmp_path)
+    log = tmp_path / "big.strace"    # one 4 KiB write 100 GiB into a file: the file reaches 100 GiB
+    log.write_text('1 openat(AT_FDCWD, "/data/big", O_WRONLY|O_CREAT) = 3\n'
+                   f'1 pwrite64(3, ""..., 4096, {100 << 30}) = 4096\n')
+    done = mobiperf_via(adb_device, "replay", str(log), "-t", f"adb:{adb_device.serial}", "--stack", f"dir:{base}",
+                        "-o", str(tmp_path / "replay"))
+    assert done.returncode == 2
+    assert f"this replay writes up to 100.0 GiB but {base} has " in done.stderr and "nothing was replayed" in done.stderr
+    assert not (tmp_path / "replay").exists() and device_files(adb_device, base) == []
