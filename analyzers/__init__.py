@@ -31,6 +31,8 @@ OTHER_SOURCES = {
     "file_extent": ("the layout snapshot (journal, metadata regions and FIEMAP extents of the workload's files)",),
     "trace_marker": ("ftrace (the generator writes its timed-window markers to trace_marker)",),
     "task_role": ("a `mobiperf run` (raw/tasks.json: the workload's root, the FUSE daemons, mobiperf)",),
+    "task": ("the trace's own thread identities (ftrace's tgid column, Perfetto's process tree, a run's "
+             "raw/tasks.json)",),
 }
 
 
@@ -85,8 +87,8 @@ def _analyzer(name: str, needs: tuple[str, ...], produces: str, run: Callable,
 
 
 def registry() -> list[Analyzer]:
-    from mobiperf.analyzers import (amplification, block_io, file_io, io_class, io_span, latency, sqlite_txn, syscall,
-                                    timed_window, waterfall)
+    from mobiperf.analyzers import (amplification, attribution, block_io, file_io, io_by_file, io_class, io_span,
+                                    latency, sqlite_txn, syscall, timed_window, waterfall)
     from mobiperf.collectors.parse import pairing
 
     calls = ("trace_marker", "task_role", "fuse_req")
@@ -115,6 +117,9 @@ def registry() -> list[Analyzer]:
                   optional=("waterfall",)),
         _analyzer("io_background", ("io_span",), "io_background", waterfall.summarize_background,
                   optional=("task_role", "syscall_io")),
+        _analyzer("span_owner", ("io_span",), "span_owner", attribution.attribute_spans,
+                  optional=("task", "android_fs_event", "task_role", "syscall_io")),
+        _analyzer("io_by_file", ("io_span", "span_owner"), "io_by_file", io_by_file.sum_io_by_file),
         _analyzer("amplification", ("syscall_class", "block_io"), "amplification",
                   amplification.measure_amplification, optional=("fuse_req",)),
         _analyzer("sqlite_txn", ("fsync_event", "block_io", "trace_marker"), "sqlite_txn",
