@@ -115,7 +115,7 @@ class _Record(msgspec.Struct, kw_only=True):
     def pop(self, key: str, *default: Any) -> Any:
         if self._modelled(key):
             value = self.get(key, *default) if default else self[key]
-            setattr(self, key, None if key in self._OMIT_NONE else getattr(type(self)(), key, None))
+            setattr(self, key, None if key in self._OMIT_NONE else _default_of(type(self), key))
             return value
         return self.extra.pop(key, *default)
 
@@ -124,6 +124,16 @@ class _Record(msgspec.Struct, kw_only=True):
 
     def items(self):
         return self.to_json().items()
+
+
+def _default_of(record: type[_Record], name: str) -> Any:
+    """A field's default value (a fresh copy of a mutable one); None for a required field."""
+    for f in msgspec.structs.fields(record):
+        if f.name == name:
+            if f.default_factory is not msgspec.NODEFAULT:
+                return f.default_factory()
+            return None if f.default is msgspec.NODEFAULT else f.default
+    return None
 
 
 def _plain(value: Any) -> Any:

@@ -103,3 +103,11 @@ def test_an_old_sweeps_metric_keys_read_under_todays():
 
     assert canonical_metric("latency.syscall.syscall.p50{op=write}") == "latency.syscall.p50{op=write}"
     assert canonical_metric("e2e.tps") == "run.tps" and canonical_metric("block.bytes{op=write}") == "block.bytes{op=write}"
+
+
+def test_popping_keys_as_dict_code_does():
+    rep = Repetition.from_dict({"index": 2, "exit_code": 0, "workload_ns": 7, "ftrace": {}})
+    assert rep.pop("workload_ns", None) == 7 and "workload_ns" not in rep and rep.pop("workload_ns", None) is None
+    assert rep.pop("ftrace") == {} and "ftrace" not in rep.to_json()
+    m = Metric(name="x", labels={"op": "read"}, value=1.0, unit="ns")
+    assert m.pop("labels") == {"op": "read"} and m.labels == {} and m.pop("unit") == "ns" and m.unit == ""
