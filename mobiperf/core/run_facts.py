@@ -76,12 +76,8 @@ class _Record(msgspec.Struct, kw_only=True):
         return key != "extra" and key in self.__struct_fields__
 
     def __getitem__(self, key: str) -> Any:
-        if self._modelled(key):
-            value = getattr(self, key)
-            if value is None and key in self._OMIT_NONE:
-                raise KeyError(key)
-            return value
-        return self.extra[key]
+        # a modelled field answers even when it has no value (None): run.json may hold it as null
+        return getattr(self, key) if self._modelled(key) else self.extra[key]
 
     def __setitem__(self, key: str, value: Any) -> None:
         if self._modelled(key):
@@ -98,10 +94,10 @@ class _Record(msgspec.Struct, kw_only=True):
         return key in self.extra
 
     def get(self, key: str, default: Any = None) -> Any:
-        try:
-            return self[key]
-        except KeyError:
-            return default
+        if self._modelled(key):
+            value = getattr(self, key)
+            return default if value is None and key in self._OMIT_NONE else value
+        return self.extra.get(key, default)
 
     def setdefault(self, key: str, default: Any = None) -> Any:
         if key not in self or (self._modelled(key) and getattr(self, key) is None):

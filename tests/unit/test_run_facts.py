@@ -111,3 +111,19 @@ def test_popping_keys_as_dict_code_does():
     assert rep.pop("ftrace") == {} and "ftrace" not in rep.to_json()
     m = Metric(name="x", labels={"op": "read"}, value=1.0, unit="ns")
     assert m.pop("labels") == {"op": "read"} and m.labels == {} and m.pop("unit") == "ns" and m.unit == ""
+
+
+def test_a_killed_runs_repetition_gets_a_typed_record(tmp_path):
+    """A raw directory without a record (its mobiperf was killed): add_missing_repetitions gives it a Repetition
+    saying so, which run.json takes like any other."""
+    from mobiperf.core.run_stop import add_missing_repetitions
+
+    run = RunDir.create(tmp_path / "k", new_run_meta("k", target={}, stack="ext4", command=["dd"]))
+    (run.raw_dir(1) / "ftrace.txt").write_text("x\n")
+    meta = run.read_meta()
+    meta.repetitions.append(Repetition(index=0, exit_code=0, workload_ns=5))
+    add_missing_repetitions(meta, run)
+    assert [(r.index, r.exit_code) for r in meta.repetitions] == [(0, 0), (1, None)]
+    assert "killed with SIGKILL" in meta.repetitions[1]["stopped"] and meta.repetitions[1]["exit_code"] is None
+    run.write_meta(meta)
+    assert run.read_meta().repetitions[1].get("stopped") == meta.repetitions[1]["stopped"]
