@@ -127,3 +127,6 @@ def test_a_killed_runs_repetition_gets_a_typed_record(tmp_path):
     assert "killed with SIGKILL" in meta.repetitions[1]["stopped"] and meta.repetitions[1]["exit_code"] is None
     run.write_meta(meta)
     assert run.read_meta().repetitions[1].get("stopped") == meta.repetitions[1]["stopped"]
+    # run.json says exit_code null (as it did when the record was a dict), not nothing
+    written = json.loads((run.path / "run.json").read_text())["repetitions"][1]
+    assert written["exit_code"] is None and written["workload_ns"] is None
