@@ -7,7 +7,8 @@ A thread's calls keep their order by themselves. Across threads, a call C of thr
   - the open (or dup) that made its handle, when another thread made it (a descriptor is used after it exists);
   - the latest ordering call of another thread U that had returned when C started: fsync and fdatasync (a call
     that started after another thread's fsync completed waits for it), and the calls that change which files
-    exist or what they hold (open, dup, rename, unlink, mkdir, rmdir, ftruncate, fallocate). Which of them, by
+    exist or what they hold (open, dup, rename, unlink, mkdir, rmdir, ftruncate, fallocate), and a write to
+    /proc/sys/vm/drop_caches (every file's cached pages: in every mode, as global as it gets). Which of them, by
     mode:
       all   (the default) every other thread's, whatever the file: the order of syncs and namespace changes the
             trace shows. It matters beyond the files: concurrent fsyncs share one journal commit, so threads that
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from mobiperf.analyzers.replay.paths import parents
+from mobiperf.analyzers.replay.paths import DROP_CACHES, parents
 
 ORDERING = ("fsync", "fdatasync", "open", "dup", "rename", "unlink", "mkdir", "rmdir", "ftruncate", "fallocate")
 MODES = ("all", "file", "none")
@@ -52,6 +53,7 @@ def cross_thread_waits(calls: pl.DataFrame, mode: str = "all") -> pl.DataFrame:
         parts.append(_after_any_event(calls, threads))
     elif mode == "file":
         parts.append(_after_related_event(calls))
+        parts.append(_after_any_event(calls, threads, only=_drops_caches()))
     waits = pl.concat([p.cast(WAIT_COLUMNS) for p in parts])
     return waits.group_by("thread", "index", "wait_thread").agg(pl.col("wait_count").max()) \
         .sort("thread", "index", "wait_thread")
@@ -59,12 +61,18 @@ def cross_thread_waits(calls: pl.DataFrame, mode: str = "all") -> pl.DataFrame:
 
 def _events(calls: pl.DataFrame) -> pl.DataFrame:
     made_up = pl.col("is_synthetic").fill_null(False) if "is_synthetic" in calls.columns else pl.lit(False)
-    return calls.filter(pl.col("op").is_in(ORDERING) & ~made_up)
+    return calls.filter((pl.col("op").is_in(ORDERING) | _drops_caches()) & ~made_up)
 
 
-def _after_any_event(calls: pl.DataFrame, threads: pl.Series) -> pl.DataFrame:
-    events = _events(calls).select(pl.col("thread").alias("wait_thread"), (pl.col("index") + 1).alias("wait_count"),
-                                   pl.col("end_ns").alias("_t"))
+def _drops_caches() -> pl.Expr:
+    """A write to drop_caches: every file's cached pages, a state as global as a sync's."""
+    return (pl.col("op") == "write") & (pl.col("path") == DROP_CACHES)
+
+
+def _after_any_event(calls: pl.DataFrame, threads: pl.Series, only: pl.Expr | None = None) -> pl.DataFrame:
+    events = _events(calls) if only is None else _events(calls).filter(only)
+    events = events.select(pl.col("thread").alias("wait_thread"), (pl.col("index") + 1).alias("wait_count"),
+                           pl.col("end_ns").alias("_t"))
     pairs = events.join(pl.DataFrame({"thread": threads}), how="cross").filter(
         pl.col("thread") != pl.col("wait_thread"))
     starts = calls.select("thread", "index", pl.col("start_ns").alias("_s"))

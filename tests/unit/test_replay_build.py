@@ -179,3 +179,15 @@ def test_every_wait_points_to_a_call_that_ended_before_the_waiter_started():
 def test_an_unknown_mode_is_refused():
     with pytest.raises(ValueError, match="dependency mode 'some'"):
         cross_thread_waits(pl.DataFrame({"thread": [0, 1]}), "some")
+
+
+def test_a_cache_drop_orders_every_other_thread_in_every_mode():
+    """mobibench's main thread drops the caches while its worker waits: the worker's next call waits for the
+    drop's write (not only its open), whatever the mode."""
+    rows = [call(0, 2, "openat", fd=-100, path=f"{WORKDIR}/db", ret=3, flags="O_RDWR|O_CREAT"),
+            call(5, 1, "openat", fd=-100, path="/proc/sys/vm/drop_caches", ret=4, flags="O_WRONLY"),
+            call(6, 1, "write", fd=4, path="/proc/sys/vm/drop_caches", size=2, ret=2, dur_us=400_000),
+            call(400_010, 2, "pread64", fd=3, path=f"{WORKDIR}/db", size=100, off=0, ret=0)]
+    for mode in ("all", "file"):
+        w = build_from_syscalls(workload(rows), WORKDIR, dependencies=mode)
+        assert (0, 1, 1, 2) in w.waits.rows(), mode       # the worker's pread waits for the main thread's 2 calls
