@@ -52,7 +52,7 @@ ANALYSIS_PARAMS = {"scope": "workload", "device_private": True, "sqlite_journal"
 
 
 UPSTREAM = {"block_io": "block_rq", "syscall_class": "syscall_io", "io_span": "syscall_io",
-            "waterfall": "syscall_io", "sqlite_txn": "fsync_event", "file_io": "android_fs_event"}
+            "time_profile": "syscall_io", "waterfall": "syscall_io", "sqlite_txn": "fsync_event", "file_io": "android_fs_event"}
 
 
 def table_sources(tables) -> tuple[str, ...]:
@@ -83,7 +83,7 @@ def _analyzer(name: str, needs: tuple[str, ...], produces: str, run: Callable,
 
 def registry() -> list[Analyzer]:
     from mobiperf.analyzers import (amplification, block_io, file_io, io_class, io_span, latency, sqlite_txn, syscall,
-                                    timed_window, waterfall)
+                                    time_profile, timed_window, waterfall)
     from mobiperf.collectors.parse import pairing
 
     calls = ("trace_marker", "task_role", "fuse_req")
@@ -108,6 +108,7 @@ def registry() -> list[Analyzer]:
                   optional=(*calls, "fsync_event", "jbd2_commit", "block_io")),
         _analyzer("waterfall", ("io_span",), "waterfall", waterfall.build_waterfall),
         _analyzer("layer_breakdown", ("waterfall",), "layer_breakdown", waterfall.break_down_layers),
+        _analyzer("time_profile", ("io_span",), "time_profile", time_profile.profile_span_time),
         _analyzer("block_cause", ("io_span", "block_io"), "block_cause", waterfall.attribute_block_causes,
                   optional=("waterfall",)),
         _analyzer("io_background", ("io_span",), "io_background", waterfall.summarize_background,

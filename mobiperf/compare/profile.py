@@ -1,0 +1,264 @@
+"""Where the time moved: the differential IO profile of BASE against each NEW.
+
+Each side's time profile (analyzers/time_profile.py: every instant of every call of the workload given to one span
+of io_span's nest) is summed on one tree, layer -> call -> process -> thread -> file, with one value per
+repetition at every node. Per node and side: the time per repetition (the mean over the repetitions, so that a
+parent's figure is the sum of its children's and every level adds up to the total), the count and bytes of its
+spans per repetition; per NEW: the difference NEW - BASE, its share of the total difference (the shares of a
+node's children add up to the node's), and whether it is beyond noise.
+
+Beyond noise uses compare's statistics (mobiperf.core.stats): the two-sided exact Mann-Whitney U test on the
+node's per-repetition times, at compare's alpha, and compare's minimum effect on the change of the node's mean
+(a node absent from BASE changes infinitely). A node is `undecided` when the repetitions are too few for any
+test to reach alpha (fewer than 2, or 3 vs 3: mobiperf.core.stats.smallest_mwu_p), whatever its difference.
+The test is rank-based, so a node's p-value depends only on the order of its pooled values: it is computed once
+per distinct order. With many nodes some are beyond noise by chance (about alpha x their number, among nodes
+whose change passes the minimum effect): the tree is for finding where to look, the verdict is compare's.
+
+Movers: the same figures per (layer, call, process, file), threads summed: the list `compare` prints and its
+JSON's `movers`, largest absolute difference first.
+
+A side without a time_profile result (runs analysed before it existed) has it computed from its io_span; a side
+with neither has no profile, and the reason is said.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import polars as pl
+
+from mobiperf.core import stats
+from mobiperf.core.errors import MissingTableError, MobiperfError
+
+LEVELS = ("layer", "call", "process", "thread", "file")
+MOVER_LEVELS = ("layer", "call", "process", "file")
+TOTAL = "all calls"
+
+
+class ProfileUnavailable(MobiperfError):
+    """A side has no profile (no io_span to make one from); the message says why."""
+
+
+@dataclass
+class SideProfile:
+    """One side's time profile: the leaves with a sample index (0..samples-1: the usable repetitions of its runs,
+    pooled), and where they came from."""
+
+    label: str
+    leaves: pl.DataFrame      # sample, layer, call, process, thread, file, time_ns, count, bytes
+    samples: int
+    source: str               # "time_profile" (the runs' own result) or "io_span" (computed here)
+
+
+@dataclass
+class Figures:
+    """One side's sums at every node (rows) for every repetition (columns)."""
+
+    time: np.ndarray
+    count: np.ndarray
+    bytes: np.ndarray
+
+    @property
+    def mean_time(self) -> np.ndarray:
+        return self.time.mean(axis=1) if self.time.shape[1] else np.full(len(self.time), math.nan)
+
+    @property
+    def mean_count(self) -> np.ndarray:
+        return self.count.mean(axis=1) if self.count.shape[1] else np.full(len(self.count), math.nan)
+
+    @property
+    def mean_bytes(self) -> np.ndarray:
+        return self.bytes.mean(axis=1) if self.bytes.shape[1] else np.full(len(self.bytes), math.nan)
+
+
+@dataclass
+class Change:
+    """One NEW against BASE at every node: difference, share of the total difference, test and verdict."""
+
+    label: str
+    figures: Figures
+    diff_ns: np.ndarray
+    share_of_diff: np.ndarray     # nan when the total did not change
+    p_value: np.ndarray           # nan where no test was made (undecided, below the minimum effect, no time)
+    verdict: list[str]            # stats.IMPROVEMENT (less time), REGRESSION (more), NOT_SIGNIFICANT, UNDECIDED
+
+    def significant(self, i: int) -> bool | None:
+        """True beyond noise, False within it, None undecided."""
+        v = self.verdict[i]
+        return None if v == stats.UNDECIDED else v in (stats.IMPROVEMENT, stats.REGRESSION)
+
+
+@dataclass
+class NodeTable:
+    """Nodes (tuples of keys: a path from the root, or a mover's (layer, call, process, file)) with BASE's
+    figures and each NEW's change, in the same order."""
+
+    keys: list[tuple[str, ...]]
+    base: Figures
+    changes: list[Change]
+    position: dict[tuple[str, ...], int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.position = self.position or {k: i for i, k in enumerate(self.keys)}
+
+
+@dataclass
+class ProfileDiff:
+    """The differential profile: the tree (root first, then each level) and the movers, for each NEW."""
+
+    base: SideProfile
+    news: list[SideProfile]
+    tree: NodeTable
+    movers: NodeTable
+    alpha: float
+    min_effect: float
+    notes: list[str] = field(default_factory=list)
+
+    def mover_order(self, k: int = 0) -> list[int]:
+        """The movers of the k-th NEW, largest absolute difference first (nodes with no time on either side
+        left out)."""
+        ch = self.movers.changes[k]
+        busy = (self.movers.base.mean_time > 0) | (ch.figures.mean_time > 0)
+        order = np.argsort(-np.abs(ch.diff_ns), kind="stable")
+        return [int(i) for i in order if busy[i]]
+
+
+# --- loading ---
+
+def load_side(group) -> SideProfile:
+    """A side's leaves from its runs' time_profile (or io_span), pooled over its runs (compare.runs.RunGroup)."""
+    from mobiperf.analyzers.time_profile import profile_span_time
+
+    frames, offset, source = [], 0, "time_profile"
+    for run, meta in zip(group.runs, group.metas):
+        reps = [r["index"] for r in meta.get("repetitions", []) if r.get("exit_code", 0) == 0]
+        try:
+            table = run.read_table("time_profile")
+        except MissingTableError:
+            try:
+                table = profile_span_time(run.read_table("io_span"))
+            except MissingTableError:
+                raise ProfileUnavailable(f"{run.path} has no io_span result (it needs the syscalls source: "
+                                         "`mobiperf run` takes it by default; `mobiperf analyze` makes it)") from None
+            source = "io_span"
+        sample = {rep: offset + i for i, rep in enumerate(reps)}
+        frames.append(_file_names(table.filter(pl.col("rep").is_in(reps)), meta).with_columns(
+            sample=pl.col("rep").replace_strict(sample, return_dtype=pl.Int64)))
+        offset += len(reps)
+    leaves = pl.concat(frames).select("sample", pl.col("layer"), pl.col("name").alias("call"), "process", "thread",
+                                      "file", "time_ns", "count", "bytes")
+    return SideProfile(group.label, leaves, offset, source)
+
+
+def _file_names(table: pl.DataFrame, meta: dict) -> pl.DataFrame:
+    """`file`: the path relative to the workload's directory (each run's stack lives under a directory of its
+    own, so absolute paths never line up), else the file type in parentheses."""
+    prefixes = set()
+    for rec in meta.get("repetitions", []):
+        stack = rec.get("stack") or {}
+        prefixes.add(stack.get("workdir"))
+        for layer in stack.get("layers") or []:
+            prefixes.update((layer.get("source"), layer.get("mountpoint")))
+    path = pl.col("path").fill_null("")
+    for prefix in sorted((p.rstrip("/") + "/" for p in prefixes if p), key=len, reverse=True):
+        path = pl.when(path.str.starts_with(prefix)).then(path.str.slice(len(prefix))).otherwise(path)
+    return table.with_columns(file=pl.when(pl.col("path").fill_null("") != "").then(path).otherwise(
+        "(" + pl.col("file_type").fill_null("unknown") + ")"))
+
+
+# --- the tree and its statistics ---
+
+def diff_profiles(base: SideProfile, news: Sequence[SideProfile], *, alpha: float = 0.05,
+                  min_effect: float = 0.05) -> ProfileDiff:
+    """The differential profile of BASE against every NEW (module docstring)."""
+    sides = [base, *news]
+    tree = _node_table(sides, [LEVELS[:k] for k in range(len(LEVELS) + 1)], alpha, min_effect)
+    movers = _node_table(sides, [MOVER_LEVELS], alpha, min_effect)
+    notes = [f"{s.label}: profile computed from io_span (its runs were analysed before time_profile existed)"
+             for s in sides if s.source == "io_span"]
+    return ProfileDiff(base, list(news), tree, movers, alpha, min_effect, notes)
+
+
+def _node_table(sides: list[SideProfile], groupings: list[tuple[str, ...]], alpha: float,
+                min_effect: float) -> NodeTable:
+    sums = [_sums(side.leaves, groupings) for side in sides]
+    nodes = pl.concat([s.select("_depth", *LEVELS) for s in sums]).unique().sort("_depth", *LEVELS,
+                                                                                    nulls_last=False)
+    nodes = nodes.with_row_index("_node")
+    keys = [_key(row) for row in nodes.iter_rows()]
+    figures = [_figures(s.join(nodes, on=["_depth", *LEVELS], nulls_equal=True), len(keys), side.samples)
+               for s, side in zip(sums, sides)]
+    changes = [_change(side.label, figures[0], fig, alpha, min_effect) for side, fig in zip(sides[1:], figures[1:])]
+    return NodeTable(keys, figures[0], changes)
+
+
+def _key(row: tuple) -> tuple[str, ...]:
+    """A node's key from its row (_node, _depth, the levels): the levels it is grouped by, in order."""
+    return tuple(k for k in row[2:] if k is not None)
+
+
+def _sums(leaves: pl.DataFrame, groupings: list[tuple[str, ...]]) -> pl.DataFrame:
+    """Per node of every grouping (a tuple of level names; the others null) and sample: time, count, bytes."""
+    frames = []
+    for levels in groupings:
+        g = leaves.group_by(*levels, "sample").agg(pl.col("time_ns").sum(), pl.col("count").sum(),
+                                                    pl.col("bytes").sum())
+        frames.append(g.with_columns(_depth=pl.lit(len(levels), pl.Int32),
+                                     **{c: pl.lit(None, pl.Utf8) for c in LEVELS if c not in levels}))
+    return pl.concat([f.select("_depth", *LEVELS, "sample", "time_ns", "count", "bytes") for f in frames])
+
+
+def _figures(sums: pl.DataFrame, nodes: int, samples: int) -> Figures:
+    node, sample = sums["_node"].to_numpy(), sums["sample"].to_numpy()
+    arrays = []
+    for column in ("time_ns", "count", "bytes"):
+        a = np.zeros((nodes, samples))
+        a[node, sample] = sums[column].to_numpy()
+        arrays.append(a)
+    return Figures(*arrays)
+
+
+def _change(label: str, base: Figures, new: Figures, alpha: float, min_effect: float) -> Change:
+    mb, mn = base.mean_time, new.mean_time
+    diff = mn - mb
+    total = diff[0] if len(diff) else 0.0
+    share = diff / total if total != 0 else np.full(len(diff), math.nan)
+    p, verdict = node_tests(base.time, new.time, alpha=alpha, min_effect=min_effect)
+    return Change(label, new, diff, share, p, verdict)
+
+
+def node_tests(base: np.ndarray, new: np.ndarray, *, alpha: float, min_effect: float) -> tuple[np.ndarray, list]:
+    """Per row (a node's values per repetition on each side): the Mann-Whitney p-value and the verdict (module
+    docstring). Rows whose mean changes by less than the minimum effect are not tested."""
+    n_b, n_n = base.shape[1], new.shape[1]
+    rows = len(base)
+    p = np.full(rows, math.nan)
+    if n_b < 2 or n_n < 2 or stats.smallest_mwu_p(n_b, n_n) >= alpha:
+        return p, [stats.UNDECIDED] * rows
+    mb, mn = base.mean(axis=1), new.mean(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        change = np.where(mb > 0, (mn - mb) / mb, np.where(mn > 0, np.inf, 0.0))
+    tested = np.flatnonzero(np.abs(change) >= min_effect)
+    if len(tested):
+        p[tested] = _rank_pattern_p(base[tested], new[tested])
+    verdict = [stats.NOT_SIGNIFICANT] * rows
+    for i in tested:
+        if p[i] < alpha:
+            verdict[i] = stats.REGRESSION if mn[i] > mb[i] else stats.IMPROVEMENT
+    return p, verdict
+
+
+def _rank_pattern_p(base: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """stats.mann_whitney of each row, computed once per distinct pattern of pooled mid-ranks (the test depends on
+    nothing else)."""
+    from scipy.stats import rankdata
+
+    n_b = base.shape[1]
+    ranks = rankdata(np.hstack([base, new]), axis=1)
+    patterns, which = np.unique(ranks, axis=0, return_inverse=True)
+    p = np.array([stats.mann_whitney(r[:n_b], r[n_b:]).p_value for r in patterns])
+    return p[np.asarray(which).reshape(-1)]
