@@ -15,6 +15,8 @@ import textwrap
 from typing import Any
 
 from mobiperf.core import stats
+from mobiperf.compare.latency_shift import shifts_json, shifts_text
+from mobiperf.compare.profile_format import movers_json, movers_text, profile_json
 from mobiperf.compare.runs import CompareOptions, CompareResult, MetricRow, PairResult, RunGroup
 from mobiperf.core.metrics import format_quantity
 from mobiperf.compare.verdict import LAYER_ORDER
@@ -137,6 +139,12 @@ def _pair_text(result: CompareResult, p: PairResult) -> list[str]:
             rows.append((r.key, f"{100 * g.limit:g}%" if g else "-", _change(r.result), _p(r.result),
                          f"{r.result.n_base}/{r.result.n_new}", g.status if g else "-"))
         out += ["guards:"] + _table(rows, "   ", left=(0, 5))
+    if result.profile is not None:
+        out += [""] + movers_text(result.profile, result.pairs.index(p))
+    elif result.profile_note:
+        out += _wrap(f"where the time moved: no profile: {result.profile_note}")
+    if result.latency is not None:
+        out += [""] + shifts_text(result.latency, result.pairs.index(p)) + [""]
     if p.context:
         out.append("context (never gates), by layer:")
         ordered = sorted(p.context, key=lambda r: (LAYER_ORDER.index(r.layer), r.key))
@@ -195,7 +203,9 @@ def to_json(result: CompareResult) -> dict:
         "verdict": p.verdict.as_dict() if p.verdict else None,
         "rows": [_row_json(p, r) for r in p.rows],
         "only_in_base": p.only_in_base, "only_in_new": p.only_in_new,
-    } for p in result.pairs]
+        "movers": movers_json(result.profile, k) if result.profile is not None else [],
+        "latency_shifts": shifts_json(result.latency, k) if result.latency is not None else [],
+    } for k, p in enumerate(result.pairs)]
     options = result.options.__dict__ | {"metric_patterns": list(result.options.metric_patterns),
                                          "guards": [str(g) for g in result.options.guards]}
     return {
@@ -205,6 +215,10 @@ def to_json(result: CompareResult) -> dict:
         "warnings": result.warnings, "notes": result.notes + ([result.context_note] if result.context_note else []),
         "comparisons": comparisons,
         "has_regression": result.has_regression,
+        "movers": comparisons[0]["movers"] if comparisons else [],
+        "profile": profile_json(result.profile) if result.profile is not None else None,
+        "profile_note": result.profile_note,
+        "latency_shifts": comparisons[0]["latency_shifts"] if comparisons else [],
     }
 
 

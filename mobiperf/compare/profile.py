@@ -170,6 +170,12 @@ def _file_names(table: pl.DataFrame, meta: dict) -> pl.DataFrame:
         "(" + pl.col("file_type").fill_null("unknown") + ")"))
 
 
+def profile_groups(base, news, *, alpha: float = 0.05, min_effect: float = 0.05) -> ProfileDiff:
+    """The differential profile of two run sets or more (compare.runs.RunGroup: BASE, then each NEW); raises
+    ProfileUnavailable naming the run that has none."""
+    return diff_profiles(load_side(base), [load_side(n) for n in news], alpha=alpha, min_effect=min_effect)
+
+
 # --- the tree and its statistics ---
 
 def diff_profiles(base: SideProfile, news: Sequence[SideProfile], *, alpha: float = 0.05,
@@ -192,7 +198,9 @@ def _node_table(sides: list[SideProfile], groupings: list[tuple[str, ...]], alph
     keys = [_key(row) for row in nodes.iter_rows()]
     figures = [_figures(s.join(nodes, on=["_depth", *LEVELS], nulls_equal=True), len(keys), side.samples)
                for s, side in zip(sums, sides)]
-    changes = [_change(side.label, figures[0], fig, alpha, min_effect) for side, fig in zip(sides[1:], figures[1:])]
+    finest = np.array([len(k) == len(groupings[-1]) for k in keys])  # a partition of all the time
+    changes = [_change(side.label, figures[0], fig, finest, alpha, min_effect)
+               for side, fig in zip(sides[1:], figures[1:])]
     return NodeTable(keys, figures[0], changes)
 
 
@@ -222,10 +230,10 @@ def _figures(sums: pl.DataFrame, nodes: int, samples: int) -> Figures:
     return Figures(*arrays)
 
 
-def _change(label: str, base: Figures, new: Figures, alpha: float, min_effect: float) -> Change:
+def _change(label: str, base: Figures, new: Figures, finest: np.ndarray, alpha: float, min_effect: float) -> Change:
     mb, mn = base.mean_time, new.mean_time
     diff = mn - mb
-    total = diff[0] if len(diff) else 0.0
+    total = float(diff[finest].sum())
     share = diff / total if total != 0 else np.full(len(diff), math.nan)
     p, verdict = node_tests(base.time, new.time, alpha=alpha, min_effect=min_effect)
     return Change(label, new, diff, share, p, verdict)

@@ -233,6 +233,30 @@ def bootstrap_median_ci(values: Sequence[float], *, confidence: float = 0.95, n_
     return Interval(low, high, confidence)
 
 
+def _difference_of_medians(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.median(y, axis=axis) - np.median(x, axis=axis)
+
+
+def shift_ci(base: Sequence[float], new: Sequence[float], *, confidence: float = 0.95,
+             n_resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> Interval:
+    """Percentile bootstrap confidence interval of median(new) - median(base), each side resampled on its own (a
+    shift in the values' own unit, where a ratio would mislead: a latency percentile that moves from 0)."""
+    a, b = np.asarray(base, dtype=float), np.asarray(new, dtype=float)
+    if len(a) < 2 or len(b) < 2:
+        return Interval(math.nan, math.nan, confidence, "no interval: a side has fewer than 2 repetitions")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # a degenerate bootstrap distribution is said below
+        res = _scipy().bootstrap((a, b), _difference_of_medians, paired=False, vectorized=True,
+                                 confidence_level=confidence, n_resamples=n_resamples, method="percentile",
+                                 rng=np.random.default_rng(seed))
+    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    note = "a point: every repetition gave the same value on both sides" if lo == hi else ""
+    if min(len(a), len(b)) < MIN_BOOTSTRAP_N:
+        note = (note + "; " if note else "") + (
+            f"coarse: a bootstrap median of {min(len(a), len(b))} values covers less than {100 * confidence:g}%")
+    return Interval(lo, hi, confidence, note)
+
+
 def bootstrap_ratio_ci(base: Sequence[float], new: Sequence[float], *, confidence: float = 0.95,
                        n_boot: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> tuple[float, float]:
     """(low, high) of `ratio_ci`, for callers that need only the numbers."""
