@@ -4,7 +4,8 @@ A workload is a list of CallKind: `count` calls of one system call per repetitio
 layer it names (syscall ⊃ fuse ⊃ fs ⊃ journal ⊃ block ⊃ device, any subset, outermost first), with the self time
 each layer gets in every call. A child span starts half its parent's self time after the parent and the parent
 ends half its self time after the child, so the self time of each layer in each call is exactly the figure given
-(analyzers/time_profile.py's definition). Repetitions differ by noise: every self time of a repetition is scaled
+(analyzers/time_profile.py's definition). With a fan-out, a call sends k spans of one layer one after the other
+(a write split into k FUSE requests), each with the layers below it. Repetitions differ by noise: every self time of a repetition is scaled
 by 1 + noise x a standard normal draw (one per repetition, kind and layer, seeded), so the expected difference of
 a node between two runs is what their CallKinds differ by.
 
@@ -36,6 +37,8 @@ class CallKind:
     comm: dict[str, tuple[str, int]] = field(default_factory=dict)  # layer -> (comm, tid); default app thread
     size_bytes: int = 4096
     path: str = "test.dat"
+    fanout: tuple[str, int] | None = None  # (layer, k): each call sends k spans of that layer one after the other,
+    #                                        each with the layers below; self_ns there is per span, not per call
 
 
 APP = ("mobibench", 1000)
@@ -54,35 +57,42 @@ def synthetic_io_span(kinds: list[CallKind], *, reps: int, seed: int = 0, noise:
 
 
 def _repetition(kinds: list[CallKind], rep: int, scale: dict, first_span: int) -> pl.DataFrame:
-    cols: dict[str, list[np.ndarray]] = {c: [] for c in ("call_id", "span_id", "parent_id", "ts", "end_ts",
-                                                         "layer", "name", "tid", "comm", "size_bytes", "path")}
+    cols: dict[str, list] = {c: [] for c in ("call_id", "span_id", "parent_id", "ts", "end_ts", "layer", "name",
+                                             "tid", "comm", "size_bytes", "path")}
     t0, next_call, next_span = 1_000_000_000, 0, first_span
     for k, kind in enumerate(kinds):
         layers = [layer for layer in LAYERS if layer in kind.self_ns]
         selfs = [int(round(kind.self_ns[layer] * scale[(k, layer)])) for layer in layers]
-        inner = np.cumsum(selfs[::-1])[::-1]          # each layer's duration: its self time and every deeper one
+        split = layers.index(kind.fanout[0]) if kind.fanout else len(layers)
+        times = kind.fanout[1] if kind.fanout else 1
+        inner = np.cumsum(selfs[::-1])[::-1].astype(np.int64)  # a span's duration: its self time and all below
+        if split < len(layers):  # the layers above the fan-out hold `times` of its spans each
+            inner[:split] = np.cumsum(selfs[:split][::-1])[::-1] + times * inner[split]
         n = kind.count
-        call_start = t0 + np.arange(n, dtype=np.int64) * (int(inner[0]) + GAP_NS)
-        t0 = int(call_start[-1] + inner[0] + GAP_NS) if n else t0
+        start = t0 + np.arange(n, dtype=np.int64) * (int(inner[0]) + GAP_NS)
+        t0 = int(start[-1] + inner[0] + GAP_NS) if n else t0
         call_ids = np.arange(next_call, next_call + n, dtype=np.int64)
         next_call += n
-        start = call_start
+        parent = np.full(n, -1, np.int64)
         for depth, layer in enumerate(layers):
-            span_ids = np.arange(next_span, next_span + n, dtype=np.int64)
-            next_span += n
+            if depth == split:  # each parent's `times` spans, one after the other
+                step = np.tile(np.arange(times, dtype=np.int64) * inner[depth], len(start))
+                start, call_ids, parent = np.repeat(start, times) + step, np.repeat(call_ids, times), \
+                    np.repeat(parent, times)
+            m = len(start)
+            span_ids = np.arange(next_span, next_span + m, dtype=np.int64)
+            next_span += m
             comm, tid = kind.comm.get(layer, APP)
-            cols["call_id"].append(call_ids)
-            cols["span_id"].append(span_ids)
-            cols["parent_id"].append(span_ids - n if depth else np.full(n, -1, np.int64))
-            cols["ts"].append(start)
-            cols["end_ts"].append(start + int(inner[depth]))
-            cols["layer"].append(pl.repeat(layer, n, eager=True))
-            cols["name"].append(pl.repeat(kind.names.get(layer, kind.syscall), n, eager=True))
-            cols["tid"].append(np.full(n, tid, np.int32))
-            cols["comm"].append(pl.repeat(comm, n, eager=True))
-            cols["size_bytes"].append(np.full(n, kind.size_bytes if layer != "journal" else 0, np.int64))
-            cols["path"].append(pl.repeat(kind.path if layer in ("syscall", "block") else "", n, eager=True))
-            start = start + selfs[depth] // 2
+            values = {"call_id": call_ids, "span_id": span_ids, "parent_id": parent, "ts": start,
+                      "end_ts": start + inner[depth], "tid": np.full(m, tid, np.int32),
+                      "size_bytes": np.full(m, kind.size_bytes if layer != "journal" else 0, np.int64),
+                      "layer": pl.repeat(layer, m, eager=True),
+                      "name": pl.repeat(kind.names.get(layer, kind.syscall), m, eager=True),
+                      "comm": pl.repeat(comm, m, eager=True),
+                      "path": pl.repeat(kind.path if layer in ("syscall", "block") else "", m, eager=True)}
+            for c, v in values.items():
+                cols[c].append(v)
+            start, parent = start + selfs[depth] // 2, span_ids
     df = pl.DataFrame({c: pl.concat(v) if isinstance(v[0], pl.Series) else np.concatenate(v)
                        for c, v in cols.items() if v})
     none = {"op": pl.Utf8, "region": pl.Utf8, "dev_major": pl.Int32, "dev_minor": pl.Int32, "sector": pl.Int64,
