@@ -11,9 +11,9 @@ Beyond noise uses compare's statistics (mobiperf.core.stats): the two-sided exac
 node's per-repetition times, at compare's alpha, and compare's minimum effect on the change of the node's mean
 (a node absent from BASE changes infinitely). A node is `undecided` when the repetitions are too few for any
 test to reach alpha (fewer than 2, or 3 vs 3: mobiperf.core.stats.smallest_mwu_p), whatever its difference.
-The test is rank-based, so a node's p-value depends only on the order of its pooled values: it is computed once
-per distinct order. With many nodes some are beyond noise by chance (about alpha x their number, among nodes
-whose change passes the minimum effect): the tree is for finding where to look, the verdict is compare's.
+The nodes are tested all at once (stats.mann_whitney_rows: the same test and p-values, vectorized). With many
+nodes some are beyond noise by chance (about alpha x their number, among nodes whose change passes the minimum
+effect): the tree is for finding where to look, the verdict is compare's.
 
 Movers: the same figures per (layer, call, process, file), threads summed: the list `compare` prints and its
 JSON's `movers`, largest absolute difference first.
@@ -25,6 +25,7 @@ with neither has no profile, and the reason is said.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -164,8 +165,9 @@ def _file_names(table: pl.DataFrame, meta: dict) -> pl.DataFrame:
         for layer in stack.get("layers") or []:
             prefixes.update((layer.get("source"), layer.get("mountpoint")))
     path = pl.col("path").fill_null("")
-    for prefix in sorted((p.rstrip("/") + "/" for p in prefixes if p), key=len, reverse=True):
-        path = pl.when(path.str.starts_with(prefix)).then(path.str.slice(len(prefix))).otherwise(path)
+    heads = sorted({re.escape(p.rstrip("/") + "/") for p in prefixes if p}, key=len, reverse=True)
+    if heads:
+        path = path.str.replace(f"^(?:{'|'.join(heads)})", "")
     return table.with_columns(file=pl.when(pl.col("path").fill_null("") != "").then(path).otherwise(
         "(" + pl.col("file_type").fill_null("unknown") + ")"))
 
@@ -252,21 +254,9 @@ def node_tests(base: np.ndarray, new: np.ndarray, *, alpha: float, min_effect: f
         change = np.where(mb > 0, (mn - mb) / mb, np.where(mn > 0, np.inf, 0.0))
     tested = np.flatnonzero(np.abs(change) >= min_effect)
     if len(tested):
-        p[tested] = _rank_pattern_p(base[tested], new[tested])
+        p[tested] = stats.mann_whitney_rows(base[tested], new[tested])
     verdict = [stats.NOT_SIGNIFICANT] * rows
     for i in tested:
         if p[i] < alpha:
             verdict[i] = stats.REGRESSION if mn[i] > mb[i] else stats.IMPROVEMENT
     return p, verdict
-
-
-def _rank_pattern_p(base: np.ndarray, new: np.ndarray) -> np.ndarray:
-    """stats.mann_whitney of each row, computed once per distinct pattern of pooled mid-ranks (the test depends on
-    nothing else)."""
-    from scipy.stats import rankdata
-
-    n_b = base.shape[1]
-    ranks = rankdata(np.hstack([base, new]), axis=1)
-    patterns, which = np.unique(ranks, axis=0, return_inverse=True)
-    p = np.array([stats.mann_whitney(r[:n_b], r[n_b:]).p_value for r in patterns])
-    return p[np.asarray(which).reshape(-1)]
