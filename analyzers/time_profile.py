@@ -35,7 +35,8 @@ from mobiperf.analyzers.io_span import LAYERS, RANK
 from mobiperf.core.schema import TIME_PROFILE
 
 KERNEL_NAME = r"^(?:jbd2|kworker|ksoftirqd|irq|migration|rcu\w*)/"
-_SPAN_COLUMNS = ("rep", "span_id", "parent_id", "call_id", "layer", "name", "ts", "end_ts", "tid", "comm",
+# The columns of io_span the profile reads (a caller reading io_span for it reads only these).
+SPAN_COLUMNS = ("rep", "span_id", "parent_id", "call_id", "layer", "name", "ts", "end_ts", "tid", "comm",
                  "size_bytes", "is_primary", "path", "file_type")
 
 
@@ -124,7 +125,7 @@ def kernel_process_name(comm: pl.Expr) -> pl.Expr:
 def profile_span_time(io_span: pl.DataFrame) -> pl.DataFrame:
     """time_profile from io_span (module docstring)."""
     # Names as categories: the gathers and the grouping below move 4-byte codes, not strings (twice as fast).
-    spans = io_span.lazy().select(_SPAN_COLUMNS).filter(pl.col("call_id").is_not_null()).with_columns(
+    spans = io_span.lazy().select(SPAN_COLUMNS).filter(pl.col("call_id").is_not_null()).with_columns(
         [pl.col(c).cast(pl.Categorical) for c in ("name", "comm", "path", "file_type")],
         _rank=pl.col("layer").replace_strict(RANK, return_dtype=pl.Int8)).collect()
     if not spans.height:

@@ -132,7 +132,7 @@ class ProfileDiff:
 
 def load_side(group) -> SideProfile:
     """A side's leaves from its runs' time_profile (or io_span), pooled over its runs (compare.runs.RunGroup)."""
-    from mobiperf.analyzers.time_profile import profile_span_time
+    from mobiperf.analyzers.time_profile import SPAN_COLUMNS, profile_span_time
 
     frames, offset, source = [], 0, "time_profile"
     for run, meta in zip(group.runs, group.metas):
@@ -140,8 +140,8 @@ def load_side(group) -> SideProfile:
         try:
             table = run.read_table("time_profile")
         except MissingTableError:
-            try:
-                table = profile_span_time(run.read_table("io_span"))
+            try:  # only the columns it needs: a million calls' io_span is a few million rows
+                table = profile_span_time(run.scan_table("io_span").select(SPAN_COLUMNS).collect())
             except MissingTableError:
                 raise ProfileUnavailable(f"{run.path} has no io_span result (it needs the syscalls source: "
                                          "`mobiperf run` takes it by default; `mobiperf analyze` makes it)") from None
