@@ -16,7 +16,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from mobiperf.compare.profile import LEVELS, TOTAL, ProfileDiff
-from mobiperf.compare.profile_format import LAYER_NAMES, call_name, signed_ns
+from mobiperf.compare.profile_format import COUNT_NOUNS, LAYER_NAMES, call_name, signed_ns
 from mobiperf.core.units import format_duration_ns
 from mobiperf.reports.figures import _layout
 
@@ -103,7 +103,8 @@ def _node_box(diff: ProfileDiff, k: int, i: int, box_id: str, parent: str) -> _B
                                    call_name(key[0], key[1]).split(" ", 1)[1] if len(key) == 2 else key[-1])
     where = " › ".join([LAYER_NAMES.get(key[0], key[0]), *key[1:]]) if key else TOTAL
     mark = {True: " *", False: "", None: " ?"}[ch.significant(i)]
-    counts = f"{tree.base.mean_count[i]:,.0f} → {ch.figures.mean_count[i]:,.0f} spans per repetition" if key else ""
+    noun = COUNT_NOUNS.get(key[0], "spans") if key else "spans of every layer"
+    counts = f"{tree.base.mean_count[i]:,.0f} → {ch.figures.mean_count[i]:,.0f} {noun} per repetition"
     verdict = {True: "beyond noise", False: "within noise", None: "undecided (too few repetitions)"}[
         ch.significant(i)] + ("" if math.isnan(ch.p_value[i]) else f" (p={ch.p_value[i]:.2g})")
     return _Box(box_id, parent, label + mark, where, 0.0, float(tree.base.mean_time[i]),

@@ -85,7 +85,9 @@ def cmd_compare(base, new, fmt, output, primary, guards, metrics, alpha, min_eff
         _extend(base, new, until, options, target)
     groups = [compare.load_group(p) for p in (base, *new)]
     result = compare.compare_groups(groups[0], groups[1:], options)
-    _add_profile(result, groups)
+    from mobiperf.compare.profile import attach_profile
+
+    attach_profile(result)  # where the time moved
     if fmt != "text":  # the text form has them at its top; machines' stdout stays parseable
         for w in result.warnings:
             click.echo(f"WARNING: {w}", err=True)
@@ -103,21 +105,6 @@ def cmd_compare(base, new, fmt, output, primary, guards, metrics, alpha, min_eff
         names = sorted({r.key for p in result.pairs for r in p.regressions})
         click.echo(f"gate failed: significant regression of {', '.join(names)}", err=True)
         sys.exit(compare.REGRESSION_EXIT_CODE)
-
-
-def _add_profile(result, groups) -> None:
-    """Where the time moved: the differential profile of the runs (or why there is none) and the latency shifts
-    per layer and op."""
-    from mobiperf.compare.latency_shift import compare_latency
-    from mobiperf.compare.profile import ProfileUnavailable, profile_groups
-
-    alpha, min_effect = result.options.alpha, result.options.min_effect
-    try:
-        result.profile = profile_groups(groups[0], groups[1:], alpha=alpha, min_effect=min_effect)
-    except ProfileUnavailable as e:
-        result.profile_note = str(e)
-        return
-    result.latency = compare_latency(groups[0], groups[1:], alpha=alpha, min_effect=min_effect)
 
 
 def _extend(base, new, limit: int, options, target: str) -> None:

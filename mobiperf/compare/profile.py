@@ -178,6 +178,20 @@ def profile_groups(base, news, *, alpha: float = 0.05, min_effect: float = 0.05)
     return diff_profiles(load_side(base), [load_side(n) for n in news], alpha=alpha, min_effect=min_effect)
 
 
+def attach_profile(result) -> None:
+    """Where the time moved, added to a comparison (compare.runs.CompareResult): its profile and latency shifts,
+    at its alpha and minimum effect, or profile_note saying why there is none."""
+    from mobiperf.compare.latency_shift import compare_latency
+
+    groups, options = [result.base, *(p.new for p in result.pairs)], result.options
+    try:
+        result.profile = profile_groups(groups[0], groups[1:], alpha=options.alpha, min_effect=options.min_effect)
+    except ProfileUnavailable as e:
+        result.profile_note = str(e)
+        return
+    result.latency = compare_latency(groups[0], groups[1:], alpha=options.alpha, min_effect=options.min_effect)
+
+
 # --- the tree and its statistics ---
 
 def diff_profiles(base: SideProfile, news: Sequence[SideProfile], *, alpha: float = 0.05,

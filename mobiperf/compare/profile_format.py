@@ -24,6 +24,7 @@ COUNT_NOUNS = {"syscall": "calls", "fuse": "requests", "fs": "calls", "journal":
 TEXT_MOVERS = 8
 JSON_MOVERS = 200
 MARKS = {True: "*", False: "", None: "?"}
+NOISE_WORDS = {True: "beyond noise", False: "within noise", None: "undecided (too few repetitions)"}
 
 
 def call_name(layer: str, call: str) -> str:
@@ -64,11 +65,10 @@ def movers_text(diff: ProfileDiff, k: int = 0, top: int = TEXT_MOVERS) -> list[s
     order = [i for i in diff.mover_order(k) if ch.diff_ns[i] != 0]
     n_b, n_n = diff.base.samples, diff.news[k].samples
     tree_total = diff.tree.changes[k]
-    head = (f"where the time moved (the workload's calls, time per repetition: mean of {n_b} vs {n_n}): "
-            f"{format_duration_ns(diff.tree.base.mean_time[0])} -> "
-            f"{format_duration_ns(tree_total.figures.mean_time[0])}, {signed_ns(tree_total.diff_ns[0])} "
-            f"({_pct(tree_total.diff_ns[0], diff.tree.base.mean_time[0])})"
-            f"{MARKS[tree_total.significant(0)]}")
+    head = (f"where the time moved: all calls {format_duration_ns(diff.tree.base.mean_time[0])} -> "
+            f"{format_duration_ns(tree_total.figures.mean_time[0])} per repetition (mean of {n_b} vs {n_n}), "
+            f"{signed_ns(tree_total.diff_ns[0])} ({_pct(tree_total.diff_ns[0], diff.tree.base.mean_time[0])}), "
+            f"{NOISE_WORDS[tree_total.significant(0)]}")
     if not order:
         return _wrap(head) + ["   no call, layer, process or file moved"]
     out = _wrap(head) + _wrap("   " + "; ".join(mover_sentence(table, k, i) for i in order[:3]))
