@@ -59,7 +59,9 @@ def fig_profile_icicle(diff: ProfileDiff, k: int = 0, title: str | None = None) 
                     colorbar=dict(title=dict(text="NEW − BASE<br>ms per rep", side="top"), thickness=14)),
         insidetextfont=dict(size=12), outsidetextfont=dict(size=12)))
     name = title or f"Where the time moved: {diff.news[k].label} against {diff.base.label}"
-    return _layout(fig, name, height=560, margin=dict(l=10, r=10, t=60, b=10))
+    # text that would be under 10 px is hidden, not shrunk: a small box says what it is on hover or zoom
+    return _layout(fig, name, height=560, margin=dict(l=10, r=10, t=60, b=10),
+                   uniformtext=dict(minsize=10, mode="hide"))
 
 
 def _share(d: float, total: float) -> str:
