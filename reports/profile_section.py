@@ -70,7 +70,37 @@ def profile_section(diff: ProfileDiff | None, note: str) -> str:
     parts.append("<h3>Top movers</h3><p class='sub'>By layer, call, process and file (threads summed), the largest "
                  "changes of each NEW; click a header to sort.</p>")
     parts.append("<div class='scroll tall'>" + _movers_table(diff) + "</div>")
+    parts.append(_background_table(diff))
     return "".join(parts)
+
+
+def _background_table(diff: ProfileDiff) -> str:
+    """The IO no call caused, per layer, call and process: apart from the calls' time (its spans' summed time)."""
+    from mobiperf.compare.profile_format import _count, background_order
+    from mobiperf.core.units import format_size
+
+    bg = diff.background
+    if bg is None:
+        return ""
+    rows = []
+    for i in list(dict.fromkeys(i for k in range(len(diff.news)) for i in background_order(diff, k)))[:TABLE_MOVERS]:
+        layer, call, process = bg.keys[i]
+        noun = COUNT_NOUNS.get(layer, "spans")
+        cells = [(esc(call_name(layer, call)), None), (esc(process), None),
+                 (f"{_count(bg.base.mean_count[i])} {noun}<br><small>{format_size(bg.base.mean_bytes[i])}</small>",
+                  float(bg.base.mean_count[i]))]
+        for ch in bg.changes:
+            mark = {True: " *", False: "", None: " ?"}[ch.significant(i)]
+            cells.append((f"{_count(ch.figures.mean_count[i])} {noun}<br><small>{format_size(ch.figures.mean_bytes[i])}"
+                          f" · {esc(signed_ns(ch.diff_ns[i]))}{mark}</small>", float(ch.figures.mean_count[i])))
+        rows.append(cells)
+    if not rows:
+        return ""
+    headers = ["IO no call caused", "process", "BASE"] + [f"NEW {n.label}" if len(diff.news) > 1 else "NEW"
+                                                          for n in diff.news]
+    return ("<h3>IO no call caused</h3><p class='sub'>Per repetition, apart from the calls' time: a FUSE daemon's "
+            "own flush thread, writeback, periodic journal commits (io_background); the time is the spans' summed "
+            "durations.</p><div class='scroll'>" + sortable_table("background-table", headers, rows) + "</div>")
 
 
 def _movers_table(diff: ProfileDiff) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from mobiperf.core import stats
 from mobiperf.compare.latency_shift import shifts_json, shifts_text
-from mobiperf.compare.profile_format import movers_json, movers_text, profile_json
+from mobiperf.compare.profile_format import background_json, movers_json, movers_text, profile_json
 from mobiperf.compare.runs import CompareOptions, CompareResult, MetricRow, PairResult, RunGroup
 from mobiperf.core.metrics import format_quantity
 from mobiperf.compare.verdict import LAYER_ORDER
@@ -204,6 +204,7 @@ def to_json(result: CompareResult) -> dict:
         "rows": [_row_json(p, r) for r in p.rows],
         "only_in_base": p.only_in_base, "only_in_new": p.only_in_new,
         "movers": movers_json(result.profile, k) if result.profile is not None else [],
+        "background": background_json(result.profile, k) if result.profile is not None else [],
         "latency_shifts": shifts_json(result.latency, k) if result.latency is not None else [],
     } for k, p in enumerate(result.pairs)]
     options = result.options.__dict__ | {"metric_patterns": list(result.options.metric_patterns),

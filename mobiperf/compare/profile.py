@@ -18,6 +18,10 @@ effect): the tree is for finding where to look, the verdict is compare's.
 Movers: the same figures per (layer, call, process, file), threads summed: the list `compare` prints and its
 JSON's `movers`, largest absolute difference first.
 
+Background: the IO no call caused (io_background: a FUSE daemon's own flush thread, writeback, periodic commits)
+is not the calls' time and stays out of the tree; it is compared apart, per (layer, call, process), its time the
+sum of its spans' durations, so that work a change moved out of the calls (bFUSE's buffered pwrites) is seen.
+
 A side without a time_profile result (runs analysed before it existed) has it computed from its io_span; a side
 with neither has no profile, and the reason is said.
 """
@@ -37,6 +41,7 @@ from mobiperf.core.errors import MissingTableError, MobiperfError
 
 LEVELS = ("layer", "call", "process", "thread", "file")
 MOVER_LEVELS = ("layer", "call", "process", "file")
+BACKGROUND_LEVELS = ("layer", "call", "process")
 TOTAL = "all calls"
 
 
@@ -53,6 +58,7 @@ class SideProfile:
     leaves: pl.DataFrame      # sample, layer, call, process, thread, file, time_ns, count, bytes
     samples: int
     source: str               # "time_profile" (the runs' own result) or "io_span" (computed here)
+    background: pl.DataFrame | None = None   # sample, layer, call, process, time_ns, count, bytes: io_background
 
 
 @dataclass
@@ -118,6 +124,7 @@ class ProfileDiff:
     alpha: float
     min_effect: float
     notes: list[str] = field(default_factory=list)
+    background: NodeTable | None = None   # the IO no call caused, per (layer, call, process): apart from the tree
 
     def mover_order(self, k: int = 0) -> list[int]:
         """The movers of the k-th NEW, largest absolute difference first (nodes with no time on either side
@@ -134,7 +141,7 @@ def load_side(group) -> SideProfile:
     """A side's leaves from its runs' time_profile (or io_span), pooled over its runs (compare.runs.RunGroup)."""
     from mobiperf.analyzers.time_profile import SPAN_COLUMNS, profile_span_time
 
-    frames, offset, source = [], 0, "time_profile"
+    frames, background, offset, source = [], [], 0, "time_profile"
     for run, meta in zip(group.runs, group.metas):
         reps = [r["index"] for r in meta.get("repetitions", []) if r.get("exit_code", 0) == 0]
         try:
@@ -149,10 +156,26 @@ def load_side(group) -> SideProfile:
         sample = {rep: offset + i for i, rep in enumerate(reps)}
         frames.append(_file_names(table.filter(pl.col("rep").is_in(reps)), meta).with_columns(
             sample=pl.col("rep").replace_strict(sample, return_dtype=pl.Int64)))
+        background.append(_background(run, reps, sample))
         offset += len(reps)
     leaves = pl.concat(frames).select("sample", pl.col("layer"), pl.col("name").alias("call"), "process", "thread",
                                       "file", "time_ns", "count", "bytes")
-    return SideProfile(group.label, leaves, offset, source)
+    bg = pl.concat(background) if all(b is not None for b in background) else None
+    return SideProfile(group.label, leaves, offset, source, bg)
+
+
+def _background(run, reps: list[int], sample: dict[int, int]) -> pl.DataFrame | None:
+    """A run's io_background (IO no call caused: its spans' count, bytes and summed time per task) as leaves."""
+    from mobiperf.analyzers.time_profile import kernel_process_name
+
+    try:
+        bg = run.read_table("io_background")
+    except MissingTableError:
+        return None
+    return bg.filter(pl.col("rep").is_in(reps)).select(
+        sample=pl.col("rep").replace_strict(sample, return_dtype=pl.Int64), layer="layer", call="name",
+        process=kernel_process_name(pl.col("comm").fill_null("?")), thread=pl.lit(""), file=pl.lit(""),
+        time_ns="time_ns", count="count", bytes="bytes")
 
 
 def _file_names(table: pl.DataFrame, meta: dict) -> pl.DataFrame:
@@ -202,7 +225,11 @@ def diff_profiles(base: SideProfile, news: Sequence[SideProfile], *, alpha: floa
     movers = _node_table(sides, [MOVER_LEVELS], alpha, min_effect)
     notes = [f"{s.label}: profile computed from io_span (its runs were analysed before time_profile existed)"
              for s in sides if s.source == "io_span"]
-    return ProfileDiff(base, list(news), tree, movers, alpha, min_effect, notes)
+    background = None
+    if all(s.background is not None for s in sides):
+        background = _node_table([SideProfile(s.label, s.background, s.samples, s.source) for s in sides],
+                                 [BACKGROUND_LEVELS], alpha, min_effect)
+    return ProfileDiff(base, list(news), tree, movers, alpha, min_effect, notes, background)
 
 
 def _node_table(sides: list[SideProfile], groupings: list[tuple[str, ...]], alpha: float,

@@ -84,6 +84,7 @@ def movers_text(diff: ProfileDiff, k: int = 0, top: int = TEXT_MOVERS) -> list[s
                      MARKS[ch.significant(i)]))
     out += _aligned(rows)
     rest = len(order) - min(top, len(order))
+    out += background_text(diff, k)
     out += _wrap(f"   share: of the total change; * beyond noise (Mann-Whitney U on the repetitions, alpha "
                  f"{diff.alpha:g}, minimum effect {100 * diff.min_effect:g}%), ? undecided (too few repetitions)"
                  + (f"; {rest} more in --format json (movers)" if rest else ""))
@@ -109,6 +110,36 @@ def _aligned(rows: list[tuple[str, ...]]) -> list[str]:
             .rstrip() for r in rows]
 
 
+def background_order(diff: ProfileDiff, k: int = 0) -> list[int]:
+    """The background nodes of the k-th NEW whose count or time changed, largest time difference first."""
+    bg = diff.background
+    if bg is None:
+        return []
+    ch = bg.changes[k]
+    moved = (bg.base.mean_count != ch.figures.mean_count) | (ch.diff_ns != 0)
+    return [int(i) for i in np.argsort(-np.abs(ch.diff_ns), kind="stable") if moved[i]]
+
+
+def background_text(diff: ProfileDiff, k: int = 0, top: int = 3) -> list[str]:
+    """The IO no call caused that moved most, in one sentence (its time is its spans' summed durations)."""
+    from mobiperf.core.units import format_size
+
+    bg = diff.background
+    order = background_order(diff, k)[:top]
+    if not order:
+        return []
+    ch = bg.changes[k]
+    parts = []
+    for i in order:
+        layer, call, process = bg.keys[i]
+        size = (f"{format_size(bg.base.mean_bytes[i])} -> {format_size(ch.figures.mean_bytes[i])}, "
+                if bg.base.mean_bytes[i] or ch.figures.mean_bytes[i] else "")
+        parts.append(f"{call_name(layer, call)} ({process}): {_count(bg.base.mean_count[i])} -> "
+                     f"{_count(ch.figures.mean_count[i])} {COUNT_NOUNS.get(layer, 'spans')}, {size}"
+                     f"{signed_ns(ch.diff_ns[i])} of span time {MARKS[ch.significant(i)]}".rstrip())
+    return _wrap("   IO no call caused (apart from the calls' time, per repetition): " + "; ".join(parts))
+
+
 # --- as data ---
 
 def _num(v: float) -> float | None:
@@ -123,6 +154,19 @@ def movers_json(diff: ProfileDiff, k: int = 0, limit: int = JSON_MOVERS) -> list
              "share_of_diff": _num(ch.share_of_diff[i]), "base_count": _num(table.base.mean_count[i]),
              "new_count": _num(ch.figures.mean_count[i]), "significant": ch.significant(i)}
             for i in diff.mover_order(k)[:limit]]
+
+
+def background_json(diff: ProfileDiff, k: int = 0, limit: int = JSON_MOVERS) -> list[dict]:
+    """The k-th NEW's IO no call caused, per (layer, call, process), largest time difference first."""
+    bg = diff.background
+    if bg is None:
+        return []
+    ch = bg.changes[k]
+    return [{"path": list(bg.keys[i]), "base_ns": _num(bg.base.mean_time[i]), "new_ns": _num(ch.figures.mean_time[i]),
+             "diff_ns": _num(ch.diff_ns[i]), "base_count": _num(bg.base.mean_count[i]),
+             "new_count": _num(ch.figures.mean_count[i]), "base_bytes": _num(bg.base.mean_bytes[i]),
+             "new_bytes": _num(ch.figures.mean_bytes[i]), "significant": ch.significant(i)}
+            for i in background_order(diff, k)[:limit]]
 
 
 def profile_json(diff: ProfileDiff) -> dict[str, Any]:

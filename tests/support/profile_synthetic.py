@@ -104,9 +104,12 @@ def _repetition(kinds: list[CallKind], rep: int, scale: dict, first_span: int) -
 
 
 def make_profile_run(path: Path, kinds: list[CallKind], *, reps: int, seed: int = 0, noise: float = 0.01,
-                     stack: str = "ext4+fuse", write_time_profile: bool = False) -> Path:
+                     stack: str = "ext4+fuse", write_time_profile: bool = False,
+                     background: list[tuple] = ()) -> Path:
     """A run directory of the workload (module docstring): run.json with `reps` successful repetitions (their
-    workload time: the calls' total) and results/io_span.parquet; results/time_profile.parquet too when asked."""
+    workload time: the calls' total) and results/io_span.parquet; results/time_profile.parquet too when asked;
+    results/io_background.parquet when `background` gives its rows (scope, comm, layer, name, count, bytes,
+    time_ns), the same in every repetition."""
     path = Path(path)
     (path / "results").mkdir(parents=True)
     (path / "raw").mkdir()
@@ -117,6 +120,13 @@ def make_profile_run(path: Path, kinds: list[CallKind], *, reps: int, seed: int 
         from mobiperf.analyzers.time_profile import profile_span_time
 
         profile_span_time(spans).write_parquet(path / "results" / "time_profile.parquet")
+    if background:
+        from mobiperf.core.schema import IO_BACKGROUND
+
+        rows = [(rep, scope, 3000 + j, comm, layer, name, count, size, ns) for rep in range(reps)
+                for j, (scope, comm, layer, name, count, size, ns) in enumerate(background)]
+        IO_BACKGROUND.validate(pl.DataFrame(rows, schema=list(IO_BACKGROUND.columns), orient="row")).write_parquet(
+            path / "results" / "io_background.parquet")
     calls = spans.filter(pl.col("layer") == "syscall").group_by("rep").agg((pl.col("end_ts") - pl.col("ts")).sum())
     total = dict(zip(calls["rep"].to_list(), calls["end_ts"].to_list()))
     meta = {"format": "mobiperf-run", "version": 1, "status": "complete", "id": path.name,

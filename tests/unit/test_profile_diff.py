@@ -13,7 +13,7 @@ import pytest
 
 from mobiperf.compare.latency_shift import compare_latency
 from mobiperf.compare.profile import LEVELS, ProfileUnavailable, profile_groups
-from mobiperf.compare.profile_format import movers_json, movers_text, profile_json
+from mobiperf.compare.profile_format import background_json, movers_json, movers_text, profile_json
 from mobiperf.compare.runs import load_group
 from support.profile_synthetic import CallKind, make_profile_run
 
@@ -111,6 +111,25 @@ def test_the_text_names_the_mover_with_the_counts_that_explain_it(tmp_path):
     assert "8,192 -> 64" in row and row.endswith("*")
     counts = {tuple(m["path"][:2]): (m["base_count"], m["new_count"]) for m in movers_json(d)}
     assert counts[("fuse", "FUSE_WRITE")] == (8192, 64) and counts[("syscall", "write")] == (64, 64)
+
+
+def test_io_no_call_caused_is_compared_apart_from_the_calls(tmp_path):
+    # bFUSE writes the file from its flush thread: 16 pwritev of 2 MiB that no call caused, where legacy FUSE
+    # wrote inside the calls; the kernel's writeback is the same on both sides
+    writeback = ("kernel", "kworker/u8:3", "block", "write", 64, 32 << 20, 90_000_000)
+    legacy = make_profile_run(tmp_path / "legacy", workload(), reps=5, seed=1, background=[writeback])
+    bfuse = make_profile_run(tmp_path / "bfuse", workload(), reps=5, seed=2, background=[
+        ("fuse_daemon", "bfuse", "fs", "pwritev", 16, 32 << 20, 40_000_000),
+        ("kernel", "kworker/u8:1", "block", "write", 64, 32 << 20, 90_000_000)])
+    d = profile_groups(load_group(legacy), [load_group(bfuse)])
+    bg = {tuple(b["path"]): b for b in background_json(d)}
+    assert list(bg) == [("fs", "pwritev", "bfuse")]   # the kworker's name lost its numbers: the same node
+    assert bg[("fs", "pwritev", "bfuse")]["new_count"] == 16 and bg[("fs", "pwritev", "bfuse")]["base_count"] == 0
+    assert bg[("fs", "pwritev", "bfuse")]["diff_ns"] == 40_000_000 and bg[("fs", "pwritev", "bfuse")]["significant"]
+    text = " ".join(line.strip() for line in movers_text(d))
+    assert "IO no call caused (apart from the calls' time, per repetition): fs pwritev (bfuse): 0 -> 16 calls, " \
+           "0 B -> 32 MiB, +40 ms of span time *" in text
+    assert d.tree.changes[0].significant(0) is False   # the calls' time did not move beyond noise
 
 
 def test_three_repetitions_a_side_are_undecided_whatever_the_difference(runs):
