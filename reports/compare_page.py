@@ -207,8 +207,8 @@ def render_compare(result: CompareResult) -> str:
     parts.append(_figures_section(labels, tables, problems))
     parts.append("<section id='table3'><h2>System calls and IO requests (Table 3)</h2>"
                  + _table3(groups, tables) + "</section>")
-    nav = [("verdict", "Verdict"), ("moved", "Where the time moved"), ("guards", "Guards"), ("context", "Context"), ("runs", "Runs"),
-           ("figures", "Figures"), ("table3", "Table 3")]
+    nav = [("verdict", "Verdict"), ("moved", "Where the time moved"), ("guards", "Guards"), ("context", "Context"),
+           ("runs", "Runs"), ("figures", "Figures"), ("table3", "Table 3")]
     return page(f"mobiperf compare: {result.base.label}", nav, "".join(parts), status)
 
 

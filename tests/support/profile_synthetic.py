@@ -2,12 +2,12 @@
 
 A workload is a list of CallKind: `count` calls of one system call per repetition, each a chain of spans, one per
 layer it names (syscall ⊃ fuse ⊃ fs ⊃ journal ⊃ block ⊃ device, any subset, outermost first), with the self time
-each layer gets in every call. A child span starts half its parent's self time after the parent and the parent
-ends half its self time after the child, so the self time of each layer in each call is exactly the figure given
-(analyzers/time_profile.py's definition). With a fan-out, a call sends k spans of one layer one after the other
-(a write split into k FUSE requests), each with the layers below it. Repetitions differ by noise: every self time of a repetition is scaled
-by 1 + noise x a standard normal draw (one per repetition, kind and layer, seeded), so the expected difference of
-a node between two runs is what their CallKinds differ by.
+each layer gets in every call. A child span starts half its parent's self time after the parent and the parent ends
+half its self time after the child, so the self time of each layer in each call is exactly the figure given
+(analyzers/time_profile.py's definition). With a fan-out, a call sends k spans of one layer one after the other (a
+write split into k FUSE requests), each with the layers below it. Repetitions differ by noise: every self time of a
+repetition is scaled by 1 + noise x a standard normal draw (one per repetition, kind and layer, seeded), so the
+expected difference of a node between two runs is what their CallKinds differ by.
 
 make_profile_run writes such a run as a run directory (run.json and results/io_span.parquet), as `mobiperf run`
 would have left it after analysis, minus every other table.
