@@ -13,13 +13,15 @@ charged its own wait.)
 time_profile, one row per (rep, layer, name, process, thread, file):
   layer, name   io_span's layer and name: the system call, the FUSE opcode, the daemon's call or the file
                 system's sync, jbd2_commit, the block or device op
-  process       who ran the span, named so that the same process has the same name in every run: the task's
-                command name (comm), kernel threads with their numbers as `*` (jbd2/loop*-*, kworker/*:*H: the
-                loop device and CPU differ between runs). The trace has thread ids, not processes; threads with one
-                name are one process here (issue 24's attribution will give real processes)
-  thread        the process's threads in order of their first span in the repetition: `mobibench #1`, ...
-  path          the span's file, else the file of the call that caused it ('' when neither is known)
-  file_type     the same way (analyzers/file_type.py), `unknown` when neither is known
+  process       whose the span is: span_owner's process (analyzers/attribution.py: by causality, the process of
+                the call that caused it, for the FUSE daemon's and the jbd2 thread's work too); a run analysed
+                before span_owner existed: the name (comm) of the thread that ran the span. Kernel threads'
+                names lose the numbers after their `/` (jbd2/loop*-*, kworker/*:*H: the loop device and the CPU
+                differ between runs), so that runs line up
+  thread        its thread's name and rank among the process's threads of that name by first span in the
+                repetition (`mobibench #2`): thread ids differ between runs, the order of their first work less
+  path          span_owner's path (the top-most on the way down: the app's own name of the file), else the
+                span's, else its call's ('' when none is known); file_type the same way (unknown without one)
   time_ns       the spans' self time (rounded once per row)
   count, bytes  spans and bytes (size_bytes) counted once: a journal commit two calls waited for costs each its
                 wait, but counts (and its bytes) for the first waiter only (io_span's is_primary)
@@ -122,8 +124,8 @@ def kernel_process_name(comm: pl.Expr) -> pl.Expr:
     return pl.when(comm.str.contains(KERNEL_NAME)).then(head + tail.str.replace_all(r"\d+", "*")).otherwise(comm)
 
 
-def profile_span_time(io_span: pl.DataFrame) -> pl.DataFrame:
-    """time_profile from io_span (module docstring)."""
+def profile_span_time(io_span: pl.DataFrame, span_owner: pl.DataFrame | None = None) -> pl.DataFrame:
+    """time_profile from io_span (module docstring), its owners from span_owner when the run has it."""
     # Names as categories: the gathers and the grouping below move 4-byte codes, not strings (twice as fast).
     spans = io_span.lazy().select(SPAN_COLUMNS).filter(pl.col("call_id").is_not_null()).with_columns(
         [pl.col(c).cast(pl.Categorical) for c in ("name", "comm", "path", "file_type")],
@@ -137,19 +139,37 @@ def profile_span_time(io_span: pl.DataFrame) -> pl.DataFrame:
     np.minimum.at(origin, rep, ts)  # each repetition's own: the times of one fit in fewer bits
     parent = _parent_rows(rep, spans["span_id"].to_numpy(), spans["parent_id"])
     self_ns = span_self_ns(call, rank, parent, ts - origin[rep], end_ts - origin[rep])
-    call_row = np.full(int(call.max()) + 1, -1, dtype=np.int64)
-    call_row[call[rank == 0]] = np.flatnonzero(rank == 0)
-    of_call = pl.Series(call_row[call])  # each span's call's row: its file when the span has none of its own
-    spans = spans.with_columns(_self=pl.Series(self_ns), _path=pl.col("path").gather(of_call),
-                               _type=pl.col("file_type").gather(of_call))
+    spans = spans.with_columns(_self=pl.Series(self_ns))
+    if span_owner is not None and span_owner.height:
+        spans = _owned(spans, span_owner)
+    else:
+        call_row = np.full(int(call.max()) + 1, -1, dtype=np.int64)
+        call_row[call[rank == 0]] = np.flatnonzero(rank == 0)
+        of_call = pl.Series(call_row[call])  # each span's call's row: its file when the span has none of its own
+        spans = spans.with_columns(_path=pl.col("path").gather(of_call), _type=pl.col("file_type").gather(of_call),
+                                   process=pl.col("comm"))
     primary = pl.col("is_primary").fill_null(True)
-    leaves = spans.lazy().group_by("rep", "_rank", "name", "tid", "comm", "path", "file_type", "_path", "_type").agg(
+    leaves = spans.lazy().group_by("rep", "_rank", "name", "process", "tid", "comm", "path", "file_type", "_path",
+                                   "_type").agg(
         time=pl.col("_self").sum(), count=primary.sum().cast(pl.Int64),
         bytes=pl.col("size_bytes").fill_null(0).filter(primary).sum().cast(pl.Int64),
         _first=pl.col("ts").min()).collect()
-    names = [pl.col(c).cast(pl.Utf8) for c in ("name", "comm", "path", "file_type", "_path", "_type")]
+    names = [pl.col(c).cast(pl.Utf8) for c in ("name", "process", "comm", "path", "file_type", "_path", "_type")]
     return _name_leaves(leaves.with_columns(names, layer=pl.col("_rank").replace_strict(
         dict(enumerate(LAYERS)), return_dtype=pl.Utf8)))
+
+
+def _owned(spans: pl.DataFrame, span_owner: pl.DataFrame) -> pl.DataFrame:
+    """The spans with span_owner's process, thread (its name in comm, its id in tid) and file in place of their
+    own columns (issue 24's attribution: by causality, the call's for everything it caused)."""
+    owner = span_owner.lazy().select(
+        "rep", "span_id", process=pl.col("process").cast(pl.Categorical), _tid=pl.col("tid"),
+        _comm=pl.col("thread").cast(pl.Categorical), _opath=pl.col("path").cast(pl.Categorical),
+        _otype=pl.col("file_type").cast(pl.Categorical))
+    return spans.lazy().join(owner, on=["rep", "span_id"], how="left").with_columns(
+        tid=pl.coalesce("_tid", "tid"), comm=pl.coalesce("_comm", "comm"), process=pl.coalesce("process", "comm"),
+        path=pl.col("_opath"), file_type=pl.col("_otype"), _path=pl.lit(None, pl.Categorical),
+        _type=pl.lit(None, pl.Categorical)).drop("_tid", "_comm", "_opath", "_otype").collect()
 
 
 def _parent_rows(rep: np.ndarray, span_id: np.ndarray, parent_id: pl.Series) -> np.ndarray:
@@ -179,17 +199,19 @@ def _call_index(rep: np.ndarray, call_id: np.ndarray) -> np.ndarray:
 
 
 def _name_leaves(leaves: pl.DataFrame) -> pl.DataFrame:
-    """The leaves with process, thread, path and file type named (module docstring), summed per name."""
+    """The leaves with process, thread, path and file type named (module docstring), summed per name: a thread is
+    its name and its rank among the process's threads of that name by first span (`mobibench #2`)."""
     has_path = pl.col("path").fill_null("") != ""
     own_type = pl.col("file_type").is_not_null() & (pl.col("file_type") != "unknown")
     leaves = leaves.with_columns(
         path=pl.when(has_path).then(pl.col("path")).otherwise(pl.col("_path").fill_null("")),
         file_type=pl.when(own_type).then(pl.col("file_type")).otherwise(pl.col("_type")).fill_null("unknown"),
-        process=kernel_process_name(pl.col("comm").fill_null("?")))
-    first = leaves.group_by("rep", "process", "tid").agg(pl.col("_first").min())
-    first = first.with_columns(_nth=pl.col("_first").rank("ordinal").over("rep", "process").cast(pl.Int64))
-    leaves = leaves.join(first.select("rep", "process", "tid", "_nth"), on=["rep", "process", "tid"], how="left") \
-        .with_columns(thread=pl.col("process") + " #" + pl.col("_nth").cast(pl.Utf8))
+        process=kernel_process_name(pl.col("process").fill_null(pl.col("comm")).fill_null("?")),
+        comm=kernel_process_name(pl.col("comm").fill_null("?")))
+    first = leaves.group_by("rep", "process", "comm", "tid").agg(pl.col("_first").min())
+    first = first.with_columns(_nth=pl.col("_first").rank("ordinal").over("rep", "process", "comm").cast(pl.Int64))
+    leaves = leaves.join(first.select("rep", "process", "comm", "tid", "_nth"), on=["rep", "process", "comm", "tid"],
+                         how="left").with_columns(thread=pl.col("comm") + " #" + pl.col("_nth").cast(pl.Utf8))
     out = leaves.group_by("rep", "_rank", "layer", "name", "process", "thread", "path", "file_type").agg(
         time_ns=pl.col("time").sum().round().cast(pl.Int64), count=pl.col("count").sum(),
         bytes=pl.col("bytes").sum())

@@ -183,7 +183,8 @@ def cmd_probe(target: str, fmt: str) -> None:
         users = ", ".join(f"{u['name']} ({u['pid']})" for u in android.get("tracefs_users") or []) or "none"
         click.echo(f"tracefs     owner {android.get('tracefs_owner') or '-'}  other users: {users}")
         click.echo(f"storage     /sdcard: {android.get('sdcard_implementation') or '-'}  "
-                   f"/data: {android.get('data_fstype') or '-'} on {' > '.join(android.get('data_block_devices') or [])}")
+                   f"/data: {android.get('data_fstype') or '-'} on "
+                   f"{' > '.join(android.get('data_block_devices') or [])}")
         click.echo(f"workdir     {android.get('default_workdir')}")
 
 
@@ -462,7 +463,7 @@ def cmd_show(rundir: Path, fmt: str) -> None:
 
     meta = RunDir.open(rundir).read_meta()
     if fmt == "json":
-        click.echo(json.dumps(meta, indent=2))
+        click.echo(json.dumps(meta.to_json(), indent=2))
         return
     if fmt == "csv":
         click.echo("metric,labels,value,unit")

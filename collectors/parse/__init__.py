@@ -216,16 +216,9 @@ def derive_tables(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataFra
 
     derived, summary = {}, {}
     if "block_event" in tables:
-        from mobiperf.collectors.parse.pairing import summarize_pairing
-
+        # the pairing's own counts; what was matched for what the trace holds is the pairing_summary analyzer's
         derived["block_rq"], pairing = pair_block_requests(tables["block_event"])
         summary["block_pairing"] = pairing.as_dict()
-        per_rep = summarize_pairing(derived["block_rq"])
-        if len(per_rep):  # matched for what the trace holds (an issue/complete capture: D2C), not only Q..C
-            matched = int(per_rep["matched"].sum())
-            summary["block_pairing"].update(
-                matched=matched, matched_for=" | ".join(sorted(set(per_rep["matched_for"]))),
-                matched_share=round(matched / pairing.requests, 6) if pairing.requests else 1.0)
     if "fuse_event" in tables:
         from mobiperf.collectors.parse.fuse_requests import pair_fuse_requests
 

@@ -148,7 +148,8 @@ def load_side(group) -> SideProfile:
             table = run.read_table("time_profile")
         except MissingTableError:
             try:  # only the columns it needs: a million calls' io_span is a few million rows
-                table = profile_span_time(run.scan_table("io_span").select(SPAN_COLUMNS).collect())
+                owner = run.read_table("span_owner") if run.has_table("span_owner") else None
+                table = profile_span_time(run.scan_table("io_span").select(SPAN_COLUMNS).collect(), owner)
             except MissingTableError:
                 raise ProfileUnavailable(f"{run.path} has no io_span result (it needs the syscalls source: "
                                          "`mobiperf run` takes it by default; `mobiperf analyze` makes it)") from None

@@ -4,7 +4,8 @@ A worker declares the targets it reaches as Dask worker resources: `dask worker 
 "adb:SERIAL1=1,adb:SERIAL2=1"` for a host with two phones, `local=1` for a host that runs emulated stacks. A
 unit's task asks for {target: 1} (the sweep parameter `target`, default local), so Dask runs it only on a worker
 offering that target, and one unit per target at a time, since the worker has one of it. The task runs the child
-`mobiperf run --request` a sweep on one host runs (plan.unit_child; runner's supervision: its own session, SIGINT when the
+`mobiperf run --request` a sweep on one host runs (plan.unit_child; runner's supervision: its own session, SIGINT
+when the
 worker dies) into SWEEP/runs/<cell>-r<rep>-a<attempt>, reads its metrics there (metrics.unit_metrics), and the
 client writes the manifest.
 
