@@ -35,8 +35,8 @@ import polars as pl
 
 from mobiperf.analyzers.io_span import LAYERS, RANK
 from mobiperf.core.schema import TIME_PROFILE
+from mobiperf.core.task_names import kernel_process_name
 
-KERNEL_NAME = r"^(?:jbd2|kworker|ksoftirqd|irq|migration|rcu\w*)/"
 # The columns of io_span the profile reads (a caller reading io_span for it reads only these).
 SPAN_COLUMNS = ("rep", "span_id", "parent_id", "call_id", "layer", "name", "ts", "end_ts", "tid", "comm",
                  "size_bytes", "is_primary", "path", "file_type")
@@ -115,13 +115,6 @@ def _event_order(call: np.ndarray, t0: np.ndarray, t1: np.ndarray) -> np.ndarray
     if time_bits + call_bits <= 63:
         return np.argsort((c << time_bits) | t)
     return np.lexsort((t, c))
-
-
-def kernel_process_name(comm: pl.Expr) -> pl.Expr:
-    """A kernel thread's name with the numbers after its `/` as `*` (jbd2/loop0-8 -> jbd2/loop*-*: the loop device
-    and the CPU differ between runs), so that runs line up."""
-    head, tail = comm.str.extract(r"^([^/]*/)"), comm.str.extract(r"^[^/]*/(.*)$")
-    return pl.when(comm.str.contains(KERNEL_NAME)).then(head + tail.str.replace_all(r"\d+", "*")).otherwise(comm)
 
 
 def profile_span_time(io_span: pl.DataFrame, span_owner: pl.DataFrame | None = None) -> pl.DataFrame:

@@ -4,14 +4,15 @@
 Two synthetic runs (tests/support/profile_synthetic.py), 5 repetitions of 200,000 calls each, the shape of a FUSE
 write workload: writes through FUSE to the daemon's pwrite (1 in 64 with a block request and its device time), and
 1 in 50 an fsync waiting for a journal commit of three block requests (calls with branching nests: swept, the
-others are chains); NEW's FUSE writes 20 % slower. Timed, in alternated repetitions, from the run directories:
+others are chains); NEW's FUSE writes 20 % slower. Timed, in alternated repetitions:
 
-  from io_span        compare.profile.profile_groups on runs without a time_profile result (older runs): both
-                      io_span tables read, every span's self time (analyzers/time_profile.py), the tree, its tests
-  from time_profile   the same on runs analysed with time_profile (what `mobiperf compare` does today)
-  reading io_span     the floor: reading the columns the profile needs from both io_span tables
-  waterfall's layers  (--waterfall) a peer: waterfall's per-call exclusive time of each layer on the same io_span
-                      tables (the unions of intervals the layer breakdown computes today), read from the same files
+  profile from io_span  the whole work from the two io_span tables: each run's time_profile (the analyzer of
+                        analyzers/time_profile.py: every span's self time, the leaves), then compare's tree and
+                        its tests (compare.profile.profile_groups): what two runs of 1 M calls cost end to end
+  compare               profile_groups alone, on runs analysed with time_profile: what `mobiperf compare` pays
+  reading io_span       the floor: reading the columns the profile needs from both io_span tables
+  waterfall's layers    (--waterfall) a peer: waterfall's per-call exclusive time of each layer on the same
+                        io_span tables (the unions of intervals the layer breakdown computes today)
 
 CPU time (getrusage, this process: polars and numpy threads included) and wall time, medians over the
 repetitions; the machine's load average beside them (a shared machine: wall times inflate, CPU less).
@@ -68,6 +69,18 @@ def _profile(base: Path, new: Path) -> int:
     return len(profile_groups(load_group(base), [load_group(new)]).tree.keys)
 
 
+def _profile_from_io_span(base: Path, new: Path) -> int:
+    """Each run's time_profile made from its io_span (as `mobiperf analyze` does), then the comparison."""
+    import polars as pl
+
+    from mobiperf.analyzers.time_profile import SPAN_COLUMNS, profile_span_time
+
+    for run in (base, new):
+        spans = pl.scan_parquet(run / "results" / "io_span.parquet").select(SPAN_COLUMNS).collect()
+        profile_span_time(spans).write_parquet(run / "results" / "time_profile.parquet")
+    return _profile(base, new)
+
+
 def _read_io_span(base: Path, new: Path) -> int:
     import polars as pl
 
@@ -106,19 +119,17 @@ def main() -> None:
         per_rep = args.calls // REPS
         t0 = time.time()
         runs = {}
-        for name, fuse_ns, with_profile in (("base", 8000, False), ("new", 9600, False), ("base-tp", 8000, True),
-                                            ("new-tp", 9600, True)):
+        for name, fuse_ns in (("base", 8000), ("new", 9600)):
             runs[name] = tmp / name
             if not (tmp / name / "run.json").exists():
-                make_profile_run(tmp / name, workload(per_rep, fuse_ns), reps=REPS, seed=len(runs),
-                                 write_time_profile=with_profile)
+                make_profile_run(tmp / name, workload(per_rep, fuse_ns), reps=REPS, seed=len(runs))
         import polars as pl
 
         spans = pl.scan_parquet(runs["base"] / "results" / "io_span.parquet").select(pl.len()).collect().item()
         print(f"two runs of {args.calls:,} calls ({REPS} repetitions of {per_rep:,}), {spans:,} io_span rows each; "
               f"made in {time.time() - t0:.1f} s")
-        cases = {"from io_span": lambda: _profile(runs["base"], runs["new"]),
-                 "from time_profile": lambda: _profile(runs["base-tp"], runs["new-tp"]),
+        cases = {"profile from io_span": lambda: _profile_from_io_span(runs["base"], runs["new"]),
+                 "compare": lambda: _profile(runs["base"], runs["new"]),
                  "reading io_span": lambda: _read_io_span(runs["base"], runs["new"])}
         if args.waterfall:
             cases["waterfall's layers"] = lambda: _waterfall_layers(runs["base"], runs["new"])
@@ -131,7 +142,7 @@ def main() -> None:
         floor = statistics.median(c for c, _ in times["reading io_span"])
         for name, t in times.items():
             cpu, wall = statistics.median(c for c, _ in t), statistics.median(w for _, w in t)
-            print(f"  {name:<20} CPU {cpu:6.2f} s  wall {wall:6.2f} s  ({cpu / floor:5.2f}x reading io_span)  "
+            print(f"  {name:<21} CPU {cpu:6.2f} s  wall {wall:6.2f} s  ({cpu / floor:5.2f}x reading io_span)  "
                   f"[CPU {min(c for c, _ in t):.2f}-{max(c for c, _ in t):.2f} s]")
         print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs); target: "
               "the profile from io_span <= 3 s")

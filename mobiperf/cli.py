@@ -242,8 +242,8 @@ def cmd_probe(target: str, fmt: str) -> None:
                    "hands each cell to its run; -t and -o stay on the command line.")
 @click.argument("command", nargs=-1)
 def cmd_run(target, stack_spec, scheduler, repeat, min_effect, primary, baseline, output, image_size, device_profile,
-            phone, dirty_limit, cpu_share, fuse_wakeup, sources, event_sets, events, recorder, timeout, no_report, scope,
-            request_file, command) -> None:
+            phone, dirty_limit, cpu_share, fuse_wakeup, sources, event_sets, events, recorder, timeout, no_report,
+            scope, request_file, command) -> None:
     """Set up the stack, run COMMAND in its working directory while tracing, tear the stack down, then parse,
     analyze and report."""
     from mobiperf.orchestration import pipeline
@@ -257,9 +257,10 @@ def cmd_run(target, stack_spec, scheduler, repeat, min_effect, primary, baseline
     else:
         request = run_request_from_options(
             stack_spec=stack_spec, scheduler=scheduler, repeat=repeat, min_effect=min_effect, primary=primary,
-            baseline=baseline, image_size=image_size, device_profile=device_profile, phone=phone, dirty_limit=dirty_limit,
-            cpu_share=cpu_share, fuse_wakeup=fuse_wakeup, sources=sources, event_sets=event_sets, events=events,
-            recorder=recorder, timeout=timeout, no_report=no_report, scope=scope, command=command)
+            baseline=baseline, image_size=image_size, device_profile=device_profile, phone=phone,
+            dirty_limit=dirty_limit, cpu_share=cpu_share, fuse_wakeup=fuse_wakeup, sources=sources,
+            event_sets=event_sets, events=events, recorder=recorder, timeout=timeout, no_report=no_report, scope=scope,
+            command=command)
     auto = request.auto
     if request.device:
         from mobiperf.stack.devmodel import resolve_profile
@@ -322,8 +323,8 @@ def _request_from_file(path: Path, command: tuple[str, ...]):
 
 
 def run_request_from_options(*, stack_spec, scheduler, repeat, min_effect, primary, image_size, device_profile,
-                             phone, baseline=None, dirty_limit, cpu_share, fuse_wakeup, sources, event_sets, events, recorder,
-                             timeout, no_report, scope, command):
+                             phone, dirty_limit, cpu_share, fuse_wakeup, sources, event_sets, events, recorder,
+                             timeout, no_report, scope, command, baseline=None):
     """The RunRequest that `mobiperf run`'s options and COMMAND ask for (a phone profile fills the models the
     options leave at their defaults)."""
     from mobiperf.collectors.ftrace import parse_event_names

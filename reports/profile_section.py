@@ -61,12 +61,11 @@ def profile_section(diff: ProfileDiff | None, note: str) -> str:
         parts.append(f"<p class='verdict'>{who}all calls {format_duration_ns(tree.base.mean_time[0])} → "
                      f"{format_duration_ns(ch.figures.mean_time[0])} per repetition ({esc(signed_ns(ch.diff_ns[0]))})"
                      + "".join(f"; {esc(mover_sentence(diff.movers, k, i))}" for i in order) + "</p>")
-    parts += [f"<p class='sub'>{esc(n)}</p>" for n in diff.notes]
     for k in range(len(diff.news)):
         parts.append(figure_div(fig_profile_icicle(diff, k), f"fig-icicle-{k}"))
     parts.append(f"<p class='sub'>Width: the larger of BASE's and NEW's time; colour: NEW − BASE (red more time, "
-                 f"blue less); top to bottom: layer, call, process, thread, file. Click a box to zoom in, the top bar to "
-                 f"zoom out. Boxes under {100 * FOLD_SHARE:g}% of the whole are folded into one per parent.</p>")
+                 f"blue less); top to bottom: layer, call, process, thread, file. Click a box to zoom in, the top bar "
+                 f"to zoom out. Boxes under {100 * FOLD_SHARE:g}% of the whole are folded into one per parent.</p>")
     parts.append("<h3>Top movers</h3><p class='sub'>By layer, call, process and file (threads summed), the largest "
                  "changes of each NEW; click a header to sort.</p>")
     parts.append("<div class='scroll tall'>" + _movers_table(diff) + "</div>")

@@ -85,7 +85,7 @@ def cmd_compare(base, new, fmt, output, primary, guards, metrics, alpha, min_eff
         _extend(base, new, until, options, target)
     groups = [compare.load_group(p) for p in (base, *new)]
     result = compare.compare_groups(groups[0], groups[1:], options)
-    from mobiperf.compare.profile import attach_profile
+    from mobiperf.compare.moved import attach_profile
 
     attach_profile(result)  # where the time moved
     if fmt != "text":  # the text form has them at its top; machines' stdout stays parseable

@@ -149,8 +149,8 @@ TEXT_OPS = 6
 
 def shifts_text(lc: LatencyComparison, k: int = 0, top: int = TEXT_OPS) -> list[str]:
     """The k-th NEW's p50 and p99 shifts of the (layer, op) pairs with the most time, as aligned lines."""
-    from mobiperf.compare.formats import _table, _wrap
     from mobiperf.compare.profile_format import call_name, signed_ns
+    from mobiperf.compare.text_layout import table, wrap
     from mobiperf.core.units import format_duration_ns
 
     by_op: dict[tuple[str, str], dict[str, Shift]] = {}
@@ -169,10 +169,10 @@ def shifts_text(lc: LatencyComparison, k: int = 0, top: int = TEXT_OPS) -> list[
                     f"{signed_ns(s.shift_ns)}{ci}" if math.isfinite(s.shift_ns) else "-", _mark(c)]
         rows.append(tuple(row))
     conf = f"{100 * lc.shifts[k][0].ci.confidence:g}%" if lc.shifts[k] else "95%"
-    head = _wrap(f"latency by layer and op (each repetition's p50 and p99 of the spans; the shift NEW - BASE of their "
+    head = wrap(f"latency by layer and op (each repetition's p50 and p99 of the spans; the shift NEW - BASE of their "
                  f"medians with its {conf} bootstrap CI; * beyond noise, ? undecided):")
     more = len(by_op) - min(top, len(by_op))
-    return head + _table(rows, "   ", left=(0, 3, 6)) + (
+    return head + table(rows, "   ", left=(0, 3, 6)) + (
         [f"   {more} more layer/op pairs in --format json (latency_shifts) and the compare page (-o)"] if more else [])
 
 

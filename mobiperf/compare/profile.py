@@ -22,8 +22,8 @@ Background: the IO no call caused (io_background: a FUSE daemon's own flush thre
 is not the calls' time and stays out of the tree; it is compared apart, per (layer, call, process), its time the
 sum of its spans' durations, so that work a change moved out of the calls (bFUSE's buffered pwrites) is seen.
 
-A side without a time_profile result (runs analysed before it existed) has it computed from its io_span; a side
-with neither has no profile, and the reason is said.
+A side without a time_profile result has no profile, and the reason is said: a run analysed before it existed
+gets it from `mobiperf analyze` (its io_span is enough).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ import polars as pl
 
 from mobiperf.core import stats
 from mobiperf.core.errors import MissingTableError, MobiperfError
+from mobiperf.core.task_names import kernel_process_name
 
 LEVELS = ("layer", "call", "process", "thread", "file")
 MOVER_LEVELS = ("layer", "call", "process", "file")
@@ -57,7 +58,6 @@ class SideProfile:
     label: str
     leaves: pl.DataFrame      # sample, layer, call, process, thread, file, time_ns, count, bytes
     samples: int
-    source: str               # "time_profile" (the runs' own result) or "io_span" (computed here)
     background: pl.DataFrame | None = None   # sample, layer, call, process, time_ns, count, bytes: io_background
 
 
@@ -123,7 +123,6 @@ class ProfileDiff:
     movers: NodeTable
     alpha: float
     min_effect: float
-    notes: list[str] = field(default_factory=list)
     background: NodeTable | None = None   # the IO no call caused, per (layer, call, process): apart from the tree
 
     def mover_order(self, k: int = 0) -> list[int]:
@@ -138,22 +137,17 @@ class ProfileDiff:
 # --- loading ---
 
 def load_side(group) -> SideProfile:
-    """A side's leaves from its runs' time_profile (or io_span), pooled over its runs (compare.runs.RunGroup)."""
-    from mobiperf.analyzers.time_profile import SPAN_COLUMNS, profile_span_time
-
-    frames, background, offset, source = [], [], 0, "time_profile"
+    """A side's leaves from its runs' time_profile, pooled over its runs (compare.runs.RunGroup)."""
+    frames, background, offset = [], [], 0
     for run, meta in zip(group.runs, group.metas):
         reps = [r["index"] for r in meta.get("repetitions", []) if r.get("exit_code", 0) == 0]
         try:
             table = run.read_table("time_profile")
         except MissingTableError:
-            try:  # only the columns it needs: a million calls' io_span is a few million rows
-                owner = run.read_table("span_owner") if run.has_table("span_owner") else None
-                table = profile_span_time(run.scan_table("io_span").select(SPAN_COLUMNS).collect(), owner)
-            except MissingTableError:
-                raise ProfileUnavailable(f"{run.path} has no io_span result (it needs the syscalls source: "
-                                         "`mobiperf run` takes it by default; `mobiperf analyze` makes it)") from None
-            source = "io_span"
+            why = ("`mobiperf analyze` makes it from the run's io_span" if run.has_table("io_span") else
+                   "and no io_span to make one from: that needs the syscalls source, which `mobiperf run` takes by "
+                   "default")
+            raise ProfileUnavailable(f"{run.path} has no time_profile result ({why})") from None
         sample = {rep: offset + i for i, rep in enumerate(reps)}
         frames.append(_file_names(table.filter(pl.col("rep").is_in(reps)), meta).with_columns(
             sample=pl.col("rep").replace_strict(sample, return_dtype=pl.Int64)))
@@ -162,13 +156,11 @@ def load_side(group) -> SideProfile:
     leaves = pl.concat(frames).select("sample", pl.col("layer"), pl.col("name").alias("call"), "process", "thread",
                                       "file", "time_ns", "count", "bytes")
     bg = pl.concat(background) if all(b is not None for b in background) else None
-    return SideProfile(group.label, leaves, offset, source, bg)
+    return SideProfile(group.label, leaves, offset, bg)
 
 
 def _background(run, reps: list[int], sample: dict[int, int]) -> pl.DataFrame | None:
     """A run's io_background (IO no call caused: its spans' count, bytes and summed time per task) as leaves."""
-    from mobiperf.analyzers.time_profile import kernel_process_name
-
     try:
         bg = run.read_table("io_background")
     except MissingTableError:
@@ -202,20 +194,6 @@ def profile_groups(base, news, *, alpha: float = 0.05, min_effect: float = 0.05)
     return diff_profiles(load_side(base), [load_side(n) for n in news], alpha=alpha, min_effect=min_effect)
 
 
-def attach_profile(result) -> None:
-    """Where the time moved, added to a comparison (compare.runs.CompareResult): its profile and latency shifts,
-    at its alpha and minimum effect, or profile_note saying why there is none."""
-    from mobiperf.compare.latency_shift import compare_latency
-
-    groups, options = [result.base, *(p.new for p in result.pairs)], result.options
-    try:
-        result.profile = profile_groups(groups[0], groups[1:], alpha=options.alpha, min_effect=options.min_effect)
-    except ProfileUnavailable as e:
-        result.profile_note = str(e)
-        return
-    result.latency = compare_latency(groups[0], groups[1:], alpha=options.alpha, min_effect=options.min_effect)
-
-
 # --- the tree and its statistics ---
 
 def diff_profiles(base: SideProfile, news: Sequence[SideProfile], *, alpha: float = 0.05,
@@ -224,13 +202,11 @@ def diff_profiles(base: SideProfile, news: Sequence[SideProfile], *, alpha: floa
     sides = [base, *news]
     tree = _node_table(sides, [LEVELS[:k] for k in range(len(LEVELS) + 1)], alpha, min_effect)
     movers = _node_table(sides, [MOVER_LEVELS], alpha, min_effect)
-    notes = [f"{s.label}: profile computed from io_span (its runs were analysed before time_profile existed)"
-             for s in sides if s.source == "io_span"]
     background = None
     if all(s.background is not None for s in sides):
-        background = _node_table([SideProfile(s.label, s.background, s.samples, s.source) for s in sides],
+        background = _node_table([SideProfile(s.label, s.background, s.samples) for s in sides],
                                  [BACKGROUND_LEVELS], alpha, min_effect)
-    return ProfileDiff(base, list(news), tree, movers, alpha, min_effect, notes, background)
+    return ProfileDiff(base, list(news), tree, movers, alpha, min_effect, background=background)
 
 
 def _node_table(sides: list[SideProfile], groupings: list[tuple[str, ...]], alpha: float,

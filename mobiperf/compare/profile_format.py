@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from mobiperf.compare.profile import LEVELS, MOVER_LEVELS, TOTAL, NodeTable, ProfileDiff
+from mobiperf.compare.text_layout import WIDTH, elide, wrap
 from mobiperf.core import stats
 from mobiperf.core.units import format_duration_ns
 
@@ -92,18 +93,14 @@ def movers_text(diff: ProfileDiff, k: int = 0, top: int = TEXT_MOVERS) -> list[s
 
 
 def _wrap(text: str) -> list[str]:
-    from mobiperf.compare.formats import _wrap as wrap
-
     return wrap(text, "     ")
 
 
 def _aligned(rows: list[tuple[str, ...]]) -> list[str]:
-    from mobiperf.compare.formats import WIDTH, _elide
-
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for col, room in ((2, 28), (1, 20), (0, 24)):  # file, process, then mover give way to fit WIDTH
         if 3 + sum(widths) + 2 * (len(widths) - 1) > WIDTH and widths[col] > room:
-            rows = [tuple(_elide(c, room) if j == col else c for j, c in enumerate(r)) for r in rows]
+            rows = [tuple(elide(c, room) if j == col else c for j, c in enumerate(r)) for r in rows]
             widths[col] = room
     left = {0, 1, 2, 8}
     return [("   " + "  ".join(c.ljust(widths[j]) if j in left else c.rjust(widths[j]) for j, c in enumerate(r)))
@@ -188,9 +185,9 @@ def profile_json(diff: ProfileDiff) -> dict[str, Any]:
     return {"unit": "ns per repetition (the mean over the repetitions); count and bytes the same way",
             "levels": list(LEVELS), "mover_levels": list(MOVER_LEVELS), "alpha": diff.alpha,
             "min_effect": diff.min_effect, "test": "Mann-Whitney U, two-sided, exact, on the per-repetition times",
-            "base": {"label": diff.base.label, "repetitions": diff.base.samples, "source": diff.base.source},
-            "news": [{"label": s.label, "repetitions": s.samples, "source": s.source} for s in diff.news],
-            "notes": diff.notes, "tree": node(0)}
+            "base": {"label": diff.base.label, "repetitions": diff.base.samples},
+            "news": [{"label": s.label, "repetitions": s.samples} for s in diff.news],
+            "tree": node(0)}
 
 
 def _side(tree: NodeTable, k: int | None, i: int) -> dict[str, Any]:

@@ -77,7 +77,7 @@ def profiles(draw) -> tuple[SideProfile, SideProfile]:
                  draw(st.integers(0, 10**9)), draw(st.integers(0, 100)), draw(st.integers(0, 10**6)))
                 for _ in range(n)]
         leaves = pl.DataFrame(rows, schema=["sample", *LEVELS, "time_ns", "count", "bytes"], orient="row")
-        sides.append(SideProfile(label, leaves, samples, "time_profile"))
+        sides.append(SideProfile(label, leaves, samples))
     return sides[0], sides[1]
 
 

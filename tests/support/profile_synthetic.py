@@ -9,8 +9,8 @@ write split into k FUSE requests), each with the layers below it. Repetitions di
 repetition is scaled by 1 + noise x a standard normal draw (one per repetition, kind and layer, seeded), so the
 expected difference of a node between two runs is what their CallKinds differ by.
 
-make_profile_run writes such a run as a run directory (run.json and results/io_span.parquet), as `mobiperf run`
-would have left it after analysis, minus every other table.
+make_profile_run writes such a run as a run directory (run.json, results/io_span.parquet and time_profile.parquet),
+as `mobiperf run` would have left it after analysis, minus every other table.
 """
 
 from __future__ import annotations
@@ -104,10 +104,10 @@ def _repetition(kinds: list[CallKind], rep: int, scale: dict, first_span: int) -
 
 
 def make_profile_run(path: Path, kinds: list[CallKind], *, reps: int, seed: int = 0, noise: float = 0.01,
-                     stack: str = "ext4+fuse", write_time_profile: bool = False,
+                     stack: str = "ext4+fuse", write_time_profile: bool = True,
                      background: list[tuple] = ()) -> Path:
     """A run directory of the workload (module docstring): run.json with `reps` successful repetitions (their
-    workload time: the calls' total) and results/io_span.parquet; results/time_profile.parquet too when asked;
+    workload time: the calls' total), results/io_span.parquet and its results/time_profile.parquet (unless asked not to);
     results/io_background.parquet when `background` gives its rows (scope, comm, layer, name, count, bytes,
     time_ns), the same in every repetition."""
     path = Path(path)

@@ -191,7 +191,7 @@ def test_compare_page_shows_where_the_time_moved_readable_at_1400_px(screenshots
     """Legacy-FUSE-like BASE against a NEW whose FUSE writes are 4x fewer and cheaper (synthetic nests of known
     time): the icicle is drawn with its labels, FUSE is blue (less time) with the change in its hover, a click
     zooms into it; the movers table and the latency CDFs are there."""
-    from mobiperf.compare.profile import attach_profile
+    from mobiperf.compare.moved import attach_profile
     from support.profile_synthetic import CallKind, make_profile_run
 
     def kinds(fuse_ns, requests):

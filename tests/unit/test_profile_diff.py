@@ -36,7 +36,7 @@ def workload(fuse_write_ns: int = 8000, write_requests: int = 1, device_ns: int 
 def runs(tmp_path_factory):
     d = tmp_path_factory.mktemp("profile")
     return {
-        "base": make_profile_run(d / "base", workload(), reps=5, seed=1, write_time_profile=True),
+        "base": make_profile_run(d / "base", workload(), reps=5, seed=1),
         "slower_fuse": make_profile_run(d / "slower_fuse", workload(fuse_write_ns=12000), reps=5, seed=2),
         "faster_device": make_profile_run(d / "faster_device", workload(device_ns=14000), reps=5, seed=3),
         "base3": make_profile_run(d / "base3", workload(), reps=3, seed=4),
@@ -60,7 +60,6 @@ def test_only_the_changed_node_and_the_path_above_it_are_beyond_noise_with_the_r
     assert ch.diff_ns[leaf] == pytest.approx(1000 * 4000, rel=0.05)  # +4 us in each of 1000 calls
     assert ch.verdict[leaf] == "regression" and ch.p_value[leaf] == pytest.approx(2 / 252)
     assert ch.share_of_diff[leaf] == pytest.approx(1.0, abs=0.1)
-    assert d.base.source == "time_profile" and d.news[0].source == "io_span"
 
 
 def test_node_differences_add_up_to_their_parents_and_to_the_total(runs):
@@ -154,15 +153,18 @@ def test_every_new_run_gets_its_own_column(runs):
     assert len(root["base"]["ns_per_rep"]) == 5 and [c["name"] for c in root["children"]][0] == "device"
 
 
-def test_a_run_without_io_span_has_no_profile_and_says_why(runs, tmp_path):
+def test_a_run_without_time_profile_has_no_profile_and_says_why(runs, tmp_path):
     import shutil
 
-    bare = tmp_path / "bare"
-    shutil.copytree(runs["base"], bare)
-    for f in (bare / "results").iterdir():
-        f.unlink()
-    with pytest.raises(ProfileUnavailable, match="bare has no io_span result"):
-        profile_groups(load_group(runs["base"]), [load_group(bare)])
+    old = tmp_path / "old"   # analysed before time_profile existed
+    shutil.copytree(runs["base"], old)
+    (old / "results" / "time_profile.parquet").unlink()
+    with pytest.raises(ProfileUnavailable, match=r"old has no time_profile result \(`mobiperf analyze` makes it "
+                                                 r"from the run's io_span\)"):
+        profile_groups(load_group(runs["base"]), [load_group(old)])
+    (old / "results" / "io_span.parquet").unlink()
+    with pytest.raises(ProfileUnavailable, match="and no io_span to make one from: that needs the syscalls source"):
+        profile_groups(load_group(old), [load_group(runs["base"])])
 
 
 def test_a_directory_of_runs_is_one_side_with_their_repetitions_pooled(runs, tmp_path):

@@ -110,3 +110,21 @@ def test_synthetic_workload_self_times_are_the_given_ones_and_layers_equal_water
 def test_no_call_no_rows_and_background_io_is_left_out():
     p = profile_span_time(spans([(0, None, None, "block", "write", 0, 100, 5, "kworker/u8:1")]))
     assert p.height == 0 and p.columns == list(TIME_PROFILE.columns)
+
+
+def test_with_span_owner_every_span_is_its_owners_and_names_the_owners_file():
+    """span_owner (issue 24) says whose each span is, by causality: the app's for the daemon's and jbd2's work."""
+    io = spans([
+        (0, None, 0, "syscall", "fsync", 0, 100, 42, "app", "/sdcard/a.db", 0, True),
+        (1, 0, 0, "fuse", "FUSE_FSYNC", 10, 90, 42, "app"),
+        (2, 1, 0, "fs", "fsync", 20, 80, 7, "daemon"),
+        (3, 2, 0, "journal", "jbd2_commit", 30, 70, 9, "jbd2/loop3-8"),
+    ])
+    owner = pl.DataFrame({"rep": [0] * 4, "span_id": [0, 1, 2, 3], "scope": ["workload"] * 4,
+                          "process": ["com.app"] * 4, "pid": [40] * 4, "thread": ["app"] * 4, "tid": [42] * 4,
+                          "path": ["/sdcard/a.db"] * 4, "file_type": ["db"] * 4, "path_from": ["syscall"] * 4})
+    p = profile_span_time(io, owner)
+    assert set(p["process"]) == {"com.app"} and set(p["thread"]) == {"app #1"} and set(p["file_type"]) == {"db"}
+    assert dict(zip(p["layer"], p["time_ns"])) == {"syscall": 20, "fuse": 20, "fs": 20, "journal": 40}
+    without = profile_span_time(io)   # a run analysed before span_owner: who ran the span
+    assert dict(zip(without["layer"], without["process"]))["journal"] == "jbd2/loop*-*"

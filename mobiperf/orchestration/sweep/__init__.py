@@ -33,9 +33,9 @@ from mobiperf.orchestration.sweep.plan import (CellPlan, dry_run_script, kernel_
                                                unit_child, unit_request)
 from mobiperf.orchestration.sweep.runner import Progress, run_sweep
 from mobiperf.orchestration.sweep.summary import (DEFAULT_METRIC, LEGACY_METRICS, CellSummary, canonical_metric,
-                                                  cell_comparisons, format_matrix_text, format_rows, metric_unit, status_counts,
-                                                  summarize, summarize_values, sweep_matrix, varying_params,
-                                                  write_matrix_page)
+                                                  cell_comparisons, format_matrix_text, format_rows, metric_unit,
+                                                  status_counts, summarize, summarize_values, sweep_matrix,
+                                                  varying_params, write_matrix_page)
 
 __all__ = ["CellPlan", "CellSummary", "DEFAULTS", "DEFAULT_METRIC", "FORMAT_NAME", "FORMAT_VERSION", "FUSE_OPTIONS",
            "LEGACY_METRICS", "MANIFEST", "NoRepetition", "PARAMETERS", "Parameter", "Progress", "SweepDefinition",
