@@ -32,7 +32,7 @@ from mobiperf.core.errors import MissingTableError
 QUANTILES = {"p50": 0.5, "p99": 0.99}
 P99_MIN_SPANS = 100
 CDF_POINTS = 400
-MIN_SPANS = 5          # per repetition on average: fewer and the (layer, op) is left out
+MIN_SPANS = 3          # per repetition on average: fewer and the (layer, op) is left out
 MAX_OPS = 12           # the (layer, op) pairs with the most time: each costs two tests and two bootstraps
 
 
