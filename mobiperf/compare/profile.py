@@ -47,13 +47,13 @@ TOTAL = "all calls"
 
 
 class ProfileUnavailable(MobiperfError):
-    """A side has no profile (no io_span to make one from); the message says why."""
+    """A side has no profile (a run without a time_profile result); the message says why and what to do."""
 
 
 @dataclass
 class SideProfile:
     """One side's time profile: the leaves with a sample index (0..samples-1: the usable repetitions of its runs,
-    pooled), and where they came from."""
+    pooled), and its IO no call caused when every run has io_background."""
 
     label: str
     leaves: pl.DataFrame      # sample, layer, call, process, thread, file, time_ns, count, bytes
