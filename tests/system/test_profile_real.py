@@ -96,11 +96,12 @@ def test_512_mib_legacy_fuse_against_bfuse_131072_requests_against_1024(tmp_path
 @pytest.mark.slow
 def test_ext4_against_xfs_fsync_the_journal_layer_moves(tmp_path):
     runs = make_runs(tmp_path, ["mobibench", "-p", ".", "-f", "400", "-r", "4", "-a", "1", "-y", "2"],
-                     {"ext4": "ext4", "xfs": "xfs"})
+                     {"ext4": "ext4", "xfs": "xfs"}, image="512M")   # mkfs.xfs wants 300 MiB or more
     data = compare_json(runs["ext4"], runs["xfs"])
     layers = {c["name"]: c for c in data["profile"]["tree"]["children"]}
     journal = layers["journal"]
-    assert journal["base"]["count"] >= 100 and journal["news"][0]["ns"] == 0   # a commit per fsync; xfs has none
+    # ext4 commits for some of the 100 fsyncs (33 to 58 a repetition here: the rest find nothing to commit); xfs none
+    assert journal["base"]["count"] >= 10 and journal["news"][0]["ns"] == 0
     assert journal["news"][0]["significant"] is True and journal["news"][0]["diff_ns"] < 0
     # the layer that lost the most: xfs's log force shows as the fsync's own time and its block writes instead
     lost = sorted(layers.values(), key=lambda c: c["news"][0]["diff_ns"])
