@@ -184,8 +184,7 @@ def _parent_rows(rep: np.ndarray, span_id: np.ndarray, parent_id: pl.Series) -> 
 def _call_index(rep: np.ndarray, call_id: np.ndarray) -> np.ndarray:
     """A dense-enough index of each span's call: call ids count from 0 in each repetition (io_span), so each
     repetition's ids are offset by the calls of the repetitions before it."""
-    reps = np.unique(rep)
-    size = np.zeros(int(reps.max()) + 1, dtype=np.int64)
+    size = np.zeros(int(rep.max()) + 1, dtype=np.int64)
     np.maximum.at(size, rep, call_id + 1)
     offset = np.concatenate([[0], np.cumsum(size)[:-1]])
     return offset[rep] + call_id
