@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from mobiperf.core.run_facts import RENAMED_METRICS
 from mobiperf.core.stats import bootstrap_median_ci
 from mobiperf.orchestration.sweep.params import DEFAULTS
 
@@ -22,8 +23,17 @@ LEGACY_METRICS = {"e2e.throughput": ("run.throughput", 1.0), "e2e.tps": ("run.tp
 
 
 def canonical_metric(name: str) -> str:
-    """A metric name in today's vocabulary (e2e.throughput -> run.throughput)."""
-    return LEGACY_METRICS.get(name, (name,))[0]
+    """A metric key in today's vocabulary (e2e.throughput -> run.throughput; a run's renamed metrics,
+    latency.syscall.syscall.p50{op=write} -> latency.syscall.p50{op=write})."""
+    return _legacy(name)[0]
+
+
+def _legacy(key: str) -> tuple[str, float]:
+    """(today's key, the factor to today's unit) of a metric key an older sweep stored."""
+    if key in LEGACY_METRICS:
+        return LEGACY_METRICS[key]
+    name, brace, labels = key.partition("{")
+    return RENAMED_METRICS.get(name, name) + brace + labels, 1.0
 
 
 @dataclass
@@ -66,7 +76,7 @@ def summarize(data: dict) -> list[CellSummary]:
         for u in sorted(units, key=lambda u: u["rep"]):
             if u["status"] == "done":
                 for k, v in u["metrics"].items():
-                    name, scale = LEGACY_METRICS.get(k, (k, 1.0))
+                    name, scale = _legacy(k)
                     values.setdefault(name, []).append(v * scale)
         if cell["status"] == "skipped":
             status, reason = "skipped", cell.get("reason")
@@ -122,7 +132,7 @@ def format_matrix_text(data: dict, metric: str | None = None, baseline: str | No
     from mobiperf.orchestration.sweep.versus import multiple_comparisons_note, verdict_text
 
     metric = canonical_metric(metric or data.get("metric", DEFAULT_METRIC))
-    unit = metric_unit(metric)
+    unit = metric_unit(metric, data)
     names = varying_params(data) or list(data["cells"][0]["params"])[:1]
     base, versus = cell_comparisons(data, metric, baseline)
     rows = [[*names, "status", "n", f"median {metric}", "95% CI", f"vs {base}"]]
@@ -166,7 +176,7 @@ def sweep_matrix(data: dict, metric: str | None = None, baseline: str | None = N
     counts = ", ".join(f"{v} {k}" for k, v in status_counts(data).items())
     intro = (f"{len(data['cells'])} cells × {data['repeat']} repetitions, seeded order (seed {data['seed']}); "
              f"units: {counts}. Each cell against {base}: {multiple_comparisons_note(list(versus.values()))}.")
-    return Matrix(pl.DataFrame(rows, schema=schema), metric, metric_unit(metric), varying,
+    return Matrix(pl.DataFrame(rows, schema=schema), metric, metric_unit(metric, data), varying,
                   varying or sorted(names), intro)
 
 
@@ -189,9 +199,14 @@ _UNITS = (("*throughput*", "B/s"), ("*.tps", "tx/s"), ("*.iops", "IOPS"), ("run.
           ("latency.*", "ns"), ("*.bytes", "B"))
 
 
-def metric_unit(metric: str) -> str:
+def metric_unit(metric: str, data: dict | None = None) -> str:
+    """The unit of a sweep metric: as its units recorded it (the metric records of each unit's run), else, for a
+    sweep written before units were recorded, by its name."""
     import fnmatch
 
+    for u in (data or {}).get("units", []):
+        if metric in (u.get("units") or {}):
+            return u["units"][metric]
     for pattern, unit in _UNITS:
         if fnmatch.fnmatchcase(metric, pattern):
             return unit
