@@ -37,6 +37,7 @@ from mobiperf.analyzers.io_span import LAYERS, RANK
 from mobiperf.core.schema import TIME_PROFILE
 from mobiperf.core.task_names import kernel_process_name
 
+UNNAMED = "(unnamed)"
 # The columns of io_span the profile reads (a caller reading io_span for it reads only these).
 SPAN_COLUMNS = ("rep", "span_id", "parent_id", "call_id", "layer", "name", "ts", "end_ts", "tid", "comm",
                  "size_bytes", "is_primary", "path", "file_type")
@@ -190,6 +191,11 @@ def _call_index(rep: np.ndarray, call_id: np.ndarray) -> np.ndarray:
     return offset[rep] + call_id
 
 
+def _named(name: pl.Expr, otherwise: pl.Expr) -> pl.Expr:
+    """The name, or `otherwise` where it is null or empty (a task the trace gives no name: strace before exec)."""
+    return pl.when(name.fill_null("") != "").then(name).otherwise(otherwise)
+
+
 def _name_leaves(leaves: pl.DataFrame) -> pl.DataFrame:
     """The leaves with process, thread, path and file type named (module docstring), summed per name: a thread is
     its name and its rank among the process's threads of that name by first span (`mobibench #2`)."""
@@ -198,8 +204,8 @@ def _name_leaves(leaves: pl.DataFrame) -> pl.DataFrame:
     leaves = leaves.with_columns(
         path=pl.when(has_path).then(pl.col("path")).otherwise(pl.col("_path").fill_null("")),
         file_type=pl.when(own_type).then(pl.col("file_type")).otherwise(pl.col("_type")).fill_null("unknown"),
-        process=kernel_process_name(pl.col("process").fill_null(pl.col("comm")).fill_null("?")),
-        comm=kernel_process_name(pl.col("comm").fill_null("?")))
+        process=kernel_process_name(_named(pl.col("process"), _named(pl.col("comm"), pl.lit(UNNAMED)))),
+        comm=kernel_process_name(_named(pl.col("comm"), pl.lit(UNNAMED))))
     first = leaves.group_by("rep", "process", "comm", "tid").agg(pl.col("_first").min())
     first = first.with_columns(_nth=pl.col("_first").rank("ordinal").over("rep", "process", "comm").cast(pl.Int64))
     leaves = leaves.join(first.select("rep", "process", "comm", "tid", "_nth"), on=["rep", "process", "comm", "tid"],
