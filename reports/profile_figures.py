@@ -43,6 +43,7 @@ def fig_profile_icicle(diff: ProfileDiff, k: int = 0, title: str | None = None) 
     """The icicle of the k-th NEW against BASE (module docstring)."""
     boxes = _boxes(diff, k)
     scale = max((abs(b.diff) for b in boxes if b.parent), default=0.0) or 1.0
+    unit, name = next((u, n) for u, n in ((1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1.0, "ns")) if scale >= u or u == 1)
     total = diff.tree.changes[k].diff_ns[0]
     fig = go.Figure(go.Icicle(
         ids=[b.id for b in boxes], parents=[b.parent for b in boxes], values=[b.width for b in boxes],
@@ -54,9 +55,9 @@ def fig_profile_icicle(diff: ProfileDiff, k: int = 0, title: str | None = None) 
         hovertemplate="<b>%{customdata[0]}</b><br>BASE %{customdata[1]} → NEW %{customdata[3]} per repetition<br>"
                       "change %{customdata[2]} (%{customdata[4]} of the total change)<br>%{customdata[5]}<br>"
                       "%{customdata[6]}<extra></extra>",
-        marker=dict(colors=[b.diff / 1e6 for b in boxes], colorscale=DIVERGING, cmid=0, cmin=-scale / 1e6,
-                    cmax=scale / 1e6, line=dict(color="#ffffff", width=1),
-                    colorbar=dict(title=dict(text="NEW − BASE<br>ms per rep", side="top"), thickness=14)),
+        marker=dict(colors=[b.diff / unit for b in boxes], colorscale=DIVERGING, cmid=0, cmin=-scale / unit,
+                    cmax=scale / unit, line=dict(color="#ffffff", width=1),
+                    colorbar=dict(title=dict(text=f"NEW − BASE<br>{name} per rep", side="top"), thickness=14)),
         insidetextfont=dict(size=12), outsidetextfont=dict(size=12)))
     name = title or f"Where the time moved: {diff.news[k].label} against {diff.base.label}"
     # text that would be under 10 px is hidden, not shrunk: a small box says what it is on hover or zoom
