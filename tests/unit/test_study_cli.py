@@ -103,3 +103,23 @@ def json_key(params: dict) -> str:
     import json
 
     return json.dumps(params, sort_keys=True)
+
+
+def test_a_study_whose_every_unit_failed_exits_with_an_error(tmp_path):
+    """--report-only over a journal-modes sweep in which every unit failed: the tables are drawn (blank), and the
+    command says nothing was measured, with the first unit's error, and exits 1 (it used to exit 0)."""
+    config = Config(quick=True)
+    definition, _ = plan_study(study.get_study("journal-modes"), config)
+    sdir = sweep.SweepDir(tmp_path)
+    data = sdir.create_or_resume(definition)
+    for u in data["units"]:
+        u.update(status="failed", error="mkfs.ext4: no space left on device")
+    sdir.write(data)
+    (tmp_path / "study-config.json").write_text(
+        '{"quick": true, "device": null, "cpu": "host", "phone": null, "target": "local", "repeat": null}')
+    failed = _cli("study", "journal-modes", "--quick", "--report-only", "-o", str(tmp_path))
+    assert failed.returncode == 1, failed.stderr
+    n = len(data["units"])
+    assert (f"error: every unit of the study failed ({n} of {n}, first: mkfs.ext4: no space left on device); "
+            "nothing was measured") in failed.stderr
+    assert (tmp_path / "study.html").exists()
