@@ -53,7 +53,8 @@ ANALYSIS_PARAMS = {"scope": "workload", "device_private": True, "sqlite_journal"
 
 
 UPSTREAM = {"block_io": "block_rq", "syscall_class": "syscall_io", "io_span": "syscall_io",
-            "waterfall": "syscall_io", "sqlite_txn": "fsync_event", "file_io": "android_fs_event"}
+            "time_profile": "syscall_io", "waterfall": "syscall_io", "sqlite_txn": "fsync_event",
+            "file_io": "android_fs_event"}
 
 
 def table_sources(tables) -> tuple[str, ...]:
@@ -89,7 +90,7 @@ def _analyzer(name: str, needs: tuple[str, ...], produces: str, run: Callable,
 
 def registry() -> list[Analyzer]:
     from mobiperf.analyzers import (amplification, attribution, block_io, file_io, io_by_file, io_class, io_span,
-                                    latency, sqlite_txn, syscall, timed_window, waterfall)
+                                    latency, sqlite_txn, syscall, time_profile, timed_window, waterfall)
     from mobiperf.analyzers.replay import fidelity
     from mobiperf.collectors.parse import pairing
 
@@ -122,6 +123,8 @@ def registry() -> list[Analyzer]:
         _analyzer("span_owner", ("io_span",), "span_owner", attribution.attribute_spans,
                   optional=("task", "android_fs_event", "task_role", "syscall_io")),
         _analyzer("io_by_file", ("io_span", "span_owner"), "io_by_file", io_by_file.sum_io_by_file),
+        _analyzer("time_profile", ("io_span",), "time_profile", time_profile.profile_span_time,
+                  optional=("span_owner",)),
         _analyzer("amplification", ("syscall_class", "block_io"), "amplification",
                   amplification.measure_amplification, optional=("fuse_req",)),
         _analyzer("sqlite_txn", ("fsync_event", "block_io", "trace_marker"), "sqlite_txn",

@@ -275,6 +275,15 @@ IO_SPAN = Schema("io_span", {
    " of calls (sync_mode `none` for calls that are not IO) and block requests. source_row: the row in the"
    " source table (the call's call_id, fuse_req, block_io).")
 
+TIME_PROFILE = Schema("time_profile", {
+    "rep": I32, "layer": STR, "name": STR, "process": STR, "thread": STR, "path": STR, "file_type": STR,
+    "time_ns": I64, "count": I64, "bytes": I64,
+}, "Where the workload's call time went (analyzers/time_profile.py): every instant of a call given to the deepest"
+   " layer's span active then (shared equally among that layer's active spans), summed per layer, name (call,"
+   " FUSE opcode, block op), process and thread (who ran the span; names that line up between runs) and file (the"
+   " span's, else its call's); count and bytes of the spans counted once (is_primary). The time_ns of a"
+   " repetition add up to its calls' durations, and a layer's to waterfall's <layer>_self_ns.")
+
 IO_BACKGROUND = Schema("io_background", {
     "rep": I32, "scope": STR, "pid": I32, "comm": STR, "layer": STR, "name": STR, "count": I64, "bytes": I64,
     "time_ns": I64,
@@ -357,5 +366,6 @@ REPLAY_FIDELITY = Schema("replay_fidelity", {
 
 RESULTS = {s.name: s for s in (BLOCK_IO, PAIRING_SUMMARY, SYSCALL_CLASS, FILE_IO, IO_CLASS, IO_SHARE,
                                LATENCY_SUMMARY, SYSCALL_LATENCY, FS_LATENCY, FUSE_LATENCY, IO_SPAN, WATERFALL,
-                               BLOCK_CAUSE, LAYER_BREAKDOWN, IO_BACKGROUND, AMPLIFICATION,
-                               WINDOW_BLOCK, SQLITE_TXN, SQLITE_SUMMARY, SPAN_OWNER, IO_BY_FILE, REPLAY_FIDELITY)}
+                               BLOCK_CAUSE, LAYER_BREAKDOWN, IO_BACKGROUND, TIME_PROFILE, AMPLIFICATION,
+                               WINDOW_BLOCK, SQLITE_TXN, SQLITE_SUMMARY, SPAN_OWNER, IO_BY_FILE,
+                               REPLAY_FIDELITY)}

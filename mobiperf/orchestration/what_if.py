@@ -5,8 +5,9 @@ Each stack gets a replay run (replay.py) in its own directory under the output (
 stacks. The verdict is compare's (mobiperf.compare.runs) on the replay's primary metric: the time spent in the
 replayed calls (workload.io_time) when the replay keeps the recorded think times (open loop, where the elapsed
 time is mostly the recording's own pauses), the elapsed time when it replays as fast as it can (closed loop).
-Where the time moved is compare's row for every layer's exclusive time (`layer.time`, the calls' time that
-layer was the deepest one active: syscall, FUSE, file system, journal, block, device).
+Where the time moved: compare's row for every layer's exclusive time (`layer.time`, the calls' time that layer
+was the deepest one active: syscall, FUSE, file system, journal, block, device), then compare's differential
+profile, its top movers by call, layer, process and file (mobiperf.compare.moved).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from mobiperf.compare import runs as compare
-from mobiperf.compare.formats import format_text, summary_line, verdict_label
+from mobiperf.compare.formats import summary_line, verdict_label
+from mobiperf.compare.moved import attach_profile
+from mobiperf.compare.profile_format import movers_text
 from mobiperf.core.errors import UsageError
 from mobiperf.core.metrics import format_quantity
 from mobiperf.core.runstore import RunDir
@@ -64,7 +67,9 @@ def replay_on_stacks(target: Target, source: ReplaySource, requests: list[RunReq
     groups = [compare.load_group(run.path, label) for run, label in zip(runs, labels)]
     timing = requests[0].replay["timing"]
     options = compare.CompareOptions(primary=PRIMARY[timing], min_effect=min_effect)
-    return WhatIf(runs, labels, compare.compare_groups(groups[0], groups[1:], options))
+    result = compare.compare_groups(groups[0], groups[1:], options)
+    attach_profile(result)  # compare's differential profile: the top movers (call, layer, process, file)
+    return WhatIf(runs, labels, result)
 
 
 def _one(target: Target, request: RunRequest, source: ReplaySource, out: Path) -> RunDir:
@@ -96,20 +101,27 @@ def format_what_if(what_if: WhatIf) -> str:
         v = pair.verdict
         out.append(f"== {result.base.label} -> {pair.new.label}")
         out.append(f"   {v.sentence() if v else summary_line(pair)}")
-        rows = layer_rows(pair)
-        if not rows:
-            out.append("   where the time moved: no layer breakdown in these runs (their calls were not nested)")
-            continue
-        out.append("   where the time moved (each layer's exclusive time, medians of the repetitions):")
-        out.append(f"     {'layer':<9}{'base':>12}{'new':>12}{'change':>12}  verdict")
-        for r in rows:
-            c = r.result
-            diff = c.new_median - c.base_median
-            out.append(f"     {r.labels.get('layer', '?'):<9}{format_quantity(c.base_median, 'ns'):>12}"
-                       f"{format_quantity(c.new_median, 'ns'):>12}"
-                       f"{('+' if diff >= 0 else '-') + format_quantity(abs(diff), 'ns'):>12}  {verdict_label(c)}")
+        out += _layer_table(pair)
+        if getattr(result, "profile", None) is not None:
+            out += movers_text(result.profile, result.pairs.index(pair))
+        elif getattr(result, "profile_note", None):
+            out.append(f"   no differential profile: {result.profile_note}")
     return "\n".join(out) + "\n"
 
 
-def full_comparison_text(what_if: WhatIf) -> str:
-    return format_text(what_if.comparison) if what_if.comparison else ""
+def _layer_table(pair: compare.PairResult) -> list[str]:
+    """compare's rows of each layer's exclusive time in the timed part, as a small table."""
+    rows = layer_rows(pair)
+    if not rows:
+        return ["   time by layer: no layer breakdown in these runs (their calls were not nested)"]
+    out = ["   time by layer (each layer's exclusive time in the timed part, medians of the repetitions):",
+           f"     {'layer':<9}{'base':>12}{'new':>12}{'change':>12}  verdict"]
+    for r in rows:
+        c = r.result
+        diff = c.new_median - c.base_median
+        out.append(f"     {r.labels.get('layer', '?'):<9}{format_quantity(c.base_median, 'ns'):>12}"
+                   f"{format_quantity(c.new_median, 'ns'):>12}"
+                   f"{('+' if diff >= 0 else '-') + format_quantity(abs(diff), 'ns'):>12}  {verdict_label(c)}")
+    return out
+
+

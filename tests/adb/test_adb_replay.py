@@ -44,7 +44,7 @@ def test_a_phone_trace_replayed_on_a_device_and_bfuse_over_it(adb_device, tmp_pa
         assert held["ok"].all()
     commands = [json.loads((run / "run.json").read_text())["command"] for run in runs]
     assert commands[0] == commands[1] and commands[0][-1].startswith("--replay-dir=mobiperf-replay-")
-    assert "== dir:" in done.stdout and "where the time moved" in done.stdout
+    assert "== dir:" in done.stdout and "time by layer" in done.stdout
     assert "DIFFERENT WORKLOADS" not in done.stdout
     assert device_files(adb_device, base) == [] and pushed_leftovers(adb_device, done.pid) == []
 

@@ -35,7 +35,7 @@ def assert_compared(done: subprocess.CompletedProcess, out: Path, *, report: boo
     assert "== ext4+fuse -> ext4+bfuse" in text
     verdict = text.split("== ext4+fuse -> ext4+bfuse\n", 1)[1].splitlines()[0]
     assert re.search(r"workload\.io_time is [\d.]+x BASE", verdict), verdict
-    table = text.split("where the time moved", 1)[1].splitlines()[2:2 + len(LAYERS)]
+    table = text.split("time by layer", 1)[1].splitlines()[2:2 + len(LAYERS)]
     rows = {line.split()[0]: line.split()[1:] for line in table}
     assert list(rows) == list(LAYERS), text
     assert (out / "compare.html").exists() is report and (out / "1-ext4-fuse" / "report.html").exists() is report
