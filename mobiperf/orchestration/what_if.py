@@ -24,6 +24,7 @@ from mobiperf.compare.moved import attach_profile
 from mobiperf.compare.profile_format import movers_text
 from mobiperf.core.errors import UsageError
 from mobiperf.core.metrics import format_quantity
+from mobiperf.core.units import format_size
 from mobiperf.core.runstore import RunDir
 from mobiperf.orchestration.replay import SCRIPT_NAME, ReplaySource, run_replay, write_replay_script
 
@@ -104,6 +105,11 @@ def format_what_if(what_if: WhatIf) -> str:
         out += _layer_table(pair)
         if getattr(result, "profile", None) is not None:
             out += movers_text(result.profile, result.pairs.index(pair))
+            made = (what_if.runs[0].read_meta().get("replay") or {}).get("made_before") or {}
+            if made.get("files"):
+                out.append(f"   (the movers cover each whole run: making the {made['files']} files that existed "
+                           f"before the recording, {format_size(made.get('bytes', 0))}, is in them; the time by "
+                           "layer above is the timed part's)")
         elif getattr(result, "profile_note", None):
             out.append(f"   no differential profile: {result.profile_note}")
     return "\n".join(out) + "\n"

@@ -38,6 +38,7 @@ def assert_compared(done: subprocess.CompletedProcess, out: Path, *, report: boo
     table = text.split("time by layer", 1)[1].splitlines()[2:2 + len(LAYERS)]
     rows = {line.split()[0]: line.split()[1:] for line in table}
     assert list(rows) == list(LAYERS), text
+    assert "where the time moved: all calls" in text       # compare's differential profile, its movers
     assert (out / "compare.html").exists() is report and (out / "1-ext4-fuse" / "report.html").exists() is report
     for run in ("1-ext4-fuse", "2-ext4-bfuse"):
         meta = json.loads((out / run / "run.json").read_text())
