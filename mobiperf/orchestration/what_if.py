@@ -107,9 +107,9 @@ def format_what_if(what_if: WhatIf) -> str:
             out += movers_text(result.profile, result.pairs.index(pair))
             made = (what_if.runs[0].read_meta().get("replay") or {}).get("made_before") or {}
             if made.get("files"):
-                out.append(f"   (the movers cover each whole run: making the {made['files']} files that existed "
-                           f"before the recording, {format_size(made.get('bytes', 0))}, is in them; the time by "
-                           "layer above is the timed part's)")
+                out += [f"   (the movers cover each whole run: making the {made['files']} files that existed before "
+                        f"the recording, {format_size(made.get('bytes', 0))},",
+                        "   is in them; the time by layer above is the timed part's)"]
         elif getattr(result, "profile_note", None):
             out.append(f"   no differential profile: {result.profile_note}")
     return "\n".join(out) + "\n"
