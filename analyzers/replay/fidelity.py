@@ -142,7 +142,8 @@ def _compare(rep: int, original: dict, measured: dict, replay: dict) -> list[dic
         ratio = 1.0 if a == b else (b / a if a else None)
         tol = tolerance(metric, replay)
         ok = None if tol is None else (a == b if tol == 0 else ratio is not None and abs(ratio - 1) <= tol)
-        if ok is False and metric.endswith("_bytes") and metric.startswith("block.") and abs(b - a) <= BLOCK_SLACK_BYTES:
+        block_bytes = metric.startswith("block.") and metric.endswith("_bytes")
+        if ok is False and block_bytes and abs(b - a) <= BLOCK_SLACK_BYTES:
             ok = True
         rows.append({"rep": rep, "metric": metric, "original": a, "replay": b, "ratio": ratio, "tolerance": tol,
                      "ok": ok})

@@ -61,7 +61,8 @@ META_KEYS = {"scheduler": "scheduler", "device_profile": "device", "dirty_limit"
 @click.option("--write-script", type=click.Path(path_type=Path, dir_okay=False),
               help="Write the generator's script to this file and stop (nothing runs).")
 def cmd_replay(source, target, stacks, timing, repeat, output, dependencies, rep, process, phone, device_profile,
-               dirty_limit, cpu_share, fuse_wakeup, scheduler, image_size, sources, min_effect, no_report, write_script) -> None:
+               dirty_limit, cpu_share, fuse_wakeup, scheduler, image_size, sources, min_effect, no_report,
+               write_script) -> None:
     """Replay a recording's file-level IO (a run's system calls with their paths, or a phone trace's android_fs
     events) on a stack, with the calls, threads, think times and waits between threads it recorded; measure how
     faithful the replay was (replay_fidelity); with several --stack, compare each with the first."""
