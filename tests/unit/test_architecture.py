@@ -149,3 +149,12 @@ def _is_numba(node: ast.FunctionDef) -> bool:
 def _commented_above(node: ast.FunctionDef, lines: list[str]) -> bool:
     first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
     return first >= 2 and lines[first - 2].lstrip().startswith("#")
+
+
+def test_test_modules_have_unique_basenames():
+    # The test directories are not packages, so pytest imports each test module by its basename: two files of one
+    # name in different directories stop the whole collection ("import file mismatch"), as CI once did.
+    by_name: dict[str, list[str]] = {}
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
+        by_name.setdefault(path.name, []).append(str(path.relative_to(REPO)))
+    assert {name: paths for name, paths in by_name.items() if len(paths) > 1} == {}
