@@ -59,6 +59,7 @@ from typing import Any, Iterator
 
 from mobiperf.core.errors import StackError
 from mobiperf.core.lifeline import owner_token
+from mobiperf.target.file_batch import put_command
 
 FORMAT = "mobiperf-undo-journal"
 VERSION = 1
@@ -215,7 +216,7 @@ class UndoJournal:
                 os.write(self._fd, text.encode())
                 os.fsync(self._fd)
             else:
-                self._run(f"printf '%s' {shlex.quote(text)} >> {shlex.quote(self.path)}")
+                self._run(f"{put_command(shlex.quote(text))} >> {shlex.quote(self.path)}")
         except (OSError, StackError) as e:
             raise JournalError(f"cannot write the undo journal {self.path}: {e}") from None
 

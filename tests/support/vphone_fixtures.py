@@ -22,7 +22,7 @@ import pytest
 
 from adb_fixtures import AdbServer
 from mobiperf.target.adb import AdbTransport
-from vphone.image import build_problem, ensure_image, image_dir, is_built
+from vphone.cache import build_problem, ensure_image, image_dir, is_built
 from vphone.machine import DEFAULT_RTC, QEMU, VirtualPhone, boot_phone
 
 
