@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -189,6 +190,8 @@ def cmd_probe(target: str, fmt: str) -> None:
                    f"/data: {android.get('data_fstype') or '-'} on "
                    f"{' > '.join(android.get('data_block_devices') or [])}")
         click.echo(f"workdir     {android.get('default_workdir')}")
+        click.echo(f"cpu         {android.get('cpu_model') or '-'}  clocksource: {android.get('clocksource') or '-'} "
+                   f"(of {' '.join(android.get('clocksources') or []) or '-'})")
     click.echo("layers      what a run here traces at each layer:")
     for layer, line in layer_outlook(caps, android):
         click.echo(f"  {layer:<10}{line}")
@@ -286,6 +289,8 @@ def cmd_run(target, stack_spec, scheduler, repeat, min_effect, primary, output, 
         click.echo(f"repetitions: {len(meta['repetitions'])} of at most {auto.limit} (-n auto): {auto.plan.reason}")
     _print_summary(meta, headline_only=True)
     _print_layer_shares(meta)
+    for warning in dict.fromkeys(re.sub(r"\brep \d+: ", "", w) for w in meta.get("warnings", [])):
+        click.echo(f"warning: {warning}", err=True)   # once, whatever the repetitions (what a kernel lacks ...)
     click.echo(f"all metrics: mobiperf show {rundir.path}")
     if request.report:
         click.echo(f"report: {rundir.path / 'report.html'}")

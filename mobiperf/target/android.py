@@ -44,7 +44,7 @@ TRACERS = ("traced_probes", "traced", "perfetto", "atrace", "trace-cmd", "simple
 RUN_FACTS = ("is_android", "android_version", "sdk", "build_type", "model", "abi", "machine", "kernel", "selinux",
              "tracefs_path", "tracefs_owner", "tracefs_users", "sdcard_path", "sdcard_fstype",
              "sdcard_implementation", "fuse_passthrough", "kernel_fuse_features", "data_fstype",
-             "data_block_devices")
+             "data_block_devices", "cpu_model", "clocksource", "clocksources")
 
 # One script, sections introduced by @@name lines. Portable across dash, bash and Android's mksh + toybox, and
 # built of shell builtins where it can (file_batch.PREAMBLE): each fork and exec costs a phone under emulation
@@ -80,6 +80,11 @@ echo @@block; for b in /sys/class/block/*; do
   echo "$n|$d|$p|$s"
 done
 echo @@schedulers; for f in /sys/block/*/queue/scheduler; do [ -r "$f" ] && read -r l < "$f" && _line "$f $l"; done
+echo @@cpu; while IFS=: read -r k v; do case $k in "model name"*|Hardware*) _line "${{v# }}"; break ;; esac
+  done < /proc/cpuinfo
+echo @@clocksource; c=/sys/devices/system/clocksource/clocksource0
+  [ -r $c/current_clocksource ] && read -r a < $c/current_clocksource && read -r b < $c/available_clocksource &&
+  _line "$a" && _line "$b"
 echo @@end
 """.format(tracefs=" ".join(TRACEFS_CANDIDATES), tracers="|".join(TRACERS))
 PROPERTY_LINE = re.compile(r"^\[([^\]]+)\]: \[(.*)\]$")
@@ -185,7 +190,7 @@ def parse_android_facts(text: str) -> dict:
     e.g. fuse_passthrough on Android kernels), data_fstype, data_source,
     data_options, data_block_devices (top first, e.g. ["dm-48", "sda34", "sda"]), default_workdir, workdir_mount
     (the mount holding default_workdir: source, mountpoint, fstype, options, block_devices, disks), schedulers
-    {device: {current, available}}, mounts [data-bearing mounts].
+    {device: {current, available}}, mounts [data-bearing mounts], cpu_model, clocksource, clocksources (_cpu).
     """
     s = _sections(text)
     props = {}
@@ -210,6 +215,7 @@ def parse_android_facts(text: str) -> dict:
         "tracefs_users": users,
         **_data(s, mounts, is_android),
         "schedulers": parse_schedulers(s.get("schedulers", [])),
+        **_cpu(s),
         "mounts": [m.as_fact() for m in mounts if m.fstype.startswith(DATA_FS_PREFIXES)],
     }
 
@@ -235,6 +241,15 @@ def _identity(s: dict[str, list[str]], props: dict[str, str], is_android: bool) 
         "root": uid == 0,
         "path": (s.get("path") or [None])[0],
     }
+
+
+def _cpu(s: dict[str, list[str]]) -> dict:
+    """What runs the device's code and keeps its time: the CPU's model name (an emulated CPU says so: "QEMU Virtual
+    CPU" under QEMU's TCG), the kernel's clocksource and those it has (kvm-clock under KVM, arch_sys_counter on
+    arm64 phones)."""
+    clocks = s.get("clocksource", [])
+    return {"cpu_model": (s.get("cpu") or [None])[0], "clocksource": clocks[0].strip() if clocks else None,
+            "clocksources": clocks[1].split() if len(clocks) > 1 else []}
 
 
 def _tracefs(lines: list[str]) -> tuple[str | None, bool]:

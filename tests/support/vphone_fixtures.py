@@ -3,6 +3,10 @@ through the session's private adb server like the loopback devices (adb_fixtures
 
     vphone        session: Android 14 on Debian's 6.1 kernel, booted once, torn down in a finalizer
     vphone_612    session: the same userland on Debian's 6.12 kernel (Android 16's)
+
+The session's phones keep a wall clock far from the host's (FAR_RTC: QEMU's RTC at 2001; their monotonic clock
+starts at their own boot anyway), so a device time taken for a host time, or the reverse, shows in every test
+that reads a run (tests/vphone/test_vphone_clock.py says so outright).
     start_vphone  function: a factory for a phone of the test's own (another clock, one to kill), ended after it
 
 A PhoneDevice looks like a LoopbackDevice to the adb tests (serial, server, server_port, transport(), shell()).
@@ -24,6 +28,8 @@ from adb_fixtures import AdbServer
 from mobiperf.target.adb import AdbTransport
 from vphone.cache import build_problem, ensure_image, image_dir, is_built
 from vphone.machine import DEFAULT_RTC, QEMU, VirtualPhone, boot_phone
+
+FAR_RTC = "2001-01-01T00:00:00"
 
 
 @dataclass
@@ -93,14 +99,14 @@ def start_phone(server: AdbServer, kernel: str = "6.1", *, rtc: str = DEFAULT_RT
 
 @pytest.fixture(scope="session")
 def vphone(adb_server):
-    device = start_phone(adb_server, "6.1")
+    device = start_phone(adb_server, "6.1", rtc=FAR_RTC)
     yield device
     device.stop()
 
 
 @pytest.fixture(scope="session")
 def vphone_612(adb_server):
-    device = start_phone(adb_server, "6.12")
+    device = start_phone(adb_server, "6.12", rtc=FAR_RTC)
     yield device
     device.stop()
 

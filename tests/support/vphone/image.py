@@ -8,7 +8,7 @@ An image is a directory of four files:
                   kernel unpacks an initramfs whole before anything runs (the prototype's 64 MB one took 11 s of a
                   19 s boot under TCG)
   system.erofs    the root file system, read-only erofs as Android's /system is: a bookworm minbase with python3 (for
-                  adbd), f2fs-tools and bindfs, shaped like Android 14 (android_userland.py: mksh as /system/bin/sh,
+                  adbd), f2fs-tools, bindfs and strace, shaped like Android 14 (android_userland.py: mksh as /system/bin/sh,
                   toybox, getprop over build.prop with ABI x86_64, su, no fusermount), the kernel's f2fs, fuse,
                   loop and virtio modules, busybox init, and the guest/ scripts
   userdata.f2fs   /data: a 2 GiB f2fs made by `mkfs.f2fs -g android` (sparse); each boot writes to an overlay
@@ -37,7 +37,8 @@ sys.path.insert(0, str(SUPPORT))
 from android_userland import ANDROID_14_PROPS, AIDS, build_su, shape_system  # noqa: E402
 
 SUITE = "bookworm"
-USERLAND = ("python3-minimal", "libpython3.11-stdlib", "mksh", "toybox", "f2fs-tools", "bindfs")
+# strace: userdebug builds have it (/system/bin/strace), and it is the other clock of a run (the wall clock).
+USERLAND = ("python3-minimal", "libpython3.11-stdlib", "mksh", "toybox", "f2fs-tools", "bindfs", "strace")
 DATA_SIZE = 2 << 30
 # The kernel's modules the image carries: what the phone's storage and network need (the whole set is 400 MB).
 MODULE_DIRS = ("kernel/fs/f2fs", "kernel/fs/fuse", "kernel/fs/erofs", "kernel/fs/quota", "kernel/lib", "kernel/crypto",
@@ -136,6 +137,7 @@ def _shape_root(root: Path, kernel_tree: Path, release: str, log) -> None:
         known = {line.split(":", 1)[0] for line in path.read_text().splitlines()}
         with open(path, "a") as f:
             f.writelines(file.format(n=n, i=i) for n, i in AIDS if n not in known)
+    (root / "system/bin/strace").symlink_to("/usr/bin/strace")
     for fusermount in (*root.glob("usr/bin/fusermount*"), *root.glob("bin/fusermount*")):
         fusermount.unlink(missing_ok=True)      # a phone has none: a FUSE daemon mounts as root, through mount(2)
     for junk in ("usr/share/doc", "usr/share/man", "usr/share/locale", "usr/share/info", "var/cache/apt",

@@ -1,0 +1,93 @@
+"""A traced run on the virtual phone (its own kernel, f2fs /data): a bFUSE daemon over /data/local/tmp, 100
+fdatasyncs of 4 KiB, every call's layers checked (tests/support/layer_checks.py), its times all the phone's (its
+wall clock is set 25 years back, its monotonic clock started at its own boot), and nothing left on the phone.
+
+On 6.1 (Android 14's kernel) there are no FUSE events: the FUSE layer comes from the daemon's side where this
+mobiperf has that source; without it the FUSE assertions are expected to fail, and say why."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import polars as pl
+import pytest
+
+from android_device import mobiperf_via
+from layer_checks import WORKLOAD, check_calls, check_fuse_nest, tables_of
+from vphone_fixtures import PhoneDevice
+
+pytest_plugins = ["adb_fixtures", "vphone_fixtures"]
+
+
+def device_uptime_ns(phone: PhoneDevice) -> int:
+    """The phone's CLOCK_MONOTONIC (its uptime) now, in ns, to within its 10 ms resolution."""
+    return int(float(phone.shell("cat /proc/uptime").stdout.split()[0]) * 1e9)
+
+
+@pytest.fixture(scope="module")
+def bfuse_run(vphone: PhoneDevice, tmp_path_factory):
+    out = tmp_path_factory.mktemp("vphone-run") / "bfuse"
+    before = device_uptime_ns(vphone)
+    done = mobiperf_via(vphone, "run", "-t", f"adb:{vphone.serial}", "--stack", "dir:/data/local/tmp/x+bfuse",
+                        "-o", str(out), "--no-report", "--", *WORKLOAD, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    done.device_window = (before - 10_000_000, device_uptime_ns(vphone) + 10_000_000)
+    return out, done
+
+
+def test_the_run_is_the_phones_and_says_what_its_kernel_lacks(vphone: PhoneDevice, bfuse_run):
+    out, done = bfuse_run
+    meta = json.loads((out / "run.json").read_text())
+    facts = meta["repetitions"][0]["facts"]["target"]
+    assert (facts["kernel"], facts["data_fstype"], facts["android_version"]) == (vphone.kernel, "f2fs", "14")
+    assert meta["status"] == "complete"
+    lacks = [w for w in meta["warnings"] if "lacks fuse:fuse_request_send" in w]
+    said = [line for line in done.stderr.splitlines() if "lacks fuse:fuse_request_send" in line]
+    assert len(lacks) == 1 and said == ["warning: collect: ftrace: this kernel lacks fuse:fuse_request_send, "
+                                        "fuse:fuse_request_end"]   # said once, in one line
+
+
+def test_the_workloads_calls_and_the_daemons_f2fs_syncs_are_traced(bfuse_run):
+    out, _ = bfuse_run
+    check_calls(out)
+    tables = tables_of(out)
+    syncs = tables["fsync_event"].filter(pl.col("fs") == "f2fs") if "fs" in tables["fsync_event"].columns else \
+        tables["fsync_event"]
+    # bFUSE passes every fdatasync down: at least one f2fs sync per synchronous write, in the daemon's threads
+    assert len(syncs) >= 100 and set(syncs["comm"].unique()) <= {"bfuse"}
+    writes = tables["block_rq"].filter(pl.col("op") == "write")
+    assert len(writes) >= 100 and (writes["size_bytes"] % 4096 == 0).all()
+
+
+def test_every_fdatasync_nests_fuse_fs_block_and_its_own_data_write(vphone: PhoneDevice, bfuse_run):
+    out, _ = bfuse_run
+    events = json.loads((out / "run.json").read_text())["target"]["events"]
+    check_fuse_nest(out, kernel_has_fuse_events=bool(events.get("fuse")))
+
+
+def test_nothing_of_the_run_stays_on_the_phone(vphone: PhoneDevice, bfuse_run):
+    said = vphone.shell("su 0 sh -c 'ls -A /data/local/tmp/x /data/local/tmp/mobiperf /data/local/tmp/mobiperf-journal"
+                        " 2>&1; grep -c fuse /proc/mounts; ls /sys/kernel/tracing/instances'").stdout.split("\n")
+    assert [line for line in said if line.strip()] == [
+        f"ls: /data/local/tmp/{name}: No such file or directory" for name in ("x", "mobiperf", "mobiperf-journal")
+    ] + ["1"]   # no directory, binary or journal of the run; of FUSE mounts /sdcard's bindfs only; no instance
+
+
+def test_the_runs_times_are_the_phones_own(vphone: PhoneDevice, bfuse_run):
+    out, done = bfuse_run
+    lo, hi = done.device_window
+    device_wall = int(vphone.shell("date +%s").stdout.strip())
+    assert time.time() - device_wall > 20 * 365 * 86400    # the phone's wall clock: 25 years back
+    host_mono = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+    if host_mono < hi + 60e9:
+        pytest.skip("this host booted too recently for its monotonic clock to differ from the phone's")
+    # Every event table: on the phone's trace clock, inside this run, none on the host's monotonic or wall clock.
+    tables = tables_of(out)
+    for name in ("block_event", "syscall_io", "trace_marker", "fsync_event"):
+        ts = tables[name]["ts"]
+        assert len(ts) and lo <= ts.min() and ts.max() <= hi, (name, ts.min(), ts.max(), lo, hi)
+    # The run's record: its own dates are the host's (when mobiperf ran), never the phone's 2001.
+    text = (out / "run.json").read_text()
+    meta = json.loads(text)
+    assert meta["created"].startswith(time.strftime("%Y", time.gmtime())) and '"2001-' not in text
