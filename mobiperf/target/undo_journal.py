@@ -176,9 +176,13 @@ class UndoJournal:
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
                 fcntl.flock(self._fd, fcntl.LOCK_EX)
             else:
+                # Locked under a name of its own, then renamed: a lock file is never seen unlocked while its owner
+                # lives, so one that nobody holds is a dead run's (leftovers.forget_free_locks removes it).
                 self._lock_path = f"{self.local_dir}/{name}.lock"
-                self._fd = os.open(self._lock_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                staging = f"{self.local_dir}/.{name}.lock.new"
+                self._fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
                 fcntl.flock(self._fd, fcntl.LOCK_EX)
+                os.rename(staging, self._lock_path)
                 directory = self.device_dir()
                 self.path = f"{directory}/{name}{SUFFIX}"
                 header["lock"] = self._lock_path
