@@ -373,6 +373,8 @@ def push_reference_binaries(transport: Transport, names: Sequence[str], abi: str
     if not keep and not transport.exists(workdir, timeout=timeout):
         entries.append(journal.record("dir", path=workdir, only_if_empty=True))  # others may use it later
     created = make_dirs(transport, workdir, timeout)
+    if entries:
+        journal.update(entries[0], made=created)
     remote = {name: f"{workdir.rstrip('/')}/{name}" for name in names}
     pushed: list[str] = []
     try:

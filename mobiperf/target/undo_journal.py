@@ -21,8 +21,9 @@ undoing checks first. A torn last line (the process died while writing it) is ig
 nothing is left to undo; a process that makes more changes later starts a new one.
 
 Kinds of change (how each is found and undone: mobiperf.target.undo_steps):
-  dir {path[, only_if_empty]}  a directory we created; removed with its content (only if empty when others may
-                           use it too), never across a mount
+  dir {path[, only_if_empty, made]}  a directory we created; removed with its content (only if empty when others
+                           may use it too), never across a mount; `made`: the directories created on the way to it
+                           (learned after making them), removed too where empty
   file {path}              a file we put there (a pushed binary)
   mount {path}             something we mounted at path (a filesystem, a FUSE layer, the device model, debugfs)
   loop {image, device}     a loop device over image (device: learned after attaching)
