@@ -15,6 +15,7 @@ for in $MOBIPERF_BIN).
 
 import os
 import platform
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -42,6 +43,9 @@ class BuildWithReference(build):
     """build, then the reference binaries, handed to install_data as <data>/share/mobiperf/bin."""
 
     def run(self):
+        # pip builds in the tree: a module renamed or removed since the last build would stay in build/lib and
+        # end up in the wheel beside its new name
+        shutil.rmtree(self.build_lib, ignore_errors=True)
         super().run()
         if os.environ.get("MOBIPERF_SKIP_REFERENCE_BUILD") or not REFERENCE.is_dir():
             return

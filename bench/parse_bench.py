@@ -284,7 +284,7 @@ def main() -> None:
                          f"r = parse_ftrace_text({str(text)!r}); "
                          "RESULT = {'wall_s': time.perf_counter() - t, 'cpu_s': time.process_time() - c, "
                          "'rows': len(r.block_event)}")
-        warm_b = ("from mobiperf.collectors.parse.blktrace_reader import parse_blktrace\n"
+        warm_b = ("from mobiperf.collectors.parse.blktrace import parse_blktrace\n"
                   f"parse_blktrace([{str(REPO / 'tests/fixtures/blktrace/loop-dd-4k-direct.blkbin')!r}])\n")
         bt = timed_child(warm_b + f"from pathlib import Path\nt = time.perf_counter(); c = time.process_time(); "
                          f"r = parse_blktrace([Path({str(blk)!r})]); "

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from mobiperf.core.errors import MobiperfError, UsageError
-from mobiperf.core.sequential import MAX_REPEAT, parse_repeat
+from mobiperf.core.stopping_rule import MAX_REPEAT, parse_repeat
 
 
 def _examples(*lines: str) -> str:
@@ -267,7 +267,7 @@ def cmd_run(target, stack_spec, scheduler, repeat, min_effect, primary, output, 
             recorder=recorder, timeout=timeout, no_report=no_report, scope=scope, command=command)
     auto = request.auto
     if request.device:
-        from mobiperf.stack.devmodel import resolve_profile
+        from mobiperf.stack.device_model import resolve_profile
 
         resolve_profile(request.device)  # an unknown profile is a usage error before anything is set up
     out = output or Path(os.path.abspath(default_run_path(request)))

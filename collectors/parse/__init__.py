@@ -172,7 +172,7 @@ def _parse_block_traces(raw: Path, rep: int, labels: dict, add, out: ParsedRaw, 
     table = "blktrace_event" if has_ftrace_blocks else "block_event"
     if (raw / "blktrace").is_dir():
         from mobiperf.collectors.parse.blktrace_format import blktrace_files
-        from mobiperf.collectors.parse.blktrace_reader import parse_blktrace
+        from mobiperf.collectors.parse.blktrace import parse_blktrace
 
         for group in blktrace_files(raw / "blktrace"):
             blk = parse_blktrace(group, rep)

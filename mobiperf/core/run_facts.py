@@ -35,8 +35,10 @@ FORMAT_VERSION = 1
 STATUSES = ("incomplete", "complete", "failed")
 
 
-class _Record(msgspec.Struct, kw_only=True):
-    """A record of run.json with its unmodelled keys (extra), readable and writable as the dict it once was."""
+class _Record(msgspec.Struct, kw_only=True, dict=True):
+    """A record of run.json with its unmodelled keys (extra), readable and writable as the dict it once was. A
+    field written only when it has a value (_OMIT_NONE) that run.json held as null is written back as null (the
+    instance remembers it in _nulls): what is read is what is written."""
 
     extra: dict[str, Any] = {}
     _OMIT_NONE: ClassVar[frozenset[str]] = frozenset()  # modelled keys written only when they have a value
@@ -56,6 +58,7 @@ class _Record(msgspec.Struct, kw_only=True):
         except msgspec.ValidationError as e:
             raise UsageError(f"{where}: {cls.__name__}: {e}") from None
         out.extra = {k: v for k, v in data.items() if k not in fields}
+        out._nulls = {k for k in cls._OMIT_NONE if k in data and data[k] is None}
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -64,7 +67,7 @@ class _Record(msgspec.Struct, kw_only=True):
             if name == "extra":
                 continue
             value = getattr(self, name)
-            if value is None and name in self._OMIT_NONE:
+            if value is None and name in self._OMIT_NONE and name not in self._null_keys():
                 continue
             out[name] = _plain(value)
         out.update(self.extra)
@@ -75,13 +78,18 @@ class _Record(msgspec.Struct, kw_only=True):
     def _modelled(self, key: str) -> bool:
         return key != "extra" and key in self.__struct_fields__
 
+    def _null_keys(self) -> set[str]:
+        if not hasattr(self, "_nulls"):
+            self._nulls: set[str] = set()
+        return self._nulls
+
+    def _absent(self, key: str) -> bool:
+        """A modelled key run.json would not hold: no value, omitted when it has none, not an explicit null."""
+        return getattr(self, key) is None and key in self._OMIT_NONE and key not in self._null_keys()
+
     def __getitem__(self, key: str) -> Any:
-        if self._modelled(key):
-            value = getattr(self, key)
-            if value is None and key in self._OMIT_NONE:
-                raise KeyError(key)
-            return value
-        return self.extra[key]
+        # a modelled field answers even when it has no value (None): run.json may hold it as null
+        return getattr(self, key) if self._modelled(key) else self.extra[key]
 
     def __setitem__(self, key: str, value: Any) -> None:
         if self._modelled(key):
@@ -89,19 +97,20 @@ class _Record(msgspec.Struct, kw_only=True):
             if record is not None and isinstance(value, list):
                 value = [x if isinstance(x, record) else record.from_dict(x) for x in value]
             setattr(self, key, value)
+            if key in self._OMIT_NONE:  # dict code setting None means null
+                (self._null_keys().add if value is None else self._null_keys().discard)(key)
         else:
             self.extra[key] = value
 
     def __contains__(self, key: str) -> bool:
         if self._modelled(key):
-            return not (getattr(self, key) is None and key in self._OMIT_NONE)
+            return not self._absent(key)
         return key in self.extra
 
     def get(self, key: str, default: Any = None) -> Any:
-        try:
-            return self[key]
-        except KeyError:
-            return default
+        if self._modelled(key):
+            return default if self._absent(key) else getattr(self, key)
+        return self.extra.get(key, default)
 
     def setdefault(self, key: str, default: Any = None) -> Any:
         if key not in self or (self._modelled(key) and getattr(self, key) is None):
@@ -115,7 +124,8 @@ class _Record(msgspec.Struct, kw_only=True):
     def pop(self, key: str, *default: Any) -> Any:
         if self._modelled(key):
             value = self.get(key, *default) if default else self[key]
-            setattr(self, key, None if key in self._OMIT_NONE else getattr(type(self)(), key, None))
+            setattr(self, key, None if key in self._OMIT_NONE else _default_of(type(self), key))
+            self._null_keys().discard(key)
             return value
         return self.extra.pop(key, *default)
 
@@ -124,6 +134,16 @@ class _Record(msgspec.Struct, kw_only=True):
 
     def items(self):
         return self.to_json().items()
+
+
+def _default_of(record: type[_Record], name: str) -> Any:
+    """A field's default value (a fresh copy of a mutable one); None for a required field."""
+    for f in msgspec.structs.fields(record):
+        if f.name == name:
+            if f.default_factory is not msgspec.NODEFAULT:
+                return f.default_factory()
+            return None if f.default is msgspec.NODEFAULT else f.default
+    return None
 
 
 def _plain(value: Any) -> Any:
@@ -138,8 +158,17 @@ def _plain(value: Any) -> Any:
     return value
 
 
+# Metric names as older run directories store them -> today's (read as today's: a run analysed before a rename
+# compares with one analysed after it).
+RENAMED_METRICS = {
+    "latency.syscall.syscall.p50": "latency.syscall.p50",
+    "latency.syscall.syscall.p99": "latency.syscall.p99",
+}
+
+
 class Metric(_Record):
-    """A named number: `latency.d2c.p99{op=write}` = 812345.0 ns. n: how many repetitions a run's median is of."""
+    """A named number: `latency.d2c.p99{op=write}` = 812345.0 ns. n: how many repetitions a run's median is of.
+    A name an older mobiperf gave it (RENAMED_METRICS) is read as today's."""
 
     name: str
     labels: dict[str, str] = {}
@@ -147,6 +176,12 @@ class Metric(_Record):
     unit: str = ""
     n: int | None = None
     _OMIT_NONE: ClassVar[frozenset[str]] = frozenset({"n"})
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: Any = "run.json"):
+        if isinstance(data, dict) and data.get("name") in RENAMED_METRICS:
+            data = {**data, "name": RENAMED_METRICS[data["name"]]}
+        return super().from_dict(data, where)
 
     @property
     def key(self) -> str:

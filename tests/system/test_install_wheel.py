@@ -88,3 +88,17 @@ def test_an_installed_mobiperf_runs_a_study(fresh_venv, tmp_path, clean_machine)
                          timeout=1800)
     assert done.returncode == 0, done.stderr
     assert "WAL has the fewest fsync() per insert" in done.stdout
+
+
+@pytest.mark.slow
+def test_a_host_without_the_build_dependencies_is_told_which_package(tmp_path):
+    """pip builds the wheel through reference-impl's Makefile: where libfuse3-dev and libsqlite3-dev are missing
+    (pkg-config finds no .pc file), pip's error ends with the lines naming the Debian packages."""
+    env = {**os.environ, "PKG_CONFIG_LIBDIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path / "dist"),
+                           str(REPO)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode != 0 and not list((tmp_path / "dist").glob("*.whl"))
+    said = done.stdout + done.stderr
+    assert "building mobiperf's reference binaries failed:" in said
+    assert "install the libfuse3 headers (Debian: apt-get install libfuse3-dev)" in said
+    assert "install the SQLite headers (Debian: apt-get install libsqlite3-dev)" in said

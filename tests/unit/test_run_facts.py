@@ -87,3 +87,46 @@ def test_a_runs_metrics_are_the_medians_of_its_repetitions():
                                                                         "value": 10.0, "unit": "ns"}]]
     (m,) = median_metrics(per_rep)
     assert (m.key, m.value, m.unit, m.n) == ("x{op=read}", 2.5, "ns", 4)
+
+
+def test_a_metric_stored_under_its_old_name_reads_under_todays():
+    """latency.syscall.syscall.p99 (the layer said twice) is latency.syscall.p99 now; a run analysed before the
+    rename compares with one analysed after it."""
+    meta = RunMeta.from_dict({"format": "mobiperf-run", "version": 1, "status": "complete", "metrics": [
+        {"name": "latency.syscall.syscall.p99", "labels": {"op": "pwrite64"}, "value": 5.0, "unit": "ns", "n": 3}]})
+    (m,) = meta.metrics
+    assert (m.key, m.value, m.n) == ("latency.syscall.p99{op=pwrite64}", 5.0, 3)
+
+
+def test_an_old_sweeps_metric_keys_read_under_todays():
+    from mobiperf.orchestration.sweep.summary import canonical_metric
+
+    assert canonical_metric("latency.syscall.syscall.p50{op=write}") == "latency.syscall.p50{op=write}"
+    assert canonical_metric("e2e.tps") == "run.tps" and canonical_metric("block.bytes{op=write}") == "block.bytes{op=write}"
+
+
+def test_popping_keys_as_dict_code_does():
+    rep = Repetition.from_dict({"index": 2, "exit_code": 0, "workload_ns": 7, "ftrace": {}})
+    assert rep.pop("workload_ns", None) == 7 and "workload_ns" not in rep and rep.pop("workload_ns", None) is None
+    assert rep.pop("ftrace") == {} and "ftrace" not in rep.to_json()
+    m = Metric(name="x", labels={"op": "read"}, value=1.0, unit="ns")
+    assert m.pop("labels") == {"op": "read"} and m.labels == {} and m.pop("unit") == "ns" and m.unit == ""
+
+
+def test_a_killed_runs_repetition_gets_a_typed_record(tmp_path):
+    """A raw directory without a record (its mobiperf was killed): add_missing_repetitions gives it a Repetition
+    saying so, which run.json takes like any other."""
+    from mobiperf.core.run_stop import add_missing_repetitions
+
+    run = RunDir.create(tmp_path / "k", new_run_meta("k", target={}, stack="ext4", command=["dd"]))
+    (run.raw_dir(1) / "ftrace.txt").write_text("x\n")
+    meta = run.read_meta()
+    meta.repetitions.append(Repetition(index=0, exit_code=0, workload_ns=5))
+    add_missing_repetitions(meta, run)
+    assert [(r.index, r.exit_code) for r in meta.repetitions] == [(0, 0), (1, None)]
+    assert "killed with SIGKILL" in meta.repetitions[1]["stopped"] and meta.repetitions[1]["exit_code"] is None
+    run.write_meta(meta)
+    assert run.read_meta().repetitions[1].get("stopped") == meta.repetitions[1]["stopped"]
+    # run.json says exit_code null (as it did when the record was a dict), not nothing
+    written = json.loads((run.path / "run.json").read_text())["repetitions"][1]
+    assert written["exit_code"] is None and written["workload_ns"] is None

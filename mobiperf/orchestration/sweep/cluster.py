@@ -34,7 +34,7 @@ from typing import Any
 
 from mobiperf.orchestration.cluster import worker_name
 from mobiperf.orchestration.sweep.manifest import SweepDefinition, SweepDir, lock_sweep
-from mobiperf.orchestration.sweep.metrics import unit_outcome
+from mobiperf.orchestration.sweep.metrics import manifest_figures, unit_outcome
 from mobiperf.orchestration.sweep.params import DEFAULTS
 from mobiperf.orchestration.sweep.plan import plan_cell, unit_child
 from mobiperf.orchestration.sweep.runner import Progress, die_with_parent, stop_child
@@ -85,7 +85,8 @@ def run_unit_task(sweep_path: str, cell: str, rep: int, params: dict[str, str], 
     out["elapsed_s"] = round(time.time() - started, 3)
     if code is None:
         return {**out, "status": "pending", "error": "interrupted; runs again when the sweep is resumed"}
-    out["status"], out["metrics"], out["notes"], out["error"] = unit_outcome(run_path, plan, log, code)
+    out["status"], metrics, out["notes"], out["error"] = unit_outcome(run_path, plan, log, code)
+    out["metrics"], out["units"] = manifest_figures(metrics)   # plain data: the result crosses to the client
     return out
 
 
@@ -194,6 +195,7 @@ class _ClientState:
         with self.lock:
             unit.pop("started", None)
             unit.update(status=result["status"], error=result["error"], metrics=result["metrics"],
+                        units=result.get("units", {}),
                         notes=result["notes"], run=result["run"], worker=result["worker"], pid=None,
                         attempts=max(unit["attempts"], result["attempt"]))
             if "elapsed_s" in result:
