@@ -50,6 +50,17 @@ class PhoneDevice:
     def kernel(self) -> str:
         return self.phone.info["kernel_release"]
 
+    android = True
+    storage = "/data/local/tmp/mp"
+    patience = 3   # a multiplier of time limits: an emulated CPU (TCG) on a shared host
+
+    @property
+    def facts(self) -> dict:
+        props = self.phone.info["props"]
+        return {"kernel": self.kernel, "model": props["ro.product.model"], "android_version": "14",
+                "abi": props["ro.product.cpu.abi"], "machine": "x86_64", "root_method": "su 0",
+                "sdcard_implementation": "fuse", "workdir": "/data/local/tmp/mobiperf"}
+
     def transport(self, **kw) -> AdbTransport:
         t = AdbTransport(self.serial, adb=self.server.adb, server_port=self.server.port, **kw)
         self.transports.append(t)
