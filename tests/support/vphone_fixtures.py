@@ -6,7 +6,7 @@ through the session's private adb server like the loopback devices (adb_fixtures
 
 The session's phones keep a wall clock far from the host's (FAR_RTC: QEMU's RTC at 2001; their monotonic clock
 starts at their own boot anyway), so a device time taken for a host time, or the reverse, shows in every test
-that reads a run (tests/vphone/test_vphone_clock.py says so outright).
+that reads a run (tests/vphone/test_vphone_run.py says so outright).
     start_vphone  function: a factory for a phone of the test's own (another clock, one to kill), ended after it
 
 A PhoneDevice looks like a LoopbackDevice to the adb tests (serial, server, server_port, transport(), shell()).
