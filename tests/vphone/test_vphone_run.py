@@ -16,7 +16,7 @@ import polars as pl
 import pytest
 
 from android_device import mobiperf_via
-from layer_checks import WORKLOAD, check_calls, check_fuse_nest, fuse_inclusive, tables_of
+from layer_checks import WORKLOAD, check_calls, check_fuse_nest, fuse_inclusive, results_of, tables_of
 from vphone_fixtures import PhoneDevice
 
 pytest_plugins = ["adb_fixtures", "vphone_fixtures"]
@@ -108,3 +108,25 @@ def test_fuse_inclusive_is_within_10_points_of_the_same_run_on_this_host(bfuse_r
     assert done.returncode == 0, done.stderr[-3000:]
     phone_share, host_share = fuse_inclusive(out), fuse_inclusive(host)
     assert host_share > 0.5 and abs(phone_share - host_share) <= 0.10, (phone_share, host_share)
+
+
+@pytest.mark.slow
+def test_strace_on_the_phone_is_placed_on_its_trace_clock_by_its_own_markers(vphone: PhoneDevice, tmp_path):
+    """strace stamps calls with the phone's wall clock (2001 here): a phone has no host-side clock reading, so the
+    calls are placed on the trace clock by the generator's trace markers alone, never by the host's clocks."""
+    out = tmp_path / "strace"
+    before = device_uptime_ns(vphone)
+    done = mobiperf_via(vphone, "run", "-t", f"adb:{vphone.serial}", "--stack", "dir:/data/local/tmp/st",
+                        "--source", "ftrace", "--source", "strace", "--source", "facts", "-o", str(out),
+                        "--no-report", "--", "mobibench", "-p", ".", "-f", "40", "-r", "4", "-a", "0", "-y", "8",
+                        timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    after = device_uptime_ns(vphone)
+    first = (out / "raw" / "rep0" / "strace.log").read_text().split()[1]    # "<pid> <epoch seconds> ..."
+    assert time.gmtime(float(first)).tm_year == 2001                         # the phone's wall clock, as it was
+    tasks = json.loads((out / "raw" / "rep0" / "tasks.json").read_text())
+    assert tasks["clock"] == []                       # no clock reading of the host's for a phone's trace
+    calls = results_of(out)["syscall_class"].filter(pl.col("syscall") == "fdatasync")
+    assert len(calls) == 10 and set(calls["timing"]) == {"strace"}
+    assert calls["clock_error_ns"].max() < 50_000_000    # within the markers' writes, on an emulated CPU
+    assert before <= calls["ts"].min() and calls["ts"].max() <= after   # on the phone's monotonic clock
