@@ -57,7 +57,7 @@ SYSCALL_ARG_BYTES = {  # which argument of an IO syscall is its size and which i
     "read": ("count", None), "write": ("count", None), "pread64": ("count", "pos"),
     "pwrite64": ("count", "pos"), "readv": ("vlen", None), "writev": ("vlen", None),
     "preadv": ("vlen", "pos_l"), "pwritev": ("vlen", "pos_l"), "fallocate": ("len", "offset"),
-    "sync_file_range": ("nbytes", "offset"),
+    "sync_file_range": ("nbytes", "offset"), "ftruncate": (None, "length"),  # ftruncate: its new length
 }
 # Every event this module reads (the ftrace text parser hands it these rows).
 KNOWN_EVENTS = {*FSYNC_BODIES, "jbd2_run_stats", *JBD2_PHASES, *FUSE_BODIES, *ANDROID_FS_EVENTS}
@@ -241,7 +241,8 @@ def _syscall_args(rows: pl.DataFrame) -> pl.DataFrame:
     size_expr = pl.lit(None, pl.Int64)
     off_expr = pl.lit(None, pl.Int64)
     for name, (size_arg, off_arg) in SYSCALL_ARG_BYTES.items():
-        size_expr = pl.when(pl.col("syscall") == name).then(_hex_arg(size_arg)).otherwise(size_expr)
+        if size_arg:
+            size_expr = pl.when(pl.col("syscall") == name).then(_hex_arg(size_arg)).otherwise(size_expr)
         if off_arg:
             off_expr = pl.when(pl.col("syscall") == name).then(_hex_arg(off_arg)).otherwise(off_expr)
     ret_expr = pl.when(pl.col("event") == "sys_exit").then(
