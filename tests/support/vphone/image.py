@@ -107,6 +107,9 @@ def _debian_root(root: Path, cache: Path, log, *, fresh: bool) -> None:
         partial = tarball.with_name(tarball.stem + ".partial.tar")   # mmdebstrap writes a tar by its name
         _run(["mmdebstrap", "--variant=minbase", f"--include={','.join(USERLAND)}", SUITE, partial], log)
         partial.rename(tarball)
+        for older in cache.glob(f"userland-{SUITE}-*.tar"):   # another package list's: never used again
+            if older != tarball:
+                older.unlink()
     root.mkdir()
     _run(["tar", "-xpf", tarball, "-C", root, "--numeric-owner"], log)
 
