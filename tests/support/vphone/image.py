@@ -41,10 +41,11 @@ SUITE = "bookworm"
 USERLAND = ("python3-minimal", "libpython3.11-stdlib", "mksh", "toybox", "f2fs-tools", "bindfs", "strace")
 DATA_SIZE = 2 << 30
 # The kernel's modules the image carries: what the phone's storage and network need (the whole set is 400 MB).
+# Directories whole, single modules by name (.ko, or .ko.xz as Debian's 6.12 ships them).
 MODULE_DIRS = ("kernel/fs/f2fs", "kernel/fs/fuse", "kernel/fs/erofs", "kernel/fs/quota", "kernel/lib", "kernel/crypto",
-               "kernel/arch/x86/crypto", "kernel/drivers/virtio", "kernel/drivers/block/virtio_blk.ko",
-               "kernel/drivers/block/loop.ko", "kernel/drivers/net/virtio_net.ko",
-               "kernel/drivers/net/net_failover.ko", "kernel/net/core/failover.ko")
+               "kernel/arch/x86/crypto", "kernel/drivers/virtio", "kernel/drivers/block/virtio_blk",
+               "kernel/drivers/block/loop", "kernel/drivers/net/virtio_net", "kernel/drivers/net/net_failover",
+               "kernel/net/core/failover")
 INITRD_MODULES = ("virtio_pci", "virtio_blk", "erofs", "crc32c_generic")
 PROPS = {
     **ANDROID_14_PROPS,
@@ -126,9 +127,10 @@ def _copy_modules(kernel_tree: Path, release: str, dest_root: Path, parts) -> No
         src = source / part
         if src.is_dir():
             shutil.copytree(src, dest / part, dirs_exist_ok=True)
-        elif src.exists():
+            continue
+        for module in [src] if src.is_file() else src.parent.glob(f"{src.name}.ko*"):  # absent: built in
             (dest / part).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / part)
+            shutil.copy2(module, dest / module.relative_to(source))
 
 
 def _shape_root(root: Path, kernel_tree: Path, release: str, log) -> None:
