@@ -4,8 +4,8 @@ Kernel, the mount options of the stack's filesystem, the device's IO scheduler a
 nr_requests, rotational), the CPU frequency governors, memory and the VM writeback knobs, and what the target is
 (mobiperf.target.android.RUN_FACTS: Android version and ABI, SELinux mode, who else uses tracefs (traced_probes,
 atrace), how /sdcard is served: FUSE, FUSE passthrough, sdcardfs). Read before the workload
-starts (the state it ran in) and returned from stop(), so they land in run.json under the repetition. Every fact
-is read with a plain `cat` through the transport; a fact the target does not have is recorded as null.
+starts (the state it ran in) and returned from stop(), so they land in run.json under the repetition. The facts
+are read in one round trip (a FileBatch); a fact the target does not have is recorded as null.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 from mobiperf.collectors.collector import Collector
 from mobiperf.core.errors import TargetError
 from mobiperf.core.mounts import Mount, parse_proc_mounts
+from mobiperf.target.file_batch import FileBatch
 from mobiperf.target.transport import Transport
 
 VM_KNOBS = ("dirty_ratio", "dirty_background_ratio", "dirty_expire_centisecs", "dirty_writeback_centisecs",
@@ -41,30 +42,44 @@ class FactsCollector(Collector):
         return self.facts
 
     def read_facts(self) -> dict:
-        facts: dict = {"kernel": self._cat("/proc/version"), "uname": self._run(["uname", "-a"])}
+        batch = FileBatch()   # one round trip: a phone answers each in tens of milliseconds (FileBatch)
+        kernel, uname = batch.read("/proc/version"), batch.output("uname -a")
+        queue_reads = {}
         if self.device:
             name = Path(self.device).name
-            queue = {k: self._cat(f"/sys/block/{name}/queue/{k}") for k in QUEUE_KNOBS}
+            queue_reads = {k: batch.read(f"/sys/block/{name}/queue/{k}") for k in QUEUE_KNOBS}
+        mounts = batch.read("/proc/self/mounts")
+        governor_reads = batch.output("for f in /sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_governor; do "
+                                      '[ -r "$f" ] && read -r g < "$f" && echo "$f $g"; done')
+        meminfo = batch.read("/proc/meminfo")
+        vm_reads = {k: batch.read(f"/proc/sys/vm/{k}") for k in VM_KNOBS}
+        try:
+            done = batch.run(self.transport, timeout=30)
+        except TargetError:
+            done = {}
+        text = lambda i: (done[i].decode(errors="replace").strip() if done.get(i) is not None else None)  # noqa: E731
+        facts: dict = {"kernel": text(kernel), "uname": text(uname) or None}
+        if self.device:
+            queue = {k: text(i) for k, i in queue_reads.items()}
             if queue["scheduler"] and "[" in queue["scheduler"]:
                 queue["scheduler"] = queue["scheduler"].split("[")[1].split("]")[0]
             facts["device"] = {"path": self.device, **queue}
-        facts["mounts"] = [line for line in (self._cat("/proc/self/mounts") or "").splitlines()
+        facts["mounts"] = [line for line in (text(mounts) or "").splitlines()
                            if any(self._is_stack_mount(m) for m in parse_proc_mounts(line))]
         governors = {}
-        listing = self._run(["ls", "/sys/devices/system/cpu"]) or ""
-        for cpu in sorted(c for c in listing.split() if re.fullmatch(r"cpu\d+", c)):
-            gov = self._cat(f"/sys/devices/system/cpu/{cpu}/cpufreq/scaling_governor")
-            if gov is not None:
-                governors[cpu] = gov
-        facts["cpufreq_governor"] = governors or None
-        meminfo = self._cat("/proc/meminfo") or ""
+        for line in (text(governor_reads) or "").splitlines():
+            path, _, gov = line.partition(" ")
+            cpu = path.split("/")[5] if path.count("/") > 5 else ""
+            if re.fullmatch(r"cpu\d+", cpu):
+                governors[cpu] = gov.strip()
+        facts["cpufreq_governor"] = dict(sorted(governors.items())) or None
         mem = {}
         for key in ("MemTotal", "MemFree", "MemAvailable", "Cached", "Dirty", "Writeback"):
-            m = re.search(rf"^{key}:\s+(\d+) kB", meminfo, re.M)
+            m = re.search(rf"^{key}:\s+(\d+) kB", text(meminfo) or "", re.M)
             if m:
                 mem[f"{key}_bytes"] = int(m.group(1)) * 1024
         facts["memory"] = mem or None
-        facts["vm"] = {k: self._cat(f"/proc/sys/vm/{k}") for k in VM_KNOBS}
+        facts["vm"] = {k: text(i) for k, i in vm_reads.items()}
         facts["target"] = self._target_facts()
         return facts
 
@@ -80,16 +95,3 @@ class FactsCollector(Collector):
         """A mount of the stack's device, or at or under its mount root."""
         return bool((self.device and mount.source == self.device)
                     or (self.mount_root and mount.mountpoint.startswith(self.mount_root)))
-
-    def _cat(self, path: str) -> str | None:
-        try:
-            return self.transport.read_file(path, timeout=10).decode(errors="replace").strip()
-        except TargetError:
-            return None
-
-    def _run(self, argv: list[str]) -> str | None:
-        try:
-            done = self.transport.run(argv, timeout=10)
-        except TargetError:
-            return None
-        return done.text.strip() if done.returncode == 0 else None

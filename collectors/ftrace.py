@@ -40,6 +40,7 @@ from mobiperf.core.mounts import parse_mountinfo
 from mobiperf.core.run_stop import storage_full
 from mobiperf.core.signals import shielded
 from mobiperf.core.trace_events import BLOCK_EVENTS, DEVICELESS_EVENTS, EVENT_SETS
+from mobiperf.target.file_batch import FileBatch
 from mobiperf.target.transport import BackgroundProcess, Transport
 from mobiperf.target.undo_journal import journal_for, new_instance_name
 
@@ -102,6 +103,7 @@ class FtraceCollector(Collector):
         # With workload_pids_only: other tasks traced beside the workload's tree (the stack's FUSE daemon threads).
         self.extra_pids = list(extra_pids or [])
         self._raw_readers: list[BackgroundProcess] = []
+        self._cpus: list[str] = []
         self.recorder: dict = {}  # how and why this path records (plan_collectors), kept in the summary
         self.root: str | None = None
         self._reader: BackgroundProcess | None = None
@@ -121,9 +123,9 @@ class FtraceCollector(Collector):
 
     def __enter__(self) -> "FtraceCollector":
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        self._check_events()
+        kernel = self._look()
         journal = journal_for(self.transport)  # what a killed mobiperf leaves, the next run undoes
-        if self.transport.exists(f"{self.tracefs}/instances"):
+        if kernel["instances"]:
             root = f"{self.tracefs}/instances/{self.instance_name}"
             with shielded():  # made and known as one: a stop signal waits until the cleanup can find it
                 entry = journal.record("tracefs_instance", path=root)
@@ -141,7 +143,7 @@ class FtraceCollector(Collector):
             for ev in self.events:
                 self._entries.append(journal.record("sysfs", path=f"{self.tracefs}/{ev.path}/enable", old="0"))
         try:
-            self._configure()
+            self._configure(kernel)
         except BaseException:
             self._cleanup()
             raise
@@ -224,51 +226,66 @@ class FtraceCollector(Collector):
 
     # --- set-up and clean-up ---
 
-    def _check_events(self) -> None:
-        for ev in self.events:
-            if not self.transport.exists(f"{self.tracefs}/{ev.path}/format"):
+    def _look(self) -> dict:
+        """What this kernel's tracefs has, in one round trip: every event asked for (UsageError naming one it
+        lacks), instances, the clocks, buffer_percent."""
+        batch = FileBatch()
+        formats = [batch.exists(f"{self.tracefs}/{ev.path}/format") for ev in self.events]
+        instances = batch.exists(f"{self.tracefs}/instances")
+        clocks = batch.read(f"{self.tracefs}/trace_clock")
+        percent = batch.exists(f"{self.tracefs}/buffer_percent")
+        found = batch.run(self.transport, timeout=30)
+        for ev, i in zip(self.events, formats):
+            if not found[i]:
                 system_dir = f"{self.tracefs}/events/{ev.system}"
                 known = self.transport.run(["ls", system_dir], timeout=10)
                 hint = (f"this kernel's {ev.system} events: {' '.join(known.text.split()[:30])}"
                         if known.returncode == 0 else f"this kernel has no {ev.system} events")
                 raise UsageError(f"unknown trace event {ev.system}:{ev.name}; {hint}")
+        clock_names = (found[clocks] or b"").decode(errors="replace").replace("[", " ").replace("]", " ").split()
+        return {"instances": found[instances], "clocks": clock_names, "buffer_percent": found[percent]}
 
-    def _configure(self) -> None:
-        self._write("tracing_on", "0")
+    def _configure(self, kernel: dict) -> None:
+        """Every setting in one round trip, the events' format files read in the same (FileBatch)."""
+        batch = FileBatch()
+
+        def put(knob: str, value: str, **kw) -> None:
+            batch.write(f"{self.root}/{knob}", value, **kw)
+
+        put("tracing_on", "0")
         if self.workload_pids_only:
             if self.root == self.tracefs:
                 raise TargetError("tracing only the workload's pids needs tracefs instances (set_event_pid would "
                                   "filter everyone's top-level tracing)")
-            self._write("options/event-fork", "1")
+            put("options/event-fork", "1")
             # The wrapper appends the workload's pid to these (set_event_pid takes one pid per write).
-            if self.extra_pids:
-                pids = " ".join(str(p) for p in self.extra_pids)
-                target = shlex.quote(f"{self.root}/set_event_pid")
-                self.transport.run(["sh", "-c", f"for p in {pids}; do echo $p >> {target}; done"],
-                                   timeout=10).check()
-        self._write("buffer_size_kb", str(self.buffer_size_kb))
-        clock = "mono" if "mono" in self._read("trace_clock").replace("[", " ").replace("]", " ").split() else None
-        if clock:
+            for pid in self.extra_pids:
+                put("set_event_pid", f"{pid}\n", append=True)
+        put("buffer_size_kb", str(self.buffer_size_kb))
+        if "mono" in kernel["clocks"]:
             # CLOCK_MONOTONIC: the clock of the kernel's blktrace records and of the generator's own timestamps.
-            self._write("trace_clock", clock)
-        formats = self.out_dir / "formats"
+            put("trace_clock", "mono")
+        formats: dict[tuple[str, ...], int] = {}
         for ev in self.events:
             if ev.filter:
-                self._write(f"{ev.path}/filter", ev.filter)
-            self._write(f"{ev.path}/enable", "1")
-            dest = formats / ev.system / ev.name
-            dest.mkdir(parents=True, exist_ok=True)
-            (dest / "format").write_bytes(self.transport.read_file(f"{self.tracefs}/{ev.path}/format"))
-        if self.raw_pages and not self.batch_interval_s and self.transport.exists(f"{self.root}/buffer_percent"):
+                put(f"{ev.path}/filter", ev.filter)
+            put(f"{ev.path}/enable", "1")
+            formats[(ev.system, ev.name, "format")] = batch.read(f"{self.tracefs}/{ev.path}/format")
+        if self.raw_pages and not self.batch_interval_s and kernel["buffer_percent"]:
             # A blocked trace_pipe_raw reader wakes only when the buffer is this full (default 50 %): with 0 it
             # takes every page as it comes, and after tracing stops it drains the rest instead of sleeping on it.
-            self._write("buffer_percent", "0")
+            put("buffer_percent", "0")
         if self.raw_pages:  # trace_marker lines are ftrace:print events in the binary pages
-            dest = formats / "ftrace" / "print"
-            dest.mkdir(parents=True, exist_ok=True)
-            (dest / "format").write_bytes(self.transport.read_file(f"{self.tracefs}/events/ftrace/print/format"))
+            formats[("ftrace", "print", "format")] = batch.read(f"{self.tracefs}/events/ftrace/print/format")
         for header in ("header_page", "header_event"):
-            (formats / header).write_bytes(self.transport.read_file(f"{self.tracefs}/events/{header}"))
+            formats[(header,)] = batch.read(f"{self.tracefs}/events/{header}")
+        done = batch.run(self.transport, timeout=60)
+        for parts, index in formats.items():
+            if done[index] is None:
+                raise TargetError(f"{self.transport.name}: cannot read {self.tracefs}/events/{'/'.join(parts)}")
+            dest = self.out_dir / "formats" / Path(*parts)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(done[index])
 
     def _cleanup(self) -> None:
         if self._reader is not None:
@@ -323,15 +340,19 @@ class FtraceCollector(Collector):
         return text.split("[")[1].split("]")[0] if "[" in text else text.strip()
 
     def _cpu_dirs(self) -> list[str]:
-        done = self.transport.run(["ls", f"{self.root}/per_cpu"], timeout=10)
-        return sorted(done.text.split(), key=lambda c: int(c[3:]) if c[3:].isdigit() else 0)
+        if not self._cpus:   # the same for the session's life: listed once
+            done = self.transport.run(["ls", f"{self.root}/per_cpu"], timeout=10)
+            self._cpus = sorted(done.text.split(), key=lambda c: int(c[3:]) if c[3:].isdigit() else 0)
+        return self._cpus
 
     def _per_cpu_stats(self) -> dict[str, dict[str, int]]:
+        batch = FileBatch()
+        reads = {cpu: batch.read(f"{self.root}/per_cpu/{cpu}/stats") for cpu in self._cpu_dirs()}
+        done = batch.run(self.transport, timeout=30)
         stats = {}
-        for cpu in self._cpu_dirs():
-            text = self._read(f"per_cpu/{cpu}/stats")
+        for cpu, index in reads.items():
             values = {}
-            for line in text.splitlines():
+            for line in (done[index] or b"").decode(errors="replace").splitlines():
                 key, _, value = line.partition(":")
                 value = value.strip().split()[0] if value.strip() else ""
                 if value.isdigit():

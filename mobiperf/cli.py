@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -150,6 +151,9 @@ def cmd_targets(fmt: str) -> None:
 def cmd_probe(target: str, fmt: str) -> None:
     """Print what the target can do: root, tracefs, trace events, strace, FUSE, loop devices, filesystems,
     IO schedulers."""
+    from mobiperf.target.layer_outlook import layer_outlook
+    from mobiperf.target.probe import EVENT_SYSTEMS
+
     target = _target(target)
     if is_root(target.transport):
         _recover_leftovers(target.transport)
@@ -168,9 +172,9 @@ def cmd_probe(target: str, fmt: str) -> None:
     click.echo(f"root        {yes(caps['is_root'])}")
     click.echo(f"tracefs     {caps['tracefs_path'] or 'not found'}  writable: {yes(caps['tracefs_writable'])}  "
                f"instances: {yes(caps['tracefs_instances'])}")
-    for system in ("block", "ext4", "jbd2", "f2fs", "fuse", "writeback", "syscalls"):
+    for system in EVENT_SYSTEMS:
         names = caps["events"].get(system)
-        click.echo(f"  {system:<10}{len(names)} events" if names else f"  {system:<10}absent")
+        click.echo(f"  {system:<13}{len(names)} events" if names else f"  {system:<13}absent")
     click.echo(f"strace      {caps['strace'] or 'not installed'}")
     click.echo(f"FUSE        /dev/fuse: {yes(caps['fuse'])}  fusermount: {caps['fusermount'] or 'no'}")
     click.echo(f"loop        {yes(caps['loop_devices'])}")
@@ -186,6 +190,11 @@ def cmd_probe(target: str, fmt: str) -> None:
                    f"/data: {android.get('data_fstype') or '-'} on "
                    f"{' > '.join(android.get('data_block_devices') or [])}")
         click.echo(f"workdir     {android.get('default_workdir')}")
+        click.echo(f"cpu         {android.get('cpu_model') or '-'}  clocksource: {android.get('clocksource') or '-'} "
+                   f"(of {' '.join(android.get('clocksources') or []) or '-'})")
+    click.echo("layers      what a run here traces at each layer:")
+    for layer, line in layer_outlook(caps, android):
+        click.echo(f"  {layer:<10}{line}")
 
 
 @cli.command("run", epilog=_examples(
@@ -285,6 +294,8 @@ def cmd_run(target, stack_spec, scheduler, repeat, min_effect, primary, baseline
         click.echo(f"repetitions: {len(meta['repetitions'])} of at most {auto.limit} (-n auto): {auto.plan.reason}")
     _print_summary(meta, headline_only=True)
     _print_layer_shares(meta)
+    for warning in dict.fromkeys(re.sub(r"\brep \d+: ", "", w) for w in meta.get("warnings", [])):
+        click.echo(f"warning: {warning}", err=True)   # once, whatever the repetitions (what a kernel lacks ...)
     click.echo(f"all metrics: mobiperf show {rundir.path}")
     if request.report:
         click.echo(f"report: {rundir.path / 'report.html'}")

@@ -85,6 +85,7 @@ class DirectoryStack:
 
         self._entry = journal_for(self.transport).record("dir", path=self.workdir)  # before it exists
         self._made = make_dirs(self.transport, self.workdir, 30)
+        journal_for(self.transport).update(self._entry, made=self._made)
         try:
             return directory_facts(self.transport, self.workdir, str(self.spec))
         except BaseException:
@@ -149,6 +150,7 @@ class DeviceFuseStack:
         t = self.transport
         run_dir = self._journal.record("dir", path=self.run_dir)  # for the next run, if this one is killed
         made = make_dirs(t, self.run_dir, self.timeout_s)
+        self._journal.update(run_dir, made=made)
         self._undo.push("directories", lambda: remove_dirs(t, made))
         self._undo.push("run directory", self._remove_run_dir, run_dir)
         media, mountpoint = f"{self.run_dir}/media", f"{self.run_dir}/sdcard"

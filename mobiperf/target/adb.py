@@ -38,6 +38,7 @@ from mobiperf.core.errors import TargetError
 from mobiperf.target.adb_client import (ADB_STATE_TIMEOUT_S, ENV_NAME, attached_devices, client_env, decode,
                                         ensure_server, find_adb, only_device, shell_status, strip_marker)
 from mobiperf.target.adb_process import AdbProcess
+from mobiperf.target.file_batch import put_command
 from mobiperf.target.transport import DEFAULT_TIMEOUT_S, Completed, Transport
 
 log = logging.getLogger(__name__)
@@ -156,8 +157,9 @@ class AdbTransport(Transport):
 
     def _run_script(self, script: str, *, timeout: float, input: bytes | None, what: str,
                     as_root: bool = True) -> Completed:
-        # The marker proves the command ran to its end: the status comes from shell v2, the marker from the shell.
-        body = f"{{ {script}\n}}; s=$?; printf '%s%d' {shlex.quote(self._marker)} \"$s\" >&2; exit \"$s\""
+        # The marker proves the command ran to its end: the status comes from shell v2, the marker from the shell
+        # (echo: a builtin everywhere, where Android's mksh runs printf as a program, one more exec per call).
+        body = f"{{ {script}\n}}; s=$?; echo {shlex.quote(self._marker)}\"$s\" >&2; exit \"$s\""
         if as_root:
             body = self._as_root(body)
         done = self._adb("shell", "-T", body, timeout=timeout, input=input)
@@ -205,7 +207,7 @@ class AdbTransport(Transport):
         except UnicodeDecodeError:
             text = None
         if text is not None and "\0" not in text and 0 < len(data) <= MAX_INLINE_WRITE:
-            script, feed = f"printf %s {shlex.quote(text)} > {target}", None
+            script, feed = f"{put_command(shlex.quote(text))} > {target}", None
         elif len(data) <= MAX_ONE_WRITE:
             # A subshell, so that its exit does not skip the status marker of _run_script.
             script = (f'(t=$(mktemp) || exit 1; cat > "$t" && dd if="$t" of={target} bs={max(len(data), 1)} '

@@ -30,8 +30,9 @@ def decode(data: bytes) -> str:
 
 
 def strip_marker(stderr: bytes, marker: str) -> tuple[bytes, int | None]:
-    """stderr without the trailing status marker, and that status (None if the marker is missing)."""
-    m = re.search(re.escape(marker.encode()) + rb"(\d+)\Z", stderr)
+    """stderr without the trailing status marker, and that status (None if the marker is missing). The marker may
+    end its line (echo, a builtin in every shell) or not (printf)."""
+    m = re.search(re.escape(marker.encode()) + rb"(\d+)\n?\Z", stderr)
     if m is None:
         return stderr, None
     return stderr[:m.start()], int(m.group(1))

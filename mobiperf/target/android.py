@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import platform
+import re
 import shlex
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -20,6 +21,7 @@ from typing import Iterator, Sequence
 from mobiperf.core.binaries import reference_bin_dir
 from mobiperf.core.errors import TargetError
 from mobiperf.core.mounts import Mount, mount_of, parse_mountinfo, parse_proc_mounts
+from mobiperf.target.file_batch import PREAMBLE
 from mobiperf.target.transport import Transport
 
 log = logging.getLogger(__name__)
@@ -42,30 +44,34 @@ TRACERS = ("traced_probes", "traced", "perfetto", "atrace", "trace-cmd", "simple
 RUN_FACTS = ("is_android", "android_version", "sdk", "build_type", "model", "abi", "machine", "kernel", "selinux",
              "tracefs_path", "tracefs_owner", "tracefs_users", "sdcard_path", "sdcard_fstype",
              "sdcard_implementation", "fuse_passthrough", "kernel_fuse_features", "data_fstype",
-             "data_block_devices")
+             "data_block_devices", "cpu_model", "clocksource", "clocksources")
 
-# One script, sections introduced by @@name lines. Portable across dash, bash and Android's mksh + toybox.
-FACTS_SCRIPT = r"""
+# One script, sections introduced by @@name lines. Portable across dash, bash and Android's mksh + toybox, and
+# built of shell builtins where it can (file_batch.PREAMBLE): each fork and exec costs a phone under emulation
+# tenths of a second (the script took 10 s on a virtual phone with `$(getprop p)` per property and `$(cat f)` per
+# scheduler file; getprop now lists every property once).
+FACTS_SCRIPT = PREAMBLE + r"""
+_lines() {{ while IFS= read -r _l; do _line "$_l"; done < "$1"; }}
 echo @@uid; id -u
-echo @@path; echo "$PATH"
-echo @@uname; uname -r; uname -m
+echo @@path; _line "$PATH"
+echo @@uname; read -r k < /proc/sys/kernel/osrelease; _line "$k"; uname -m
 echo @@android; if [ -e /system/build.prop ] && [ -e /system/bin/sh ]; then echo yes; fi
-echo @@props; for p in {props}; do v=$(getprop "$p" 2>/dev/null); echo "$p=$v"; done
+echo @@props; getprop 2>/dev/null
 echo @@tracefs; for d in {tracefs}; do
   [ -e "$d/trace" ] && echo "$d"; [ -d "$d/instances" ] && echo "$d instances"
 done
 echo @@selinux; getenforce 2>/dev/null ||
-  {{ [ -r /sys/fs/selinux/enforce ] && echo "enforce=$(cat /sys/fs/selinux/enforce)"; }}
+  {{ [ -r /sys/fs/selinux/enforce ] && read -r e < /sys/fs/selinux/enforce && echo "enforce=$e"; }}
 echo @@sdcard; [ -e /sdcard ] && readlink -f /sdcard
-echo @@fusefeatures; ls /sys/fs/fuse/features 2>/dev/null
+echo @@fusefeatures; for f in /sys/fs/fuse/features/*; do [ -e "$f" ] && _line "${{f##*/}}"; done
 echo @@tracefsowner; for d in {tracefs}; do
   [ -e "$d/trace" ] && {{ stat -c '%u:%g %a' "$d/trace"; break; }}; done
 echo @@tracers; for p in /proc/[0-9]*; do
   c=; read -r c 2>/dev/null < "$p/comm"
   case $c in {tracers}) echo "${{p#/proc/}} $c" ;; esac
 done
-echo @@mounts; cat /proc/mounts
-echo @@mountinfo; cat /proc/self/mountinfo
+echo @@mounts; _lines /proc/mounts
+echo @@mountinfo; _lines /proc/self/mountinfo
 echo @@block; for b in /sys/class/block/*; do
   [ -e "$b/dev" ] || continue
   n=${{b##*/}}; read -r d < "$b/dev"; p=
@@ -73,9 +79,15 @@ echo @@block; for b in /sys/class/block/*; do
   s=; for x in "$b"/slaves/*; do [ -e "$x" ] && s="$s ${{x##*/}}"; done
   echo "$n|$d|$p|$s"
 done
-echo @@schedulers; for f in /sys/block/*/queue/scheduler; do [ -r "$f" ] && echo "$f $(cat "$f")"; done
+echo @@schedulers; for f in /sys/block/*/queue/scheduler; do [ -r "$f" ] && read -r l < "$f" && _line "$f $l"; done
+echo @@cpu; while IFS=: read -r k v; do case $k in "model name"*|Hardware*) _line "${{v# }}"; break ;; esac
+  done < /proc/cpuinfo
+echo @@clocksource; c=/sys/devices/system/clocksource/clocksource0
+  [ -r $c/current_clocksource ] && read -r a < $c/current_clocksource && read -r b < $c/available_clocksource &&
+  _line "$a" && _line "$b"
 echo @@end
-""".format(props=" ".join(PROPS), tracefs=" ".join(TRACEFS_CANDIDATES), tracers="|".join(TRACERS))
+""".format(tracefs=" ".join(TRACEFS_CANDIDATES), tracers="|".join(TRACERS))
+PROPERTY_LINE = re.compile(r"^\[([^\]]+)\]: \[(.*)\]$")
 
 
 def android_facts(transport: Transport, *, timeout: float = 30.0) -> dict:
@@ -178,13 +190,15 @@ def parse_android_facts(text: str) -> dict:
     e.g. fuse_passthrough on Android kernels), data_fstype, data_source,
     data_options, data_block_devices (top first, e.g. ["dm-48", "sda34", "sda"]), default_workdir, workdir_mount
     (the mount holding default_workdir: source, mountpoint, fstype, options, block_devices, disks), schedulers
-    {device: {current, available}}, mounts [data-bearing mounts].
+    {device: {current, available}}, mounts [data-bearing mounts], cpu_model, clocksource, clocksources (_cpu).
     """
     s = _sections(text)
     props = {}
-    for line in s.get("props", []):
-        key, _, value = line.partition("=")
-        props[key] = value.strip()
+    for line in s.get("props", []):   # getprop's "[name]: [value]" lines (or "name=value"), PROPS kept
+        m = PROPERTY_LINE.match(line.strip())
+        key, value = (m.group(1), m.group(2)) if m else line.partition("=")[::2]
+        if key in PROPS:
+            props[key] = value.strip()
     is_android = bool(s.get("android")) and props.get("ro.build.version.sdk", "").isdigit()
     tracefs_path, instances = _tracefs(s.get("tracefs", []))
     mounts = parse_proc_mounts("\n".join(s.get("mounts", [])))
@@ -201,6 +215,7 @@ def parse_android_facts(text: str) -> dict:
         "tracefs_users": users,
         **_data(s, mounts, is_android),
         "schedulers": parse_schedulers(s.get("schedulers", [])),
+        **_cpu(s),
         "mounts": [m.as_fact() for m in mounts if m.fstype.startswith(DATA_FS_PREFIXES)],
     }
 
@@ -226,6 +241,15 @@ def _identity(s: dict[str, list[str]], props: dict[str, str], is_android: bool) 
         "root": uid == 0,
         "path": (s.get("path") or [None])[0],
     }
+
+
+def _cpu(s: dict[str, list[str]]) -> dict:
+    """What runs the device's code and keeps its time: the CPU's model name (an emulated CPU says so: "QEMU Virtual
+    CPU" under QEMU's TCG), the kernel's clocksource and those it has (kvm-clock under KVM, arch_sys_counter on
+    arm64 phones)."""
+    clocks = s.get("clocksource", [])
+    return {"cpu_model": (s.get("cpu") or [None])[0], "clocksource": clocks[0].strip() if clocks else None,
+            "clocksources": clocks[1].split() if len(clocks) > 1 else []}
 
 
 def _tracefs(lines: list[str]) -> tuple[str | None, bool]:
@@ -349,6 +373,8 @@ def push_reference_binaries(transport: Transport, names: Sequence[str], abi: str
     if not keep and not transport.exists(workdir, timeout=timeout):
         entries.append(journal.record("dir", path=workdir, only_if_empty=True))  # others may use it later
     created = make_dirs(transport, workdir, timeout)
+    if entries:
+        journal.update(entries[0], made=created)
     remote = {name: f"{workdir.rstrip('/')}/{name}" for name in names}
     pushed: list[str] = []
     try:

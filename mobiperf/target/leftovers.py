@@ -168,22 +168,24 @@ def recover(transport, *, fix: bool = True, other_hosts: bool = False, say: Call
     return dead
 
 
-LOCK_GRACE_S = 60.0   # a lock file younger than this may be one its owner has created and not yet locked
+STAGING_GRACE_S = 60.0   # a lock file still under its staging name may be one its owner is about to rename
 
 
 def forget_free_locks(local_dir: str = LOCAL_DIR) -> list[str]:
-    """Remove this host's adb journal lock files that nobody holds (older than LOCK_GRACE_S); their names."""
+    """Remove this host's adb journal lock files that nobody holds; their names. An owner locks its file before it
+    gives it its name (UndoJournal._open), so a free one is a dead run's; a staging file (.NAME.lock.new) left by
+    an owner killed in between goes once it is STAGING_GRACE_S old."""
     import time
 
     removed = []
     try:
-        names = sorted(n for n in os.listdir(local_dir) if n.endswith(".lock"))
+        names = sorted(n for n in os.listdir(local_dir) if n.endswith((".lock", ".lock.new")))
     except OSError:
         return removed
     for name in names:
         path = f"{local_dir}/{name}"
         try:
-            if time.time() - os.stat(path).st_mtime < LOCK_GRACE_S:
+            if name.endswith(".new") and time.time() - os.stat(path).st_mtime < STAGING_GRACE_S:
                 continue
         except OSError:
             continue

@@ -15,7 +15,7 @@ from mobiperf.core.errors import TargetError
 from mobiperf.target.transport import Transport
 
 TRACEFS_CANDIDATES = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
-EVENT_SYSTEMS = ("block", "ext4", "jbd2", "f2fs", "fuse", "writeback", "syscalls")
+EVENT_SYSTEMS = ("block", "ext4", "jbd2", "f2fs", "fuse", "writeback", "syscalls", "raw_syscalls", "sched")
 MKFS = {"ext4": "mkfs.ext4", "xfs": "mkfs.xfs", "btrfs": "mkfs.btrfs", "f2fs": "mkfs.f2fs"}
 
 
@@ -37,6 +37,7 @@ class Capabilities:
     memory_bytes: int | None = None
     cpus: int | None = None
     cpufreq_governor: str | None = None
+    perfetto: str | None = None       # the device's perfetto (Android 10+), the recorder runs use where present
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -53,72 +54,76 @@ def find_tracefs(transport: Transport) -> str | None:
     return None
 
 
+# Everything the probe asks, as one script (one round trip to a phone: it used to take 30), in sections introduced
+# by @@name lines. Shell builtins only where a phone's shell has them: every fork and exec costs there.
+PROBE_SCRIPT = r"""
+echo @@uid; id -u
+echo @@kernel; read -r k < /proc/sys/kernel/osrelease; echo "$k"
+t=; for d in {tracefs}; do [ -e "$d/events" ] && {{ t=$d; break; }}; done
+echo @@tracefs; echo "$t"
+if [ -n "$t" ]; then
+  echo @@writable; [ -w "$t/tracing_on" ] && echo yes
+  echo @@instances; [ -e "$t/instances" ] && echo yes
+  cd "$t/events" && for s in {systems}; do
+    [ -d "$s" ] || continue
+    echo "@@events $s"; set -- "$s"/*; echo "$*"   # one glob per system: a loop per event costs seconds
+  done
+fi
+echo @@programs; for p in {programs}; do command -v "$p"; done
+[ -x /system/bin/perfetto ] && echo /system/bin/perfetto
+echo @@devices; for f in /dev/fuse /dev/loop-control; do [ -e "$f" ] && echo "$f"; done
+echo @@filesystems; while read -r a b; do echo "${{b:-$a}}"; done < /proc/filesystems
+for m in {mkfs}; do [ -e "/sys/module/$m" ] && echo "$m"; done
+echo @@schedulers; for f in /sys/block/*/queue/scheduler; do [ -r "$f" ] && read -r l < "$f" && echo "$l"; done
+echo @@memory; while read -r k v u; do [ "$k" = MemTotal: ] && echo "$v"; done < /proc/meminfo
+echo @@cpus; nproc
+echo @@governor; f=/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor; [ -r "$f" ] && read -r g < "$f" && echo "$g"
+echo @@end
+""".format(tracefs=" ".join(TRACEFS_CANDIDATES), systems=" ".join(EVENT_SYSTEMS),
+           programs=" ".join(("strace", "fusermount3", "fusermount", "perfetto", *MKFS.values())),
+           mkfs=" ".join(MKFS))
+
+
 def probe(transport: Transport) -> Capabilities:
-    is_root = transport.run(["id", "-u"], timeout=10).text.strip() == "0"
-    kernel = transport.run(["uname", "-r"], timeout=10).text.strip()
-    tracefs = find_tracefs(transport) if is_root else next(
-        (p for p in TRACEFS_CANDIDATES if transport.exists(f"{p}/events")), None)
-    caps = Capabilities(target=transport.name, is_root=is_root, kernel=kernel, tracefs_path=tracefs,
-                        tracefs_writable=False, tracefs_instances=False)
-    if tracefs:
-        caps.tracefs_writable = is_root and transport.run(["test", "-w", f"{tracefs}/tracing_on"],
-                                                          timeout=10).returncode == 0
-        caps.tracefs_instances = transport.exists(f"{tracefs}/instances")
-        caps.events = _list_events(transport, tracefs)
-    caps.strace = transport.which("strace")
-    caps.fuse = transport.exists("/dev/fuse")
-    caps.fusermount = transport.which("fusermount3") or transport.which("fusermount")
-    caps.loop_devices = transport.exists("/dev/loop-control")
-    kernel_fs = _kernel_filesystems(transport)
-    caps.filesystems = {fs: bool(transport.which(tool)) and fs in kernel_fs for fs, tool in MKFS.items()}
-    caps.schedulers = _schedulers(transport)
-    caps.memory_bytes = _meminfo_total(transport)
-    caps.cpus = _count_cpus(transport)
-    gov = transport.run(["cat", "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"], timeout=10)
-    caps.cpufreq_governor = gov.text.strip() if gov.returncode == 0 else None
+    done = transport.run(["sh", "-c", PROBE_SCRIPT], timeout=60)
+    if "@@end" not in done.text:
+        raise TargetError(f"{transport.name}: the probe did not finish: {done.stderr.decode(errors='replace')}")
+    s = _sections(done.text)
+    first = lambda name: (s.get(name) or [""])[0].strip()  # noqa: E731
+    is_root = first("uid") == "0"
+    tracefs = first("tracefs") or None
+    if tracefs is None and is_root:
+        tracefs = find_tracefs(transport)   # not mounted anywhere: mount it (and look at it again)
+        if tracefs:
+            return probe(transport)
+    caps = Capabilities(target=transport.name, is_root=is_root, kernel=first("kernel"), tracefs_path=tracefs,
+                        tracefs_writable=is_root and first("writable") == "yes",
+                        tracefs_instances=first("instances") == "yes")
+    caps.events = {name.split()[1]: sorted(n for n in (w.split("/", 1)[-1] for line in lines for w in line.split())
+                                           if n not in ("enable", "filter", "*"))
+                   for name, lines in s.items() if name.startswith("events ")}
+    programs = {path.rsplit("/", 1)[-1]: path for path in s.get("programs", []) if path.startswith("/")}
+    caps.strace = programs.get("strace")
+    caps.perfetto = programs.get("perfetto")
+    caps.fuse = "/dev/fuse" in s.get("devices", [])
+    caps.fusermount = programs.get("fusermount3") or programs.get("fusermount")
+    caps.loop_devices = "/dev/loop-control" in s.get("devices", [])
+    kernel_fs = set(s.get("filesystems", []))   # and the module directories of those not loaded yet
+    caps.filesystems = {fs: tool in programs and fs in kernel_fs for fs, tool in MKFS.items()}
+    caps.schedulers = sorted({n for line in s.get("schedulers", []) for n in re.sub(r"[\[\]]", "", line).split()})
+    caps.memory_bytes = int(first("memory")) * 1024 if first("memory").isdigit() else None
+    caps.cpus = int(first("cpus")) if first("cpus").isdigit() else None
+    caps.cpufreq_governor = first("governor") or None
     return caps
 
 
-def _list_events(transport: Transport, tracefs: str) -> dict[str, list[str]]:
-    found = {}
-    for system in EVENT_SYSTEMS:
-        done = transport.run(["ls", f"{tracefs}/events/{system}"], timeout=10)
-        if done.returncode == 0:
-            names = [n for n in done.text.split() if n not in ("enable", "filter")]
-            found[system] = sorted(names)
-    return found
-
-
-def _kernel_filesystems(transport: Transport) -> set[str]:
-    try:
-        text = transport.read_file("/proc/filesystems").decode()
-    except TargetError:
-        return set()
-    names = {line.split()[-1] for line in text.splitlines() if line.strip()}
-    # A filesystem built as a module is absent from /proc/filesystems until loaded; modprobe may still find it.
-    for fs in MKFS:
-        if fs not in names and transport.exists(f"/sys/module/{fs}"):
-            names.add(fs)
-    return names
-
-
-def _schedulers(transport: Transport) -> list[str]:
-    done = transport.run(["sh", "-c", "cat /sys/block/*/queue/scheduler 2>/dev/null"], timeout=10)
-    names: set[str] = set()
-    for line in done.text.splitlines():
-        names.update(re.sub(r"[\[\]]", "", line).split())
-    return sorted(names)
-
-
-def _meminfo_total(transport: Transport) -> int | None:
-    try:
-        text = transport.read_file("/proc/meminfo").decode()
-    except TargetError:
-        return None
-    m = re.search(r"^MemTotal:\s+(\d+) kB", text, re.M)
-    return int(m.group(1)) * 1024 if m else None
-
-
-def _count_cpus(transport: Transport) -> int | None:
-    done = transport.run(["nproc"], timeout=10)
-    return int(done.text) if done.returncode == 0 and done.text.strip().isdigit() else None
+def _sections(text: str) -> dict[str, list[str]]:
+    sections: dict[str, list[str]] = {}
+    current = None
+    for line in text.splitlines():
+        if line.startswith("@@"):
+            current = line[2:].strip()
+            sections[current] = []
+        elif current is not None and line.strip():
+            sections[current].append(line.strip())
+    return sections

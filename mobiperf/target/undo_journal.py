@@ -21,8 +21,9 @@ undoing checks first. A torn last line (the process died while writing it) is ig
 nothing is left to undo; a process that makes more changes later starts a new one.
 
 Kinds of change (how each is found and undone: mobiperf.target.undo_steps):
-  dir {path[, only_if_empty]}  a directory we created; removed with its content (only if empty when others may
-                           use it too), never across a mount
+  dir {path[, only_if_empty, made]}  a directory we created; removed with its content (only if empty when others
+                           may use it too), never across a mount; `made`: the directories created on the way to it
+                           (learned after making them), removed too where empty
   file {path}              a file we put there (a pushed binary)
   mount {path}             something we mounted at path (a filesystem, a FUSE layer, the device model, debugfs)
   loop {image, device}     a loop device over image (device: learned after attaching)
@@ -59,6 +60,7 @@ from typing import Any, Iterator
 
 from mobiperf.core.errors import StackError
 from mobiperf.core.lifeline import owner_token
+from mobiperf.target.file_batch import put_command
 
 FORMAT = "mobiperf-undo-journal"
 VERSION = 1
@@ -175,9 +177,13 @@ class UndoJournal:
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
                 fcntl.flock(self._fd, fcntl.LOCK_EX)
             else:
+                # Locked under a name of its own, then renamed: a lock file is never seen unlocked while its owner
+                # lives, so one that nobody holds is a dead run's (leftovers.forget_free_locks removes it).
                 self._lock_path = f"{self.local_dir}/{name}.lock"
-                self._fd = os.open(self._lock_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                staging = f"{self.local_dir}/.{name}.lock.new"
+                self._fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
                 fcntl.flock(self._fd, fcntl.LOCK_EX)
+                os.rename(staging, self._lock_path)
                 directory = self.device_dir()
                 self.path = f"{directory}/{name}{SUFFIX}"
                 header["lock"] = self._lock_path
@@ -215,7 +221,7 @@ class UndoJournal:
                 os.write(self._fd, text.encode())
                 os.fsync(self._fd)
             else:
-                self._run(f"printf '%s' {shlex.quote(text)} >> {shlex.quote(self.path)}")
+                self._run(f"{put_command(shlex.quote(text))} >> {shlex.quote(self.path)}")
         except (OSError, StackError) as e:
             raise JournalError(f"cannot write the undo journal {self.path}: {e}") from None
 

@@ -204,10 +204,15 @@ def _remove_dir(transport, entry: Entry) -> None:
         raise UndoError(f"not removing {path}: {', '.join(inside)} is still mounted there")
     if entry.get("only_if_empty"):  # a shared directory we happened to create: others may have put files there
         transport.run(["rmdir", "--", path], timeout=60)
-        return
-    done = transport.run(["rm", "-rf", "--", path], timeout=300)
-    if done.returncode != 0:
-        raise UndoError(f"cannot remove {path}: {done.stderr.decode(errors='replace').strip()}")
+    else:
+        done = transport.run(["rm", "-rf", "--", path], timeout=300)
+        if done.returncode != 0:
+            raise UndoError(f"cannot remove {path}: {done.stderr.decode(errors='replace').strip()}")
+    # The directories made on the way to it (`made`, outermost first), those that are empty: others may use them.
+    parents = [d for d in reversed(entry.get("made") or []) if d.rstrip("/") != path]
+    if parents:
+        script = "; ".join(f"rmdir -- {shlex.quote(d)} 2>/dev/null" for d in parents) + "; true"
+        transport.run(["sh", "-c", script], timeout=60)
 
 
 def _remove_file(transport, entry: Entry) -> None:

@@ -19,10 +19,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from android_device import MOBIPERF, AndroidDevice, mobiperf_via, pushed_leftovers, storage_dir
+from android_device import MOBIPERF, mobiperf_via, pushed_leftovers, storage_dir
 from conftest import needs_root
+from layer_checks import daemon_side_source_exists
 
-pytest_plugins = ["adb_fixtures", "android_device"]
+pytest_plugins = ["adb_fixtures", "android_device", "vphone_fixtures"]
 pytestmark = needs_root
 MiB = 1 << 20
 WRITE_4M = "dd if=/dev/zero of=f bs=512k count=8 conv=fsync 2>&1"
@@ -33,7 +34,7 @@ INSTANCES = Path("/sys/kernel/tracing/instances")
 def device_leftovers(device, base: str, pid: int) -> dict[str, list[str]]:
     """What a run may leave on the device: FUSE mounts under base, files under base (run directory, pid file,
     counters), pushed binaries."""
-    root = "su 0 " if isinstance(device, AndroidDevice) else ""
+    root = "su 0 " if device.android else ""
     shell = (lambda script: device.server.client("-s", device.serial, "shell", f"{root}sh -c '{script}'").stdout)
     return {"mounts": [line for line in shell("cat /proc/self/mounts").splitlines() if f" {base}/" in line],
             "files": shell(f"find {base} -mindepth 1 2>/dev/null").split(),
@@ -59,20 +60,22 @@ def test_bfuse_over_data_is_traced_counted_and_leaves_nothing(adb_device, tmp_pa
     out = tmp_path / "bfuse"
     done = run_on(adb_device, f"dir:{base}+bfuse", WRITE_4M, out)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.elapsed < 90, f"{done.elapsed:.0f} s for 4 MiB"   # qemu included
+    assert done.elapsed < 90 * adb_device.patience, f"{done.elapsed:.0f} s for 4 MiB"   # qemu included
     assert "4194304 bytes" in (out / "raw" / "rep0" / "stdout.txt").read_text()
     meta = json.loads((out / "run.json").read_text())
     assert meta["status"] == "complete" and meta["stack"] == f"dir:{base}+bfuse"
     rep = meta["repetitions"][0]
     layer = rep["stack"]["layers"][0]
-    android = isinstance(adb_device, AndroidDevice)
-    host_abi = {"x86_64": "x86_64", "aarch64": "arm64-v8a"}[os.uname().machine]
+    android, facts = adb_device.android, adb_device.facts
     assert (layer["daemon"], layer["options"]["preset"]) == ("bfuse", "bfuse")
-    assert layer["abi"] == ("arm64-v8a" if android else host_abi)
+    assert layer["abi"] == facts["abi"]
     assert layer["mountpoint"].startswith(f"{base}/mobiperf-") and layer["mountpoint"] == rep["stack"]["workdir"]
     assert layer["root_method"] == ("su 0" if android else "adbd") and layer["allow_other"] is False
     assert layer["binary"].startswith("/data/local/tmp/mobiperf/bin-" if android else "/tmp/mobiperf/bin-")
-    # The kernel's FUSE requests, traced on the device: the file's 8 records of 512 KiB, and its fsync.
+    # The kernel's FUSE requests, traced on the device: the file's 8 records of 512 KiB, and its fsync. (A kernel
+    # without FUSE events, the virtual phone's 6.1, has them from the daemon's side, where mobiperf has that.)
+    if not meta["target"]["events"].get("fuse") and not daemon_side_source_exists():
+        pytest.xfail("this kernel has no FUSE events and this mobiperf no daemon-side FUSE source yet")
     reqs = fuse_requests(out)
     writes = reqs.filter(pl.col("opcode") == FUSE_WRITE)
     assert len(writes) == 8 and writes["len_bytes"].to_list() == [512 * 1024 + 80] * 8
@@ -86,7 +89,7 @@ def test_bfuse_over_data_is_traced_counted_and_leaves_nothing(adb_device, tmp_pa
     assert target["is_android"] is android and target["selinux"] == "disabled"
     assert isinstance(target["tracefs_users"], list) and target["tracefs_owner"].startswith("0:0")
     if android:
-        assert (target["abi"], target["sdcard_implementation"]) == ("arm64-v8a", "direct ext4")
+        assert (target["abi"], target["sdcard_implementation"]) == (facts["abi"], facts["sdcard_implementation"])
     assert device_leftovers(adb_device, base, done.pid) == {"mounts": [], "files": [], "pushed": []}
 
 

@@ -129,6 +129,18 @@ class LoopbackDevice:
     def server_port(self) -> int:
         return self.server.port
 
+    # What the device is, for the tests every kind of device runs (the adb_device fixture): this host, as root.
+    android = False
+    patience = 1   # a multiplier of the tests' time limits (the virtual phone's CPU is emulated: 3)
+    storage = None            # a directory of the device's data partition for a dir: stack (storage_dir)
+
+    @property
+    def facts(self) -> dict:
+        machine = os.uname().machine
+        return {"kernel": os.uname().release, "model": "Loopback", "android_version": None,
+                "abi": {"x86_64": "x86_64", "aarch64": "arm64-v8a"}.get(machine, machine), "machine": machine,
+                "root_method": "adbd", "sdcard_implementation": None, "workdir": "/tmp/mobiperf"}
+
     def transport(self, **kw) -> AdbTransport:
         t = AdbTransport(self.serial, adb=self.server.adb, server_port=self.server.port, **kw)
         self.transports.append(t)

@@ -143,6 +143,14 @@ class AndroidDevice(LoopbackDevice):
     image: Path = Path()
     namespace: str = ""
     has_su: bool = True
+    android = True
+    storage = "/data/local/tmp/mp"
+
+    @property
+    def facts(self) -> dict:
+        return {"kernel": os.uname().release, "model": PROPS["ro.product.model"], "android_version": "14",
+                "abi": ABI, "machine": os.uname().machine, "root_method": "su 0" if self.has_su else None,
+                "sdcard_implementation": "direct ext4", "workdir": "/data/local/tmp/mobiperf"}
 
     def namespace_pids(self) -> list[int]:
         """Every process in the device's mount namespace (the adbd, its shells, daemons they left running)."""
@@ -255,17 +263,17 @@ def mobiperf_via(device, *args: str, timeout: float = 300) -> subprocess.Complet
 
 def pushed_leftovers(device, pid: int) -> list[str]:
     """What a mobiperf process (pid) left in the device's work directory for pushed binaries."""
-    workdir = "/data/local/tmp/mobiperf" if isinstance(device, AndroidDevice) else "/tmp/mobiperf"
+    workdir = device.facts["workdir"]
     listing = device.server.client("-s", device.serial, "shell", f"ls -A {workdir} 2>/dev/null").stdout.split()
-    if isinstance(device, AndroidDevice):
+    if device.android:
         return listing    # the device is this test session's: nothing at all may be left
     return [name for name in listing if name.startswith(f"bin-{pid}-")]
 
 
 def storage_dir(device, tmp_path) -> str:
     """A directory of the device's data partition for a dir: stack (made here on the plain device, this host)."""
-    if isinstance(device, AndroidDevice):
-        return "/data/local/tmp/mp"
+    if device.storage:
+        return device.storage
     base = tmp_path / "device-storage"
     base.mkdir(exist_ok=True)
     return str(base)
@@ -303,7 +311,10 @@ def start_android(adb_server, tmp_path):
         device.stop()
 
 
-@pytest.fixture(scope="session", params=["plain", "android"])
+@pytest.fixture(scope="session", params=["plain", "android", pytest.param("vphone", marks=pytest.mark.slow)])
 def adb_device(request):
-    """Each adb test twice: on the plain loopback device (this host, as root) and on the Android-shaped one."""
+    """Each adb test on the plain loopback device (this host, as root), on the Android-shaped one, and (-m slow)
+    on the virtual phone (tests/support/vphone: a kernel of its own; its fixture is vphone_fixtures.vphone)."""
+    if request.param == "vphone":   # a module using adb_device has vphone_fixtures among its pytest_plugins
+        return request.getfixturevalue("vphone")
     return request.getfixturevalue("loopback_device" if request.param == "plain" else "android_device")

@@ -3,6 +3,10 @@ through the session's private adb server like the loopback devices (adb_fixtures
 
     vphone        session: Android 14 on Debian's 6.1 kernel, booted once, torn down in a finalizer
     vphone_612    session: the same userland on Debian's 6.12 kernel (Android 16's)
+
+The session's phones keep a wall clock far from the host's (FAR_RTC: QEMU's RTC at 2001; their monotonic clock
+starts at their own boot anyway), so a device time taken for a host time, or the reverse, shows in every test
+that reads a run (tests/vphone/test_vphone_run.py says so outright).
     start_vphone  function: a factory for a phone of the test's own (another clock, one to kill), ended after it
 
 A PhoneDevice looks like a LoopbackDevice to the adb tests (serial, server, server_port, transport(), shell()).
@@ -22,8 +26,10 @@ import pytest
 
 from adb_fixtures import AdbServer
 from mobiperf.target.adb import AdbTransport
-from vphone.image import build_problem, ensure_image, image_dir, is_built
+from vphone.cache import build_problem, ensure_image, image_dir, is_built
 from vphone.machine import DEFAULT_RTC, QEMU, VirtualPhone, boot_phone
+
+FAR_RTC = "2001-01-01T00:00:00"
 
 
 @dataclass
@@ -43,6 +49,17 @@ class PhoneDevice:
     @property
     def kernel(self) -> str:
         return self.phone.info["kernel_release"]
+
+    android = True
+    storage = "/data/local/tmp/mp"
+    patience = 3   # a multiplier of time limits: an emulated CPU (TCG) on a shared host
+
+    @property
+    def facts(self) -> dict:
+        props = self.phone.info["props"]
+        return {"kernel": self.kernel, "model": props["ro.product.model"], "android_version": "14",
+                "abi": props["ro.product.cpu.abi"], "machine": "x86_64", "root_method": "su 0",
+                "sdcard_implementation": "fuse", "workdir": "/data/local/tmp/mobiperf"}
 
     def transport(self, **kw) -> AdbTransport:
         t = AdbTransport(self.serial, adb=self.server.adb, server_port=self.server.port, **kw)
@@ -93,14 +110,14 @@ def start_phone(server: AdbServer, kernel: str = "6.1", *, rtc: str = DEFAULT_RT
 
 @pytest.fixture(scope="session")
 def vphone(adb_server):
-    device = start_phone(adb_server, "6.1")
+    device = start_phone(adb_server, "6.1", rtc=FAR_RTC)
     yield device
     device.stop()
 
 
 @pytest.fixture(scope="session")
 def vphone_612(adb_server):
-    device = start_phone(adb_server, "6.12")
+    device = start_phone(adb_server, "6.12", rtc=FAR_RTC)
     yield device
     device.stop()
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from conftest import needs_root
-from mobiperf.target.leftovers import LOCK_GRACE_S, find_leftovers, forget_free_locks, recover
+from mobiperf.target.leftovers import STAGING_GRACE_S, find_leftovers, forget_free_locks, recover
 from mobiperf.target.transport import LocalTransport
 
 # Records a directory and a `sleep` it starts, then exits; with "hand" the sleep inherits the journal's lock.
@@ -91,17 +91,42 @@ def test_a_reused_pid_is_not_the_process_the_journal_names(tmp_path):
     assert undo_steps.still_there(LocalTransport(), {"kind": "process", "name": "x"}) is None   # never started
 
 
-def test_free_lock_files_of_dead_adb_journals_go_and_held_or_young_ones_stay(tmp_path):
-    held, free, young = (tmp_path / f"{n}.lock" for n in ("1-held", "2-free", "3-young"))
-    for path in (held, free, young):
+def test_free_lock_files_of_dead_adb_journals_go_and_held_ones_stay(tmp_path):
+    held, free, staging, old_staging = (tmp_path / n for n in ("1-held.lock", "2-free.lock", ".3-new.lock.new",
+                                                                ".4-old.lock.new"))
+    for path in (held, free, staging, old_staging):
         path.write_text("")
-    old = time.time() - LOCK_GRACE_S - 5
-    os.utime(held, (old, old))
-    os.utime(free, (old, old))
+    old = time.time() - STAGING_GRACE_S - 5
+    os.utime(old_staging, (old, old))
     fd = os.open(held, os.O_RDONLY)
     fcntl.flock(fd, fcntl.LOCK_EX)     # a live mobiperf's lock
     try:
-        assert forget_free_locks(str(tmp_path)) == ["2-free.lock"]
-        assert sorted(p.name for p in tmp_path.iterdir()) == ["1-held.lock", "3-young.lock"]
+        assert forget_free_locks(str(tmp_path)) == [".4-old.lock.new", "2-free.lock"]
+        assert sorted(p.name for p in tmp_path.iterdir()) == [".3-new.lock.new", "1-held.lock"]
     finally:
         os.close(fd)
+
+
+def test_an_adb_journals_lock_file_appears_already_locked(tmp_path, monkeypatch):
+    """The owner's lock file is never seen free under its name (forget_free_locks would take it for a dead run's)."""
+    from mobiperf.target import undo_journal
+
+    seen = []
+    real_rename = os.rename
+
+    def rename(src, dst):
+        seen.append(forget_free_locks(str(tmp_path)))   # a recovery running just before the name appears
+        real_rename(src, dst)
+
+    class Device(LocalTransport):
+        is_local = False
+        name = "adb:test"
+
+    monkeypatch.setattr(undo_journal.os, "rename", rename)
+    monkeypatch.setenv("MOBIPERF_DEVICE_JOURNAL_DIR", str(tmp_path / "device"))
+    journal = undo_journal.UndoJournal(Device(), local_dir=str(tmp_path))
+    entry = journal.record("dir", path=str(tmp_path / "x"))
+    assert seen == [[]] and forget_free_locks(str(tmp_path)) == []
+    [lock] = tmp_path.glob("*.lock")
+    journal.done(entry)
+    assert not lock.exists()

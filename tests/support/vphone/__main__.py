@@ -22,7 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from vphone.image import KERNELS, ImageError, ensure_image  # noqa: E402
+from vphone.cache import KERNELS, ensure_image  # noqa: E402
+from vphone.image import ImageError  # noqa: E402
 from vphone.machine import BootError, PhoneState, boot_phone, default_run_base  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""The virtual phone's image, built from Debian packages only and cached by what built it.
+"""The virtual phone's image: how it is built from Debian packages (the recipe; cache.py keeps what it built).
 
 An image is a directory of four files:
 
@@ -8,24 +8,22 @@ An image is a directory of four files:
                   kernel unpacks an initramfs whole before anything runs (the prototype's 64 MB one took 11 s of a
                   19 s boot under TCG)
   system.erofs    the root file system, read-only erofs as Android's /system is: a bookworm minbase with python3 (for
-                  adbd), f2fs-tools and bindfs, shaped like Android 14 (android_userland.py: mksh as /system/bin/sh,
+                  adbd), f2fs-tools, bindfs and strace, shaped like Android 14 (android_userland.py: mksh as /system/bin/sh,
                   toybox, getprop over build.prop with ABI x86_64, su, no fusermount), the kernel's f2fs, fuse,
                   loop and virtio modules, busybox init, and the guest/ scripts
   userdata.f2fs   /data: a 2 GiB f2fs made by `mkfs.f2fs -g android` (sparse); each boot writes to an overlay
 
-plus image.json (what built it). The cache key is the hash of every file that shapes the image (this module, the
-guest scripts, the adbd, su's source, the shared userland) and the kernel package's name and version, so a change to
-either builds a new image and an unchanged one is reused: `python -m vphone build [--rebuild]` (make vphone-image).
+plus image.json (what built it). This file, the guest scripts, the adbd, su's source and the shared userland are
+what shapes an image: cache.py keys the cache on them (and on the kernel package's version).
 
-Building needs root (mmdebstrap in root mode, setuid su), Debian's mirror, and the packages of BUILD_TOOLS.
+Building needs root (mmdebstrap in root mode, a setuid su), Debian's mirror, and the packages of
+cache.BUILD_TOOLS.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -39,16 +37,15 @@ sys.path.insert(0, str(SUPPORT))
 from android_userland import ANDROID_14_PROPS, AIDS, build_su, shape_system  # noqa: E402
 
 SUITE = "bookworm"
-KERNELS = {"6.1": "linux-image-amd64", "6.12": "linux-image-6.12-amd64"}   # version -> Debian's meta package
-USERLAND = ("python3-minimal", "libpython3.11-stdlib", "mksh", "toybox", "f2fs-tools", "bindfs")
-BUILD_TOOLS = {"mmdebstrap": "mmdebstrap", "mkfs.erofs": "erofs-utils", "mkfs.f2fs": "f2fs-tools", "cpio": "cpio",
-               "depmod": "kmod", "cc": "build-essential", "apt-get": "apt"}
+# strace: userdebug builds have it (/system/bin/strace), and it is the other clock of a run (the wall clock).
+USERLAND = ("python3-minimal", "libpython3.11-stdlib", "mksh", "toybox", "f2fs-tools", "bindfs", "strace")
 DATA_SIZE = 2 << 30
 # The kernel's modules the image carries: what the phone's storage and network need (the whole set is 400 MB).
+# Directories whole, single modules by name (.ko, or .ko.xz as Debian's 6.12 ships them).
 MODULE_DIRS = ("kernel/fs/f2fs", "kernel/fs/fuse", "kernel/fs/erofs", "kernel/fs/quota", "kernel/lib", "kernel/crypto",
-               "kernel/arch/x86/crypto", "kernel/drivers/virtio", "kernel/drivers/block/virtio_blk.ko",
-               "kernel/drivers/block/loop.ko", "kernel/drivers/net/virtio_net.ko",
-               "kernel/drivers/net/net_failover.ko", "kernel/net/core/failover.ko")
+               "kernel/arch/x86/crypto", "kernel/drivers/virtio", "kernel/drivers/block/virtio_blk",
+               "kernel/drivers/block/loop", "kernel/drivers/net/virtio_net", "kernel/drivers/net/net_failover",
+               "kernel/net/core/failover")
 INITRD_MODULES = ("virtio_pci", "virtio_blk", "erofs", "crc32c_generic")
 PROPS = {
     **ANDROID_14_PROPS,
@@ -63,100 +60,11 @@ PROPS = {
     "ro.hardware": "qemu",
     "ro.serialno": "VPHONE0001",
 }
-INPUTS = (HERE / "image.py", *sorted((HERE / "guest").iterdir()), SUPPORT / "adbd_loopback.py",
-          SUPPORT / "android_su.c", SUPPORT / "android_userland.py")
 
 
 class ImageError(Exception):
     """The image cannot be built here; the message says why in one line."""
 
-
-def default_cache() -> Path:
-    """MOBIPERF_VPHONE_CACHE, else ~/.cache/mobiperf/vphone (shared by every clone on the machine)."""
-    if os.environ.get("MOBIPERF_VPHONE_CACHE"):
-        return Path(os.environ["MOBIPERF_VPHONE_CACHE"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mobiperf" / "vphone"
-
-
-def kernel_package(kernel: str) -> tuple[str, str]:
-    """(package, version) of the kernel image Debian's meta package for `kernel` pulls in, from apt's lists."""
-    if kernel not in KERNELS:
-        raise ImageError(f"kernel {kernel!r}: the virtual phone has {', '.join(KERNELS)}")
-    meta = KERNELS[kernel]
-    done = subprocess.run(["apt-cache", "depends", meta], capture_output=True, text=True, timeout=60)
-    package = next((line.split()[1] for line in done.stdout.splitlines()
-                    if line.strip().startswith("Depends: linux-image-")), None)
-    if package is None:
-        raise ImageError(f"apt knows no {meta} (apt-get update, with {SUITE}'s main in the sources)")
-    shown = subprocess.run(["apt-cache", "show", "--no-all-versions", package], capture_output=True, text=True,
-                           timeout=60).stdout
-    version = next((line.split(":", 1)[1].strip() for line in shown.splitlines() if line.startswith("Version:")), "")
-    return package, version
-
-
-def image_key(package: str, version: str) -> str:
-    digest = hashlib.sha256(f"{SUITE} {package} {version}\n".encode())
-    for path in INPUTS:
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:12]
-
-
-def image_dir(kernel: str, cache: Path | None = None) -> Path:
-    package, version = kernel_package(kernel)
-    return (cache or default_cache()) / f"{kernel}-{image_key(package, version)}"
-
-
-def is_built(path: Path) -> bool:
-    return (path / "image.json").exists()
-
-
-def ensure_image(kernel: str = "6.1", *, cache: Path | None = None, rebuild: bool = False,
-                 say=lambda line: print(line, file=sys.stderr)) -> Path:
-    """The image directory for `kernel`, built first if the cache lacks it (or with rebuild). One builder at a
-    time per cache (a lock file); a build that fails leaves nothing but its log."""
-    target = image_dir(kernel, cache)
-    if is_built(target) and not rebuild:
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if is_built(target) and not rebuild:
-            return target   # another process built it meanwhile
-        problem = build_problem()
-        if problem:
-            raise ImageError(f"cannot build the virtual phone's image: {problem}")
-        work = target.parent / f".build-{target.name}-{os.getpid()}"
-        shutil.rmtree(work, ignore_errors=True)
-        log = target.parent / f"{target.name}.build.log"
-        say(f"vphone: building the {kernel} image into {target} (a few minutes; log: {log})")
-        try:
-            with open(log, "w") as out:
-                build(kernel, work, out, fresh=rebuild)
-            shutil.rmtree(target, ignore_errors=True)
-            work.rename(target)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        _forget_older(target)
-    return target
-
-
-def _forget_older(target: Path) -> None:
-    """Images of the same kernel under an older key are rebuilt never again: removed (they are 300 MB each)."""
-    kernel = target.name.rsplit("-", 1)[0]
-    for other in target.parent.glob(f"{kernel}-*"):
-        if other != target and other.is_dir() and (other / "image.json").exists():
-            shutil.rmtree(other, ignore_errors=True)
-
-
-def build_problem() -> str | None:
-    """Why an image cannot be built on this machine (None: it can)."""
-    if os.geteuid() != 0:
-        return "needs root (mmdebstrap in root mode, a setuid su)"
-    missing = sorted({package for tool, package in BUILD_TOOLS.items() if not shutil.which(tool)})
-    return f"missing Debian packages: {' '.join(missing)} (make setup installs them)" if missing else None
-
-
-# --- the build ---------------------------------------------------------------------------------------------------
 
 def _run(argv: list, log, *, timeout: float = 900, **kw) -> subprocess.CompletedProcess:
     log.write(f"$ {' '.join(map(str, argv))}\n")
@@ -167,9 +75,9 @@ def _run(argv: list, log, *, timeout: float = 900, **kw) -> subprocess.Completed
     return done
 
 
-def build(kernel: str, out: Path, log, *, fresh: bool = False) -> None:
-    """Build the image for `kernel` into the directory out (created); fresh: bootstrap Debian again."""
-    package, version = kernel_package(kernel)
+def build(kernel: str, package: str, version: str, key: str, out: Path, log, *, fresh: bool = False) -> None:
+    """Build the image of kernel `package` into the directory out (created); fresh: bootstrap Debian again. The
+    Debian bootstrap is kept beside out as a tarball."""
     debs, root, initrd = out / "debs", out / "root", out / "initrd"
     debs.mkdir(parents=True)
     # apt's sandbox user cannot write to a root-owned build directory; the download itself is all apt does here.
@@ -187,7 +95,7 @@ def build(kernel: str, out: Path, log, *, fresh: bool = False) -> None:
     for scratch in (debs, root, initrd):
         shutil.rmtree(scratch)
     info = {"kernel": kernel, "kernel_package": package, "kernel_version": version, "kernel_release": release,
-            "suite": SUITE, "userland": list(USERLAND), "key": image_key(package, version),
+            "suite": SUITE, "userland": list(USERLAND), "key": key,
             "built": datetime.now(timezone.utc).isoformat(timespec="seconds"), "props": PROPS}
     (out / "image.json").write_text(json.dumps(info, indent=2) + "\n")
 
@@ -200,8 +108,13 @@ def _debian_root(root: Path, cache: Path, log, *, fresh: bool) -> None:
         partial = tarball.with_name(tarball.stem + ".partial.tar")   # mmdebstrap writes a tar by its name
         _run(["mmdebstrap", "--variant=minbase", f"--include={','.join(USERLAND)}", SUITE, partial], log)
         partial.rename(tarball)
+        for older in cache.glob(f"userland-{SUITE}-*.tar"):   # another package list's: never used again
+            if older != tarball:
+                older.unlink()
     root.mkdir()
     _run(["tar", "-xpf", tarball, "-C", root, "--numeric-owner"], log)
+
+
 
 
 def _copy_modules(kernel_tree: Path, release: str, dest_root: Path, parts) -> None:
@@ -214,9 +127,10 @@ def _copy_modules(kernel_tree: Path, release: str, dest_root: Path, parts) -> No
         src = source / part
         if src.is_dir():
             shutil.copytree(src, dest / part, dirs_exist_ok=True)
-        elif src.exists():
+            continue
+        for module in [src] if src.is_file() else src.parent.glob(f"{src.name}.ko*"):  # absent: built in
             (dest / part).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / part)
+            shutil.copy2(module, dest / module.relative_to(source))
 
 
 def _shape_root(root: Path, kernel_tree: Path, release: str, log) -> None:
@@ -228,6 +142,7 @@ def _shape_root(root: Path, kernel_tree: Path, release: str, log) -> None:
         known = {line.split(":", 1)[0] for line in path.read_text().splitlines()}
         with open(path, "a") as f:
             f.writelines(file.format(n=n, i=i) for n, i in AIDS if n not in known)
+    (root / "system/bin/strace").symlink_to("/usr/bin/strace")
     for fusermount in (*root.glob("usr/bin/fusermount*"), *root.glob("bin/fusermount*")):
         fusermount.unlink(missing_ok=True)      # a phone has none: a FUSE daemon mounts as root, through mount(2)
     for junk in ("usr/share/doc", "usr/share/man", "usr/share/locale", "usr/share/info", "var/cache/apt",
