@@ -109,6 +109,7 @@ class FtraceCollector(Collector):
         self.extra_pids = list(extra_pids or [])
         self._raw_readers: list[BackgroundProcess] = []
         self.recorder: dict = {}  # how and why this path records (plan_collectors), kept in the summary
+        self.facts: dict = {}     # what the parser must know of this trace (e.g. syscall_abi), in its stats file
         self.root: str | None = None
         self._reader: BackgroundProcess | None = None
         self._restore: list[tuple[str, bytes]] = []
@@ -222,7 +223,7 @@ class FtraceCollector(Collector):
                                      per_cpu=self._per_cpu_stats(), duration_ns=duration,
                                      instance=self.instance_name if self.root != self.tracefs else None)
         stats_name = ("ftrace_raw" if self.raw_pages else self.trace_name.rsplit(".", 1)[0]) + "_stats.json"
-        (self.out_dir / stats_name).write_text(json.dumps(self.stats.__dict__, indent=2) + "\n")
+        (self.out_dir / stats_name).write_text(json.dumps({**self.stats.__dict__, **self.facts}, indent=2) + "\n")
         return {"clock": self.stats.clock, "lost_events": self.stats.lost_events, "per_cpu": self.stats.per_cpu,
                 "trace": "ftrace_raw/" if self.raw_pages else self.trace_name, "events": [f"{e.system}:{e.name}" for e in self.events],
                 **self.recorder}
@@ -417,7 +418,9 @@ EVENT_SETS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
         "unlink", "unlinkat", "rename", "renameat", "renameat2",
         # metadata calls that send FUSE requests and start journal handles: the calls of the layer model
         "ftruncate", "truncate", "mkdir", "mkdirat", "rmdir", "fchown", "fchownat", "fchmod", "fchmodat",
-        "utimensat", "access", "faccessat", "faccessat2", "newfstatat", "newfstat", "statx", "getdents64")
+        "utimensat", "access", "faccessat", "faccessat2", "newfstatat", "newfstat", "statx", "getdents64",
+        # a FUSE daemon may read /dev/fuse by splice (collectors/parse/fuse_dev_calls.py)
+        "splice")
         for edge in ("enter", "exit")), None),
 }
 # The cheap sets a run gets without asking: one event per fsync, journal commit or FUSE request, not per page.

@@ -168,7 +168,7 @@ def cmd_probe(target: str, fmt: str) -> None:
     click.echo(f"root        {yes(caps['is_root'])}")
     click.echo(f"tracefs     {caps['tracefs_path'] or 'not found'}  writable: {yes(caps['tracefs_writable'])}  "
                f"instances: {yes(caps['tracefs_instances'])}")
-    for system in ("block", "ext4", "jbd2", "f2fs", "fuse", "writeback", "syscalls"):
+    for system in ("block", "ext4", "jbd2", "f2fs", "fuse", "writeback", "syscalls", "raw_syscalls"):
         names = caps["events"].get(system)
         click.echo(f"  {system:<10}{len(names)} events" if names else f"  {system:<10}absent")
     click.echo(f"strace      {caps['strace'] or 'not installed'}")
@@ -217,9 +217,10 @@ def cmd_probe(target: str, fmt: str) -> None:
 @click.option("--fuse-wakeup", default="0", show_default=True,
               help="Phone scheduler model: each FUSE request reaches its daemon this much later (e.g. 430us).")
 @click.option("--source", "sources", multiple=True,
-              help="Trace source (repeatable): ftrace, ftrace_raw, syscalls, strace, blktrace, layout, facts. "
-                   "Default: ftrace, syscalls, layout, facts (the syscalls events of the workload and its FUSE "
-                   "daemons: the top of the layer-by-layer breakdown; add strace for paths).")
+              help="Trace source (repeatable): ftrace, ftrace_raw, syscalls, raw_syscalls, strace, blktrace, layout, "
+                   "facts. Default: ftrace, syscalls, layout, facts (the syscalls events of the workload and its FUSE "
+                   "daemons: the top of the layer-by-layer breakdown, from raw_syscalls where the kernel has no "
+                   "syscalls events; add strace for paths).")
 @click.option("--event-set", "event_sets", multiple=True,
               help="Whole ftrace event set (repeatable): ext4, jbd2, f2fs, fuse, writeback. Default: the stack's "
                    "light events (fsync, jbd2 commits, FUSE requests).")

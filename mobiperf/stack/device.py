@@ -10,7 +10,8 @@ A FUSE layer on the target, for one repetition (RUN = PATH/mobiperf-<pid>-<id>):
     RUN/sdcard           the daemon's mountpoint, mobiperf's own: the workload's directory
     RUN/daemon.pid       the daemon's pid. Daemons are tracked by pid file, never by name: `pidof` cannot find a
                          binary run through qemu-user, and a phone runs daemons of its own
-    RUN/daemon.log       the daemon's stderr; RUN/counters.json what it counted, written when it unmounts
+    RUN/daemon.log       the daemon's stderr; RUN/counters.json what it counted and RUN/requests.tsv its log of
+                         every FUSE request (fusecore's fc_reqlog.c), both written when it unmounts
 
 as Android serves /data/media/0 at /storage/emulated/0. On a phone PATH must be a directory of /data: /sdcard is
 already a FUSE (or sdcardfs) view of /data/media, mounted noexec.
@@ -43,7 +44,7 @@ from typing import Any
 from mobiperf.core import signals
 from mobiperf.core.errors import StackError, TargetError, UsageError
 from mobiperf.core.vocabulary import FUSE_LAYERS
-from mobiperf.stack.facts import StackFacts, fuse_device_fds
+from mobiperf.stack.facts import StackFacts, fuse_device_fds, fuse_servers
 from mobiperf.stack.options import StackOptions
 from mobiperf.stack.spec import StackSpec
 from mobiperf.stack.undo import Teardown
@@ -69,7 +70,8 @@ class DirectoryStack:
     Nothing is formatted or mounted. The run gets a fresh subdirectory (removed afterwards), and the traced block
     devices are those under the directory's mount: its device, the partition's disk and any device-mapper slaves.
     A directory on FUSE or sdcardfs (a phone's /sdcard) has no block device of its own: the data partition under
-    /data is traced instead.
+    /data is traced instead, and on FUSE the daemons that may serve it are found (stack.facts.fuse_servers) and
+    traced as a stack's own daemon would be.
     """
 
     def __init__(self, target: Target, spec: StackSpec, options: StackOptions = StackOptions()):
@@ -85,7 +87,11 @@ class DirectoryStack:
         self._entry = journal_for(self.transport).record("dir", path=self.workdir)  # before it exists
         self._made = make_dirs(self.transport, self.workdir, 30)
         try:
-            return directory_facts(self.transport, self.workdir, str(self.spec))
+            facts = directory_facts(self.transport, self.workdir, str(self.spec))
+            fuse_mount = _fuse_mount_of(self.transport, self.workdir)
+            if fuse_mount:  # a phone's /sdcard: its daemon's calls on /dev/fuse are the run's FUSE layer
+                facts.fuse_servers = fuse_servers(self.transport, fuse_mount)
+            return facts
         except BaseException:
             self.__exit__()
             raise
@@ -102,7 +108,8 @@ class DirectoryStack:
 class DeviceFuseStack:
     """A bundled FUSE daemon over a directory of the target's storage; see the module docstring.
 
-    counters_dir receives the daemon's counters (<layer>-counters.json) and log (<layer>-daemon.log).
+    counters_dir receives the daemon's counters (<layer>-counters.json), log (<layer>-daemon.log) and request log
+    (<layer>-requests.tsv).
     """
 
     def __init__(self, target: Target, spec: StackSpec, options: StackOptions = StackOptions()):
@@ -158,7 +165,7 @@ class DeviceFuseStack:
         binary = pushed.__enter__()[plan["daemon"]]
         self._undo.push("pushed binary", lambda: pushed.__exit__(None, None, None))
         options = {"preset": FUSE_LAYERS[self.layer.name][1], **self.layer.options,
-                   "counters": f"{self.run_dir}/counters.json"}
+                   "counters": f"{self.run_dir}/counters.json", "requests": f"{self.run_dir}/requests.tsv"}
         allow_other = plan["workload_uid"] != 0
         if allow_other:
             options.setdefault("allow_other", "1")
@@ -268,8 +275,9 @@ class DeviceFuseStack:
                              "of its unmount and was killed: its buffered data and counters are lost")
 
     def _collect(self) -> None:
-        """The daemon's counters and log, into the run directory."""
-        for remote, name in (("counters.json", "counters.json"), ("daemon.log", "daemon.log")):
+        """The daemon's counters, log and request log, into the run directory."""
+        for remote, name in (("counters.json", "counters.json"), ("daemon.log", "daemon.log"),
+                             ("requests.tsv", "requests.tsv")):
             local = self._local(f"{self.layer.name}-{name}")
             data = self._read(f"{self.run_dir}/{remote}")
             if local is not None and data:
@@ -389,6 +397,13 @@ def directory_facts(transport: Transport, path: str, spec: str) -> StackFacts:
     return StackFacts(spec=spec, workdir=path, device=f"/dev/{disk}", dev_major=major, dev_minor=minor,
                       filesystem=_fstype(mount), mount_options=mount[5], scheduler=scheduler, image_size_bytes=0,
                       extra_devices=devices[1:])
+
+
+def _fuse_mount_of(transport: Transport, path: str) -> str | None:
+    """The mount point of the FUSE file system path is on (None if it is on none)."""
+    mounts = [line.split() for line in transport.read_file("/proc/self/mountinfo").decode().splitlines()]
+    mount = _mount_of(path, mounts)
+    return mount[4] if _fstype(mount).split(".")[0] == "fuse" else None
 
 
 def _device_chain(transport: Transport, major_minor: str, path: str) -> list[tuple[int, int]]:

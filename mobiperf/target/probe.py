@@ -15,7 +15,7 @@ from mobiperf.core.errors import TargetError
 from mobiperf.target.transport import Transport
 
 TRACEFS_CANDIDATES = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
-EVENT_SYSTEMS = ("block", "ext4", "jbd2", "f2fs", "fuse", "writeback", "syscalls")
+EVENT_SYSTEMS = ("block", "ext4", "jbd2", "f2fs", "fuse", "writeback", "syscalls", "raw_syscalls", "sched")
 MKFS = {"ext4": "mkfs.ext4", "xfs": "mkfs.xfs", "btrfs": "mkfs.btrfs", "f2fs": "mkfs.f2fs"}
 
 

@@ -1,0 +1,41 @@
+"""System calls by ABI: which calls mobiperf's call layer reads, and what each ABI calls them.
+
+The numbers are syscall_table.py's (generated from the kernel's headers by tests/support/syscall_headers.py). The
+collection plan filters raw_syscalls to the numbers of DECODED_CALLS on the device's ABI (numbers_of); the parser
+(collectors/parse/raw_syscalls.py) names every number and reads the arguments of these calls.
+"""
+
+from __future__ import annotations
+
+from mobiperf.core.syscall_table import NUMBERS
+
+# The calls whose arguments the call layer reads: the syscalls event set of collectors/ftrace.py (tests/unit holds
+# the two equal), and splice, with which a FUSE daemon may read /dev/fuse.
+DECODED_CALLS = (
+    "read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "preadv2", "pwritev2", "lseek",
+    "fsync", "fdatasync", "msync", "sync_file_range", "fallocate", "sync", "syncfs", "io_submit", "io_uring_enter",
+    "open", "openat", "openat2", "creat", "close", "close_range", "dup", "dup2", "dup3", "fcntl", "clone", "clone3",
+    "fork", "vfork", "execve", "unlink", "unlinkat", "rename", "renameat", "renameat2", "ftruncate", "truncate",
+    "mkdir", "mkdirat", "rmdir", "fchown", "fchownat", "fchmod", "fchmodat", "utimensat", "access", "faccessat",
+    "faccessat2", "newfstatat", "newfstat", "statx", "getdents64", "splice")
+# 32-bit arm's own names of some of them (arch/arm/tools/syscall.tbl): the call each one is.
+ALIASES = {"armeabi-v7a": {"fcntl64": "fcntl", "arm_sync_file_range": "sync_file_range", "ftruncate64": "ftruncate",
+                           "truncate64": "truncate", "fstatat64": "newfstatat", "fstat64": "newfstat",
+                           "_llseek": "lseek"}}
+ABIS = tuple(NUMBERS)
+
+
+def call_name(abi: str, number: int) -> str | None:
+    """The ABI's name of a system call number (None if the table has none)."""
+    return NUMBERS.get(abi, {}).get(number)
+
+
+def canonical(abi: str, name: str) -> str:
+    """The name the syscalls events give the call the ABI calls `name` (fcntl64 -> fcntl on arm)."""
+    return ALIASES.get(abi, {}).get(name, name)
+
+
+def numbers_of(abi: str, calls=DECODED_CALLS) -> list[int]:
+    """The numbers, on this ABI, of the calls named (their ABI-specific names included); [] for an unknown ABI."""
+    wanted = set(calls)
+    return sorted(n for n, name in NUMBERS.get(abi, {}).items() if canonical(abi, name) in wanted)
