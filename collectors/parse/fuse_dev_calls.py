@@ -96,18 +96,20 @@ def _with_requesters(req: pl.DataFrame, wakes: pl.DataFrame | None) -> pl.DataFr
     thread's waking of the daemon thread during its read, else the read's return."""
     if wakes is None or not wakes.height:
         return req.with_columns(pid=pl.lit(None, pl.Int32), comm=pl.lit(None, pl.Utf8), send_ts=pl.col("read_ts"))
-    daemons = req["tid"].unique()
+    daemons = req["tid"].unique().to_list()
     woke = wakes.filter(~pl.col("woken_pid").is_in(daemons)).select(
         pl.col("pid").alias("reply_tid"), pl.col("ts").alias("_w"), pl.col("woken_pid").alias("pid"),
         pl.col("woken_comm").alias("comm")).sort("_w")
     answered = req.filter(pl.col("reply_ts").is_not_null()).sort("reply_ts")
-    first = answered.join_asof(woke, left_on="reply_ts", right_on="_w", by="reply_tid", strategy="forward") \
+    first = answered.join_asof(woke, left_on="reply_ts", right_on="_w", by="reply_tid", strategy="forward",
+                               check_sortedness=False) \
         .filter(pl.col("_w") <= pl.col("reply_ts") + pl.col("reply_dur")) \
         .select("tid", "read_ts", "pid", "comm")
     req = req.join(first, on=["tid", "read_ts"], how="left")
     sent = wakes.select(pl.col("woken_pid").alias("tid"), pl.col("pid").alias("_waker"),
                         pl.col("ts").alias("_s")).sort("_s")
-    req = req.sort("read_ts").join_asof(sent, left_on="read_ts", right_on="_s", by="tid", strategy="backward")
+    req = req.sort("read_ts").join_asof(sent, left_on="read_ts", right_on="_s", by="tid", strategy="backward",
+                                        check_sortedness=False)
     by_requester = (pl.col("_waker") == pl.col("pid")) & (pl.col("_s") >= pl.col("read_call_ts"))
     return req.with_columns(send_ts=pl.when(by_requester).then(pl.col("_s")).otherwise(pl.col("read_ts")))
 

@@ -43,10 +43,10 @@ def make_fuse_layer(tables: dict[str, pl.DataFrame], parsed: dict | None = None)
     reps = sorted({*_reps(events), *_reps(log), *_reps(_fuse_daemons(tables.get("task_role"))), *unread})
     parts, notes, sources = [], [], {}
     for rep in reps:
-        req, source, note = _layer_of_rep(rep, _of(events, rep), _of(log, rep), tables)
+        req, source, note = _layer_of_rep(rep, _of(events, rep), _of(log, rep), tables, bool(unread.get(rep)))
         if unread.get(rep):
             note = (f"{unread[rep]} FUSE events of a shape mobiperf cannot read (their kernel prints other fields; "
-                    f"see the parse warnings); {note[0].lower()}{note[1:]}")
+                    f"see the parse warnings); {note}")
         if req is not None and req.height:
             parts.append(req)
         sources[rep] = source
@@ -62,20 +62,23 @@ def make_fuse_layer(tables: dict[str, pl.DataFrame], parsed: dict | None = None)
                       "note": note}
 
 
-def _layer_of_rep(rep: int, events: pl.DataFrame | None, log: pl.DataFrame | None,
-                  tables: dict) -> tuple[pl.DataFrame | None, str | None, str]:
+def _layer_of_rep(rep: int, events: pl.DataFrame | None, log: pl.DataFrame | None, tables: dict,
+                  unread: bool = False) -> tuple[pl.DataFrame | None, str | None, str]:
     why = ""
     if events is not None and events.height:
         sends = events.filter(pl.col("phase") == "send")
-        if len(sends) and (sends["unique"] == 0).mean() <= NO_ID_SHARE:
+        if not len(sends):
+            why = f"{events.height} FUSE ends without a send to pair them with; "
+        elif (sends["unique"] == 0).mean() <= NO_ID_SHARE:
             req, counts = pair_fuse_requests(events)
             req = req.with_columns(source=pl.lit("fuse_events"))
             return req, "fuse_events", (f"FUSE layer from fuse_request_send/end paired by request id: "
                                         f"{_answered(req)}")
-        req, note = _pair_sends_without_ids(events, log)
-        if req is not None and req["end_ts"].is_not_null().any():
-            return req, req["source"][0], note
-        why = note + "; "
+        else:
+            req, note = _pair_sends_without_ids(events, log)
+            if req is not None and req["end_ts"].is_not_null().any():
+                return req, req["source"][0], note
+            why = note + "; "
     if log is not None and log.height:
         req = daemon_log_requests(log, _comms(tables.get("syscall_io"), rep))
         return req, "daemon_log", (f"{why}FUSE layer from {_daemon_name(log)}'s request log (the daemon's read to "
@@ -86,9 +89,9 @@ def _layer_of_rep(rep: int, events: pl.DataFrame | None, log: pl.DataFrame | Non
     if req is not None and req.height:
         return req, "dev_fuse_calls", why + note
     daemons = _fuse_daemons(tables.get("task_role"))
-    if why or (daemons is not None and daemons.filter(pl.col("rep") == rep).height):
-        return None, None, (f"{why}no FUSE layer: the trace has no FUSE events, the daemon wrote no request log, "
-                            f"and {note or 'no /dev/fuse calls of its threads were traced'}")
+    if why or unread or (daemons is not None and daemons.filter(pl.col("rep") == rep).height):
+        return None, None, (f"{why}no FUSE layer: no FUSE events to pair, no request log of the daemon's, and "
+                            f"{note or 'no /dev/fuse calls of its threads were traced'}")
     return None, None, "no FUSE layer in this stack"
 
 

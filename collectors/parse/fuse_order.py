@@ -14,7 +14,11 @@ end event alone, a reply length its opcode can have (fuse_protocol.reply_fits); 
 thread where the log knows it (in.h.pid is 0 for requests the kernel sends on its own, e.g. RELEASE). Ties go
 to pairing rather than skipping. The search is a dynamic program over the diagonals near (number of ends - number
 of sends): an end may stand at most BAND places off its send's rank, which covers every gap seen in practice; a
-pairing that would need more is cut short and said (`band_exceeded`).
+pairing that would need more is cut short and said.
+
+What order alone cannot tell: which of two neighbouring requests of one kind (two WRITEs) lost its end, where
+one was interrupted or never answered: the two may swap (tests/unit/test_fuse_order.py). The daemon's log names
+each end's request and leaves no such doubt.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from mobiperf.core.syscall_abi import canonical
 from mobiperf.core.syscall_table import ARGS, NUMBERS
 
 # 32-bit arm: the call each arm name is, and its arguments as (name, low register, high register or None).
@@ -61,9 +62,10 @@ def known_abi(abi: str | None) -> bool:
 
 
 def call_layout(abi: str, name: str) -> tuple[str, tuple[tuple[str, int, int | None], ...]]:
-    """(the call's name as the syscalls events say it, its arguments as (name, register, high register))."""
+    """(the call's name as the call layer knows it, its arguments as (name, register, high register))."""
     if abi in THIRTY_TWO_BIT and name in ARM_CALLS:
         return ARM_CALLS[name]
+    name = canonical(abi, name)
     return name, tuple((arg, i, None) for i, arg in enumerate(ARGS.get(name, ())))
 
 
@@ -104,4 +106,5 @@ def _word(lo: int, hi: int | None) -> pl.Expr:
     if hi is None:
         return pl.col(f"arg{lo}").reinterpret(signed=True)
     low = pl.col(f"arg{lo}") & 0xFFFFFFFF
-    return (low | ((pl.col(f"arg{hi}") & 0xFFFFFFFF) << 32)).reinterpret(signed=True)
+    high = (pl.col(f"arg{hi}") & 0xFFFFFFFF) * (1 << 32)
+    return (low + high).reinterpret(signed=True)

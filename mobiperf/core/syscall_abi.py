@@ -18,8 +18,12 @@ DECODED_CALLS = (
     "fork", "vfork", "execve", "unlink", "unlinkat", "rename", "renameat", "renameat2", "ftruncate", "truncate",
     "mkdir", "mkdirat", "rmdir", "fchown", "fchownat", "fchmod", "fchmodat", "utimensat", "access", "faccessat",
     "faccessat2", "newfstatat", "newfstat", "statx", "getdents64", "splice")
-# 32-bit arm's own names of some of them (arch/arm/tools/syscall.tbl): the call each one is.
-ALIASES = {"armeabi-v7a": {"fcntl64": "fcntl", "arm_sync_file_range": "sync_file_range", "ftruncate64": "ftruncate",
+# Header names whose entry point (and syscalls event) has another name (the kernels' syscall tables: x86_64's
+# `5 common fstat sys_newfstat`), and 32-bit arm's own names of some calls (arch/arm/tools/syscall.tbl): each
+# maps to the name the call layer knows the call by.
+_NEW_STAT = {"fstat": "newfstat", "stat": "newstat", "lstat": "newlstat"}
+ALIASES = {"x86_64": _NEW_STAT, "arm64-v8a": _NEW_STAT,
+           "armeabi-v7a": {"fcntl64": "fcntl", "arm_sync_file_range": "sync_file_range", "ftruncate64": "ftruncate",
                            "truncate64": "truncate", "fstatat64": "newfstatat", "fstat64": "newfstat",
                            "_llseek": "lseek"}}
 ABIS = tuple(NUMBERS)
