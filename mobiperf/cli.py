@@ -403,7 +403,12 @@ def cmd_analyze(rundir: str, fmt: str, cluster: str | None, force: bool) -> None
                        nl=False)
         else:
             _print_table(df, fmt)
-    for note in skipped_notes(run.read_meta()):
+    from mobiperf.core.layer_sources import layer_sources
+
+    meta = run.read_meta()
+    for layer, line in layer_sources(meta):
+        click.echo(f"note: {layer}: {line}", err=True)
+    for note in skipped_notes(meta):
         click.echo(f"note: {note}", err=True)
 
 
@@ -483,6 +488,10 @@ def cmd_show(rundir: Path, fmt: str) -> None:
                    + ("  TRUNCATED traces" if r.get("truncated") else ""))
     for w in meta.get("warnings", []):
         click.echo(f"warning  {w}")
+    from mobiperf.core.layer_sources import layer_sources
+
+    for layer, line in layer_sources(meta):
+        click.echo(f"layers   {layer}: {line}")
     _print_summary(meta)
 
 
@@ -511,6 +520,10 @@ def _print_layer_shares(meta: dict) -> None:
                                                                        "device") if v.get(f"self:{layer}")]
         incl = f" (FUSE inclusive {100 * v['incl:fuse']:.0f}%)" if v.get("incl:fuse") else ""
         click.echo(f"  {call} time by layer: {', '.join(parts)}{incl}")
+    from mobiperf.core.layer_sources import layer_sources
+
+    for layer, line in layer_sources(meta):
+        click.echo(f"  {layer}: {line}")
 
 
 def _print_table(df, fmt: str) -> None:

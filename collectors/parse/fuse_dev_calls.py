@@ -8,12 +8,14 @@ What the kernel records, and what each link rests on:
   it is answered     the next write (or writev) of the same thread on /dev/fuse, before it reads again: a
                      daemon thread serves one request at a time (a read followed by another read had no reply:
                      FORGET and INTERRUPT never have one; a thread that died serving one leaves one too).
-  who asked          the reply wakes the requesting thread, which sleeps in the kernel until it comes: the
+  who asked          the reply wakes the requesting thread, which sleeps in its system call until it comes: the
                      sched_waking the reply's write causes (it runs in the daemon thread's context and names the
-                     woken thread) names the requester. No wake-up, no requester: the request is kept, unnested.
-  when it was sent   if the daemon thread slept in its read, the requester's send woke it: a sched_waking of the
-                     daemon thread by the requester during that read is the send (send_ts); otherwise the request
-                     waited in the queue while the daemon was busy, and send_ts is its read_ts.
+                     woken thread) of a thread then inside a traced call names the requester (an interrupt during
+                     the write may wake other threads: they are in no call). No wake-up, no requester: the request
+                     is kept, unnested.
+  when it was sent   sending wakes a daemon thread idle on /dev/fuse: the requester's last sched_waking of a daemon
+                     thread inside its call, before the read, is the send (with_send_times); where the daemon was
+                     busy the request waited in the queue unseen, and send_ts is its read_ts.
 The descriptors are known from the run (tasks.json: every /dev/fuse descriptor each daemon held), the threads too.
 Nothing is matched by clock proximity alone: each time above comes from a call or wake-up of a named thread.
 
@@ -45,7 +47,7 @@ def dev_fuse_requests(rep: int, tables: dict[str, pl.DataFrame]) -> tuple[pl.Dat
     req = _requests(calls)
     wakes = tables.get("sched_wake")
     wakes = wakes.filter(pl.col("rep") == rep) if wakes is not None else None
-    req = _with_requesters(req, wakes)
+    req = _with_requesters(req, wakes, _calls_of(rep, tables.get("syscall_io")))
     out = FUSE_REQ.validate(req.select(
         pl.lit(rep, pl.Int32).alias("rep"), pl.lit(None, pl.Int64).alias("connection"),
         pl.lit(None, pl.Int64).alias("unique"), pl.lit(None, pl.Int32).alias("opcode"), _name().alias("opcode_name"),
@@ -91,27 +93,55 @@ def _requests(calls: pl.DataFrame) -> pl.DataFrame:
         pl.when(answered).then(pl.col("pid")).alias("reply_tid"))
 
 
-def _with_requesters(req: pl.DataFrame, wakes: pl.DataFrame | None) -> pl.DataFrame:
-    """pid/comm: the thread the reply's write woke (the first it woke that is no daemon thread); send_ts: that
-    thread's waking of the daemon thread during its read, else the read's return."""
+def _with_requesters(req: pl.DataFrame, wakes: pl.DataFrame | None,
+                     calls: pl.DataFrame | None) -> pl.DataFrame:
+    """pid/comm: the thread the reply's write woke that was waiting in a system call (the first such; a thread an
+    interrupt happened to wake during the write is in none); send_ts: see with_send_times."""
     if wakes is None or not wakes.height:
         return req.with_columns(pid=pl.lit(None, pl.Int32), comm=pl.lit(None, pl.Utf8), send_ts=pl.col("read_ts"))
-    daemons = req["tid"].unique().to_list()
-    woke = wakes.filter(~pl.col("woken_pid").is_in(daemons)).select(
-        pl.col("pid").alias("reply_tid"), pl.col("ts").alias("_w"), pl.col("woken_pid").alias("pid"),
-        pl.col("woken_comm").alias("comm")).sort("_w")
-    answered = req.filter(pl.col("reply_ts").is_not_null()).sort("reply_ts")
-    first = answered.join_asof(woke, left_on="reply_ts", right_on="_w", by="reply_tid", strategy="forward",
-                               check_sortedness=False) \
-        .filter(pl.col("_w") <= pl.col("reply_ts") + pl.col("reply_dur")) \
-        .select("tid", "read_ts", "pid", "comm")
+    woke = wakes.select(pl.col("pid").alias("_waker"), pl.col("ts").alias("_w"), pl.col("woken_pid").alias("pid"),
+                        pl.col("woken_comm").alias("comm"))
+    answered = req.filter(pl.col("reply_ts").is_not_null()).select(
+        "tid", "read_ts", "reply_tid", "reply_ts", (pl.col("reply_ts") + pl.col("reply_dur")).alias("_reply_end"))
+    found = answered.join_where(woke, pl.col("_waker") == pl.col("reply_tid"), pl.col("_w") >= pl.col("reply_ts"),
+                                pl.col("_w") <= pl.col("_reply_end"))
+    found = found.filter(~pl.col("pid").is_in(req["tid"].unique().to_list()))
+    if calls is not None and calls.height:   # the requester sleeps in its call until the reply wakes it
+        spans = calls.filter(pl.col("dur").is_not_null()).select(
+            "pid", pl.col("ts").alias("_c0"), (pl.col("ts") + pl.col("dur")).alias("_c1")).sort("_c0")
+        found = found.sort("_w").join_asof(spans, left_on="_w", right_on="_c0", by="pid", strategy="backward",
+                                           check_sortedness=False).filter(pl.col("_w") <= pl.col("_c1"))
+    first = found.sort("_w").unique(["tid", "read_ts"], keep="first").select("tid", "read_ts", "pid", "comm")
     req = req.join(first, on=["tid", "read_ts"], how="left")
-    sent = wakes.select(pl.col("woken_pid").alias("tid"), pl.col("pid").alias("_waker"),
-                        pl.col("ts").alias("_s")).sort("_s")
-    req = req.sort("read_ts").join_asof(sent, left_on="read_ts", right_on="_s", by="tid", strategy="backward",
-                                        check_sortedness=False)
-    by_requester = (pl.col("_waker") == pl.col("pid")) & (pl.col("_s") >= pl.col("read_call_ts"))
-    return req.with_columns(send_ts=pl.when(by_requester).then(pl.col("_s")).otherwise(pl.col("read_ts")))
+    return with_send_times(req, wakes, calls, req["tid"].unique().to_list())
+
+
+def with_send_times(req: pl.DataFrame, wakes: pl.DataFrame | None, calls: pl.DataFrame | None,
+                    daemon_tids: list[int]) -> pl.DataFrame:
+    """send_ts of requests read at read_ts for requester `pid` (reply_ts: when each was answered): a synchronous
+    request is sent inside its requester's system call, and sending wakes a daemon thread idle on /dev/fuse (not
+    always the one that then reads it: a thread already running may take it first). So the send is the
+    requester's last waking of a daemon thread before the read, inside the call that holds the read and after the
+    requester's previous request was answered; the waking runs in the requester's context and names the daemon
+    thread. Where there is none (the daemon was busy: the request waited in the queue, its send unseen; or the
+    request is the kernel's own, outside any call), send_ts is read_ts."""
+    if wakes is None or not wakes.height or calls is None or not calls.height:
+        return req.with_columns(send_ts=pl.col("read_ts"))
+    spans = calls.filter(pl.col("dur").is_not_null()).select(
+        "pid", pl.col("ts").alias("_c0"), (pl.col("ts") + pl.col("dur")).alias("_c1")).sort("_c0")
+    m = req.sort("read_ts").join_asof(spans, left_on="read_ts", right_on="_c0", by="pid", strategy="backward",
+                                      check_sortedness=False)
+    m = m.with_columns(_prev=pl.col("reply_ts").shift(1).over("pid", order_by="read_ts"))
+    sent = wakes.filter(pl.col("woken_pid").is_in(daemon_tids)).select("pid", pl.col("ts").alias("_s")).sort("_s")
+    m = m.join_asof(sent, left_on="read_ts", right_on="_s", by="pid", strategy="backward", check_sortedness=False)
+    woken = (pl.col("_s").is_not_null() & (pl.col("read_ts") <= pl.col("_c1")) & (pl.col("_s") >= pl.col("_c0"))
+             & (pl.col("_s") >= pl.col("_prev").fill_null(-(1 << 62))))
+    return m.with_columns(send_ts=pl.when(woken).then(pl.col("_s")).otherwise(pl.col("read_ts"))).drop(
+        "_s", "_c0", "_c1", "_prev")
+
+
+def _calls_of(rep: int, syscall_io: pl.DataFrame | None) -> pl.DataFrame | None:
+    return None if syscall_io is None else syscall_io.filter(pl.col("rep") == rep)
 
 
 def _is_write() -> pl.Expr:

@@ -10,9 +10,10 @@ Sources, best first (fuse_req.source says which made each row):
                           end's id names the request's opcode and requesting thread (fuse_order.py).
   fuse_events_by_order    the same without a log: by connection, order, time and reply length (fuse_order.py).
   daemon_log              no FUSE events (Linux 6.1, Android's GKI): the bundled daemon's log itself
-                          (fuse_daemon_log.py). A request spans from the daemon's read of it to its reply, so the
-                          time it waited in the kernel's queue before that read is not in it; the requesting
-                          thread is the request header's pid.
+                          (fuse_daemon_log.py). A request spans from its send to its reply: the send is the
+                          requester's wake-up of an idle daemon thread inside its call (sched_waking), else,
+                          where the daemon was busy, its read (the time it waited in the queue is then not in it);
+                          the requesting thread is the request header's pid.
   dev_fuse_calls          any other FUSE daemon: its threads' reads and writes of /dev/fuse (fuse_dev_calls.py).
 
 A repetition whose FUSE events cannot be paired (sends without ids, no log, nothing that fits) falls to the next
@@ -80,9 +81,10 @@ def _layer_of_rep(rep: int, events: pl.DataFrame | None, log: pl.DataFrame | Non
                 return req, req["source"][0], note
             why = note + "; "
     if log is not None and log.height:
-        req = daemon_log_requests(log, _comms(tables.get("syscall_io"), rep))
-        return req, "daemon_log", (f"{why}FUSE layer from {_daemon_name(log)}'s request log (the daemon's read to "
-                                   f"its reply; the trace has no usable FUSE events): {_answered(req)}")
+        req = daemon_log_requests(log, _comms(tables.get("syscall_io"), rep), _of(tables.get("sched_wake"), rep),
+                                  _of(tables.get("syscall_io"), rep))
+        return req, "daemon_log", (f"{why}FUSE layer from {_daemon_name(log)}'s request log (the trace has no "
+                                   f"usable FUSE events): {_answered(req)}")
     from mobiperf.collectors.parse.fuse_dev_calls import dev_fuse_requests
 
     req, note = dev_fuse_requests(rep, tables)
@@ -156,12 +158,19 @@ def _paired_rows(sends: pl.DataFrame, ends: pl.DataFrame, si: np.ndarray, ej: np
         _data_bytes(pl.col("len_bytes") - IN_HEADER_BYTES - WRITE_IN_BYTES, pl.col("end_error")))
 
 
-def daemon_log_requests(log: pl.DataFrame, comms: pl.DataFrame | None = None) -> pl.DataFrame:
-    """fuse_req rows from a daemon's request log: a request spans from its read to its reply; its requester is
-    the header's pid (none for the kernel's own requests, pid 0); the replying thread is the daemon's."""
+def daemon_log_requests(log: pl.DataFrame, comms: pl.DataFrame | None = None, wakes: pl.DataFrame | None = None,
+                        calls: pl.DataFrame | None = None) -> pl.DataFrame:
+    """fuse_req rows from a daemon's request log: a request spans from its send to its reply; its requester is
+    the header's pid (none for the kernel's own requests, pid 0); the replying thread is the daemon's. The send is
+    the requester's waking of an idle daemon thread inside its call (fuse_dev_calls.with_send_times; calls: the
+    run's syscall_io), else the daemon's read."""
+    from mobiperf.collectors.parse.fuse_dev_calls import with_send_times
+
+    tids = [t for t in {*log["tid"].drop_nulls().to_list(), *log["reply_tid"].drop_nulls().to_list()}]
+    log = with_send_times(log, wakes, calls, tids)
     req = log.select(
-        "rep", "connection", "unique", "opcode", "opcode_name", pl.col("read_ts").alias("send_ts"),
-        pl.col("reply_ts").alias("end_ts"), (pl.col("reply_ts") - pl.col("read_ts")).alias("dur"), "len_bytes",
+        "rep", "connection", "unique", "opcode", "opcode_name", "send_ts",
+        pl.col("reply_ts").alias("end_ts"), (pl.col("reply_ts") - pl.col("send_ts")).alias("dur"), "len_bytes",
         "reply_len_bytes", "error", pl.when(pl.col("pid") > 0).then(pl.col("pid")).alias("pid"),
         pl.col("reply_tid").alias("daemon_tid"), _data_bytes(pl.col("size_bytes"), pl.col("error")),
         source=pl.lit("daemon_log"))

@@ -86,5 +86,5 @@ def test_without_fuse_events_the_log_is_the_fuse_layer_and_says_it(tmp_path):
     assert req.filter(pl.col("opcode_name") == "FUSE_WRITE")["data_bytes"].to_list() == [4096, 4096]
     note = summary["fuse_pairing"]["note"]
     assert summary["fuse_pairing"]["source"] == "daemon_log"
-    assert note == ("FUSE layer from bfuse's request log (the daemon's read to its reply; the trace has no usable "
-                    "FUSE events): 6 requests, 1 never answered")
+    assert note == ("FUSE layer from bfuse's request log (the trace has no usable FUSE events): 6 requests, 1 never "
+                    "answered")
