@@ -13,7 +13,7 @@ DEBIAN_PACKAGES := e2fsprogs xfsprogs btrfs-progs fuse3 libfuse3-dev pkg-config 
 	trace-cmd gcc-arm-linux-gnueabihf qemu-user-static binfmt-support mksh toybox bindfs
 PY_SOURCES := setup.cfg setup.py pyproject.toml $(shell find mobiperf collectors analyzers reports -name '*.py')
 
-.PHONY: demo test layers setup system-packages reference bench clean
+.PHONY: demo test layers setup system-packages reference bench syscall-tables clean
 
 # The demo: SQLite inserts (Mobibench-compatible generator, TRUNCATE journal as on Android) on /sdcard, i.e. a
 # legacy FUSE layer over an ext4 data partition, traced at the syscall (strace), FUSE, ext4/jbd2 and block layers.
@@ -57,6 +57,11 @@ reference: .stamps/system-packages
 
 bench: setup
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# The system call numbers of each ABI (mobiperf/core/syscall_table.py) from the kernel headers of Debian's
+# linux-libc-dev packages and cross compilers; tests/unit/test_syscall_table.py holds the table to them.
+syscall-tables: setup
+	$(BIN)/python -m tests.support.syscall_headers --write
 
 clean:
 	rm -rf .stamps $(VENV) build *.egg-info

@@ -124,7 +124,7 @@ def _syscalls_collector(target: Target, stack: StackFacts, raw_dir: Path, notes:
         notes.append(f"syscalls: this kernel has no syscalls:* events: the call layer comes from raw_syscalls, "
                      f"decoded for {target.abi}")
         raw = True
-    if missing:
+    elif missing and not raw:
         notes.append(f"syscalls: this kernel lacks {', '.join(missing)}")
     facts = {}
     if raw:
