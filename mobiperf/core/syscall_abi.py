@@ -8,16 +8,11 @@ collection plan filters raw_syscalls to the numbers of DECODED_CALLS on the devi
 from __future__ import annotations
 
 from mobiperf.core.syscall_table import NUMBERS
+from mobiperf.core.trace_events import SYSCALL_EVENTS
 
-# The calls whose arguments the call layer reads: the syscalls event set of collectors/ftrace.py (tests/unit holds
-# the two equal), and splice, with which a FUSE daemon may read /dev/fuse.
-DECODED_CALLS = (
-    "read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "preadv2", "pwritev2", "lseek",
-    "fsync", "fdatasync", "msync", "sync_file_range", "fallocate", "sync", "syncfs", "io_submit", "io_uring_enter",
-    "open", "openat", "openat2", "creat", "close", "close_range", "dup", "dup2", "dup3", "fcntl", "clone", "clone3",
-    "fork", "vfork", "execve", "unlink", "unlinkat", "rename", "renameat", "renameat2", "ftruncate", "truncate",
-    "mkdir", "mkdirat", "rmdir", "fchown", "fchownat", "fchmod", "fchmodat", "utimensat", "access", "faccessat",
-    "faccessat2", "newfstatat", "newfstat", "statx", "getdents64", "splice")
+# The calls whose arguments the call layer reads: those of the syscalls event set (trace_events.SYSCALL_EVENTS),
+# read from raw_syscalls where the kernel has no syscalls events.
+DECODED_CALLS = tuple(e.removeprefix("sys_enter_") for e in SYSCALL_EVENTS if e.startswith("sys_enter_"))
 # Header names whose entry point (and syscalls event) has another name (the kernels' syscall tables: x86_64's
 # `5 common fstat sys_newfstat`), and 32-bit arm's own names of some calls (arch/arm/tools/syscall.tbl): each
 # maps to the name the call layer knows the call by.

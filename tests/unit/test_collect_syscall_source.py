@@ -9,12 +9,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from mobiperf.collectors.ftrace import EVENT_SETS
+from mobiperf.core.trace_events import EVENT_SETS
 from mobiperf.collectors.plan import plan_collectors
 from mobiperf.core.errors import TargetError
 from mobiperf.core.syscall_abi import numbers_of
 
-SYSCALLS = list(EVENT_SETS["syscalls"][1])
+SYSCALLS = list(EVENT_SETS["syscalls"].events)
 RAW = ["sys_enter", "sys_exit"]
 
 

@@ -7,7 +7,6 @@ import shutil
 
 import pytest
 
-from mobiperf.collectors.ftrace import EVENT_SETS
 from mobiperf.core.syscall_abi import DECODED_CALLS, canonical, numbers_of
 from mobiperf.core.syscall_table import ARGS, NUMBERS
 from tests.support.syscall_headers import ABIS, syscall_numbers
@@ -35,11 +34,6 @@ KNOWN = {"x86_64": {"read": 0, "write": 1, "pwrite64": 18, "fsync": 74, "fdatasy
 def test_known_numbers(abi):
     names = {name: nr for nr, name in NUMBERS[abi].items()}
     assert {call: names.get(call) for call in KNOWN[abi]} == KNOWN[abi]
-
-
-def test_the_decoded_calls_are_the_syscalls_event_set():
-    events = {e.removeprefix("sys_enter_") for e in EVENT_SETS["syscalls"][1] if e.startswith("sys_enter_")}
-    assert events == set(DECODED_CALLS)
 
 
 @pytest.mark.parametrize("abi", sorted(KNOWN))
