@@ -3,7 +3,7 @@
 From include/uapi/linux/fuse.h (Debian's linux-libc-dev 6.1 at /usr/include/linux/fuse.h; FUSE_STATX = 52 is 6.6's)
 and the opcode table of fuse_request_send's print format (fs/fuse/fuse_trace.h, 6.18's format file): names as the
 tracepoint prints them (FUSE_WRITE), so every FUSE source fills fuse_req.opcode_name alike.
-tests/unit/test_fuse_protocol.py holds the table to the installed header.
+tests/unit/test_fuse_layer.py holds the table to the installed header.
 
 A request starts with fuse_in_header (40 bytes: len, opcode, unique, nodeid, uid, gid, pid, padding); a WRITE's
 fuse_write_in (40) follows it, then the data. A reply starts with fuse_out_header (16: len, error, unique); its body

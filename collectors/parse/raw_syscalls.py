@@ -7,10 +7,11 @@ the device that recorded them.
 These events exist on every kernel with tracepoints (Perfetto records them); the syscalls:sys_enter_* events that
 name each call need CONFIG_FTRACE_SYSCALLS, which Android's GKI builds may lack. The parsers keep the raw rows as
 raw_syscall_event; raw_syscall_io() names each by its number in the ABI's table (mobiperf/core/syscall_table.py,
-generated from the kernel's headers) and gives each argument of a call by the name the syscalls:sys_enter_<call> event of that
-call gives it (the format files' names: fd, count, pos, flags...), so syscall_events.syscall_io_of_calls makes the
-same syscall_io from either source: fds, sizes, offsets and open flags where the arguments carry them. Paths are pointers into the process's memory that neither source
-reads: they come from strace (`--source strace`) or not at all.
+generated from the kernel's headers) and gives each argument of a call by the name the syscalls:sys_enter_<call>
+event of that call gives it (the format files' names: fd, count, pos, flags...), so
+syscall_events.syscall_io_of_calls makes the same syscall_io from either source: fds, sizes, offsets and open flags
+where the arguments carry them. Paths are pointers into the process's memory that neither source reads: they come
+from strace (`--source strace`) or not at all.
 
 Per ABI: x86_64 and arm64 pass every argument in one register. 32-bit arm (EABI) passes a 64-bit argument in an
 even/odd register pair, low word first (arch/arm's calling convention, which its syscall table follows: pread64's

@@ -9,18 +9,17 @@ syscalls event set of collectors/ftrace.py enables for this. Order: rows are pla
 clone is seen before its child's first call even when the child runs before the parent's exit event.
 
 What stays unknown, measured on this machine (6.18) against strace on the same run: path and new_path
-(filename/oldname/newname are printed as user pointers, `filename: 0x7f0d6383c0b1`; the kernel reads no
-user memory in these events; an event probe fetching `+0($filename):ustring` would, but writing any `e:`
-definition to dynamic_events fails with EINVAL on this kernel), so file types are `unknown` at the syscall
-layer without strace; openat2's flags (behind the `how` pointer: its fd's flags stay unknown) and clone3's flags (behind a pointer: taken as
-a thread's, sharing the fd table, which is what pthread_create does; a posix_spawn child's fd changes before
-its exec are then wrongly shared with the parent); a thread or process that started before tracing (its
-table starts empty, the text carries no tgid). The numbers are decoded with the ABI's open flag bits where the
-trace says its ABI (raw_syscalls of a run), else with x86's; arm and arm64 swap O_DIRECT/O_DIRECTORY and
-O_NOFOLLOW/O_LARGEFILE, recognised when data is read or written through an fd that x86 numbering would call a
-directory (EISDIR on every kernel), then decoded as arm's. A trace with neither O_DIRECT IO nor such proof keeps
-x86's names, which changes no sync mode. Durations are
-on the trace clock, a few µs shorter than strace's (no ptrace stops).
+(filename/oldname/newname are printed as user pointers, `filename: 0x7f0d6383c0b1`; the kernel reads no user memory
+in these events; an event probe fetching `+0($filename):ustring` would, but writing any `e:` definition to
+dynamic_events fails with EINVAL on this kernel), so file types are `unknown` at the syscall layer without strace;
+openat2's flags (behind the `how` pointer: its fd's flags stay unknown) and clone3's flags (behind a pointer: taken
+as a thread's, sharing the fd table, which is what pthread_create does; a posix_spawn child's fd changes before its
+exec are then wrongly shared with the parent); a thread or process that started before tracing (its table starts
+empty, the text carries no tgid). The numbers are decoded with the ABI's open flag bits where the trace says its ABI
+(raw_syscalls of a run), else with x86's; arm and arm64 swap O_DIRECT/O_DIRECTORY and O_NOFOLLOW/O_LARGEFILE,
+recognised when data is read or written through an fd that x86 numbering would call a directory (EISDIR on every
+kernel), then decoded as arm's. A trace with neither O_DIRECT IO nor such proof keeps x86's names, which changes no
+sync mode. Durations are on the trace clock, a few µs shorter than strace's (no ptrace stops).
 
 Both sources go through syscall_io_of_calls: the events' text gives each argument by name (`fd: 0x3`,
 argument_of_text), raw_syscalls by register (raw_syscalls.py), and the rest is the same.

@@ -107,8 +107,8 @@ def counters_by_layer(stack, raw: Path) -> dict[str, str]:
 def write_task_roles(transport: Transport, path: Path, stack, *, workload_pid: int | None, clock: list[dict]) -> None:
     """raw/tasks.json: who is who in the trace (parse/task_role.py reads it). The workload's tree is known from
     its traced calls; here go its root, the stack's FUSE daemons (every thread, their /dev/fuse descriptors, the
-    FUSE connection each serves), mobiperf itself, whether the device is the run's own (an emulated stack) or shared (a phone's /data), and the
-    wall-clock readings that put strace on the trace clock (collectors/clock.py)."""
+    FUSE connection each serves), mobiperf itself, whether the device is the run's own (an emulated stack) or
+    shared (a phone's /data), and the wall-clock readings that put strace on the trace clock (collectors/clock.py)."""
     from mobiperf.collectors.ftrace import fuse_connection
 
     daemons = [{"layer": layer["layer"], "pid": layer["daemon_pid"], "tids": task_ids(transport, layer["daemon_pid"]),
