@@ -135,3 +135,102 @@ def test_host_bindfs_calls_on_dev_fuse_and_the_fuse_events_pair_the_same_request
     assert writes.height == 200 and (writes["dev_name"] == "FUSE_WRITE").all() and (writes["data_bytes"] == 4096).all()
     syncs = _compare_shares(tables, events, calls).filter(pl.col("syscall") == "fdatasync")
     assert syncs.height == 100 and (syncs["diff"] <= 0.10).mean() >= 0.95
+
+
+# --- kernels whose FUSE events differ: Debian's 6.12 (sends without ids) and 6.1 (none at all) ---
+
+@pytest.fixture(scope="module")
+def analyzed(tmp_path_factory):
+    cache = {}
+
+    def get(name: str):
+        if name not in cache:
+            dest = tmp_path_factory.mktemp("kernels") / name
+            shutil.copytree(KERNELS / name, dest)
+            for sub in ("tables", "results"):
+                (dest / sub).mkdir(exist_ok=True)
+            run = RunDir.open(dest)
+            cache[name] = (run, pipeline.analyze(run, reparse=True))
+        return cache[name]
+    return get
+
+
+def _assert_layers_nest(results: dict, writes: int) -> pl.DataFrame:
+    """Per call: FUSE inclusive <= the call, the lower fs <= FUSE, block <= fs, device <= block; the exclusive
+    times add up to the call; each call type's shares add up to 1; each fdatasync charged its 4 KiB data write."""
+    wf = results["waterfall"]
+    assert wf.select((pl.sum_horizontal(SELF) == pl.col("dur_ns")).all()).item()
+    assert (wf["fuse_ns"] <= wf["dur_ns"]).all()
+    assert wf.filter(pl.col("fuse_ns") > 0).select((pl.col("fs_ns") <= pl.col("fuse_ns")).all()).item()
+    assert wf.filter(pl.col("fs_ns") > 0).select((pl.col("block_ns") <= pl.col("fs_ns")).all()).item()
+    assert (wf["device_ns"] <= wf["block_ns"]).all()
+    shares = results["layer_breakdown"].group_by("rep", "syscall", "sync_mode").agg(pl.col("share").sum())
+    assert ((shares["share"] - 1).abs() <= 0.01).all(), shares
+    syncs = wf.filter(pl.col("syscall") == "fdatasync")
+    assert syncs.height == writes
+    assert (syncs["fuse_requests"] >= 1).all() and (syncs["fs_ns"] > 0).mean() >= 0.99
+    own = syncs.filter(pl.col("data_bytes") >= 4096)
+    assert own.height >= 0.99 * writes, f"{own.height} of {writes} fdatasyncs were charged their 4 KiB data write"
+    return wf
+
+
+def _fuse_inclusive(results: dict, call: str = "fdatasync") -> float:
+    wf = results["waterfall"].filter(pl.col("syscall") == call)
+    return float((wf["fuse_ns"].sum()) / wf["dur_ns"].sum())
+
+
+def test_612_sends_without_ids_are_all_paired_through_the_daemons_log(parsed, analyzed):
+    tables, summary, _ = parsed("k612-bfuse")
+    req, pairing = tables["fuse_req"], summary["fuse_pairing"]
+    sends = tables["fuse_event"].filter(pl.col("phase") == "send")
+    assert (sends["unique"] == 0).all() and sends.height >= 2000   # Debian 6.12: every send says `req 0`
+    assert pairing["source"] == "fuse_events+daemon_log" and set(req["source"]) == {"fuse_events+daemon_log"}
+    assert req["end_ts"].is_not_null().all() and req.height == sends.height
+    assert pairing["note"] == (f"FUSE sends carry no request id (req 0, as on Debian's 6.12): paired through bfuse's "
+                               f"request log: {sends.height} of {sends.height}")
+    ops = req.group_by("opcode_name").len()
+    assert dict(ops.iter_rows())["FUSE_WRITE"] == 1000 and dict(ops.iter_rows())["FUSE_FSYNC"] >= 1000
+    # by order alone (no log): the very same pairs
+    no_log = {k: v for k, v in tables.items() if k not in ("fuse_daemon_req", "fuse_req")}
+    by_order, s = derive_tables(no_log, {})
+    assert s["fuse_pairing"]["source"] == "fuse_events_by_order"
+    same = req.select("send_ts", "unique").join(by_order["fuse_req"].select("send_ts", "unique"), on="send_ts",
+                                                 suffix="_order")
+    assert same.height == req.height and (same["unique"] == same["unique_order"]).all()
+    run, results = analyzed("k612-bfuse")
+    _assert_layers_nest(results, 1000)
+    assert "paired through bfuse's request log" in run.read_meta()["parse"]["derived"]["fuse_pairing"]["note"]
+
+
+def test_61_bfuse_layer_from_its_request_log(parsed, analyzed):
+    tables, summary, p = parsed("k61-bfuse")
+    assert "fuse_event" not in tables and summary["fuse_pairing"]["source"] == "daemon_log"
+    req = tables["fuse_req"]
+    assert dict(req.group_by("opcode_name").len().iter_rows())["FUSE_WRITE"] == 100
+    assert req.filter(pl.col("opcode_name").is_in(["FUSE_WRITE", "FUSE_FSYNC"]))["pid"].is_not_null().all()
+    assert p.summary["raw_syscalls"]["used"] and p.summary["raw_syscalls"]["abi"] == "x86_64"
+    assert set(tables["syscall_io"]["source"]) == {"raw_syscalls"}   # the call layer from raw_syscalls too
+    _, results = analyzed("k61-bfuse")
+    _assert_layers_nest(results, 100)
+    _, host = analyzed("host618-bfuse")
+    assert abs(_fuse_inclusive(results) - _fuse_inclusive(host)) <= 0.10   # FUSE events there, the log here
+
+
+def test_61_bindfs_layer_from_its_dev_fuse_calls(parsed, analyzed):
+    tables, summary, _ = parsed("k61-bindfs")
+    assert "fuse_event" not in tables and "fuse_daemon_req" not in tables
+    assert summary["fuse_pairing"]["source"] == "dev_fuse_calls"
+    req = tables["fuse_req"]
+    writes = req.filter(pl.col("opcode_name") == "FUSE_WRITE")
+    assert writes.height == 100 and (writes["data_bytes"] == 4096).all()
+    assert req["pid"].is_not_null().mean() >= 0.95   # tied to their requesters by the replies' wake-ups
+    _, results = analyzed("k61-bindfs")
+    _assert_layers_nest(results, 100)
+    _, host = analyzed("host618-bindfs")
+    assert abs(_fuse_inclusive(results) - _fuse_inclusive(host)) <= 0.10
+
+
+@pytest.mark.parametrize("name", ["host618-bfuse", "host618-bindfs"])
+def test_host_runs_nest_as_the_guests_must(name, analyzed):
+    _, results = analyzed(name)
+    _assert_layers_nest(results, 100)
