@@ -71,7 +71,7 @@ def _layer_of_rep(rep: int, events: pl.DataFrame | None, log: pl.DataFrame | Non
         if not len(sends):
             why = f"{events.height} FUSE ends without a send to pair them with; "
         elif (sends["unique"] == 0).mean() <= NO_ID_SHARE:
-            req, counts = pair_fuse_requests(events)
+            req, _ = pair_fuse_requests(events)
             req = req.with_columns(source=pl.lit("fuse_events"))
             return req, "fuse_events", (f"FUSE layer from fuse_request_send/end paired by request id: "
                                         f"{_answered(req)}")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import polars as pl
 import pytest
 
 from mobiperf.collectors.parse import derive_tables, parse_raw_dir
