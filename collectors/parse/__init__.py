@@ -194,7 +194,7 @@ def _decode_raw_syscalls(raw: Path, rep: int, parts: dict[str, list[pl.DataFrame
     if used:
         parts.setdefault("syscall_io", []).append(calls)
     how = f"named by the {abi} table" if known_abi(abi) else "of an unknown ABI: named nr_<N>"
-    out.summary["raw_syscalls"] = {"calls": calls.height, "abi": abi, "used": used, "unparsed": bad}
+    out.summary["raw_syscalls_decoded"] = {"calls": calls.height, "abi": abi, "used": used, "unparsed": bad}
     out.summary["call_layer"] = (f"call layer from raw_syscalls ({calls.height} calls {how})" if used else
                                  f"call layer from the syscalls events (raw_syscalls beside them: {calls.height} "
                                  "calls, not used)")

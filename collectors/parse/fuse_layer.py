@@ -44,7 +44,8 @@ def make_fuse_layer(tables: dict[str, pl.DataFrame], parsed: dict | None = None)
     reps = sorted({*_reps(events), *_reps(log), *_reps(_fuse_daemons(tables.get("task_role"))), *unread})
     parts, notes, sources = [], [], {}
     for rep in reps:
-        req, source, note = _layer_of_rep(rep, _of(events, rep), _of(log, rep), tables, bool(unread.get(rep)))
+        req, source, note = _layer_of_rep(rep, _of(events, rep), _of(log, rep), tables, bool(unread.get(rep)),
+                                          _trace_window((parsed or {}).get(rep)))
         if unread.get(rep):
             note = (f"{unread[rep]} FUSE events of a shape mobiperf cannot read (their kernel prints other fields; "
                     f"see the parse warnings); {note}")
@@ -64,7 +65,8 @@ def make_fuse_layer(tables: dict[str, pl.DataFrame], parsed: dict | None = None)
 
 
 def _layer_of_rep(rep: int, events: pl.DataFrame | None, log: pl.DataFrame | None, tables: dict,
-                  unread: bool = False) -> tuple[pl.DataFrame | None, str | None, str]:
+                  unread: bool = False, window: tuple[int, int] | None = None
+                  ) -> tuple[pl.DataFrame | None, str | None, str]:
     why = ""
     if events is not None and events.height:
         sends = events.filter(pl.col("phase") == "send")
@@ -81,6 +83,9 @@ def _layer_of_rep(rep: int, events: pl.DataFrame | None, log: pl.DataFrame | Non
                 return req, req["source"][0], note
             why = note + "; "
     if log is not None and log.height:
+        log, outside = _within(log, window)
+        if outside:
+            why += f"{outside} logged requests outside the traced window left out; "
         req = daemon_log_requests(log, _comms(tables.get("syscall_io"), rep), _of(tables.get("sched_wake"), rep),
                                   _of(tables.get("syscall_io"), rep))
         return req, "daemon_log", (f"{why}FUSE layer from {_daemon_name(log)}'s request log (the trace has no "
@@ -95,6 +100,21 @@ def _layer_of_rep(rep: int, events: pl.DataFrame | None, log: pl.DataFrame | Non
         return None, None, (f"{why}no FUSE layer: no FUSE events to pair, no request log of the daemon's, and "
                             f"{note or 'no /dev/fuse calls of its threads were traced'}")
     return None, None, "no FUSE layer in this stack"
+
+
+def _trace_window(summary: dict | None) -> tuple[int, int] | None:
+    """The repetition's traced span: from the first to the last event of its ftrace sources (None if unknown)."""
+    spans = [s["span_ns"] for s in (summary or {}).values() if isinstance(s, dict) and s.get("span_ns")]
+    return (min(a for a, _ in spans), max(b for _, b in spans)) if spans else None
+
+
+def _within(log: pl.DataFrame, window: tuple[int, int] | None) -> tuple[pl.DataFrame, int]:
+    """The log's requests read while the trace ran (the log covers the daemon's whole life: its FUSE_INIT, the
+    set-up's requests), and how many fell outside."""
+    if window is None:
+        return log, 0
+    inside = log.filter(pl.col("read_ts").is_between(*window) | pl.col("read_ts").is_null())
+    return inside, log.height - inside.height
 
 
 def _unreadable_fuse_events(parsed: dict) -> dict[int, int]:

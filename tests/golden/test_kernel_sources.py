@@ -88,7 +88,7 @@ def test_host_fuse_inclusive_per_call_is_the_same_from_either_source(parsed):
 
 def test_host_raw_syscalls_and_the_syscalls_events_make_the_same_calls(parsed):
     tables, _, p = parsed("host618-bfuse")
-    assert p.summary["raw_syscalls"]["abi"] == "x86_64" and p.summary["raw_syscalls"]["used"] is False
+    assert p.summary["raw_syscalls_decoded"]["abi"] == "x86_64" and p.summary["raw_syscalls_decoded"]["used"] is False
     events = tables["syscall_io"]
     raw, bad = raw_syscall_io(tables["raw_syscall_event"], "x86_64", 0)
     assert bad == {} and set(raw["source"]) == {"raw_syscalls"}
@@ -208,7 +208,7 @@ def test_61_bfuse_layer_from_its_request_log(parsed, analyzed):
     req = tables["fuse_req"]
     assert dict(req.group_by("opcode_name").len().iter_rows())["FUSE_WRITE"] == 100
     assert req.filter(pl.col("opcode_name").is_in(["FUSE_WRITE", "FUSE_FSYNC"]))["pid"].is_not_null().all()
-    assert p.summary["raw_syscalls"]["used"] and p.summary["raw_syscalls"]["abi"] == "x86_64"
+    assert p.summary["raw_syscalls_decoded"]["used"] and p.summary["raw_syscalls_decoded"]["abi"] == "x86_64"
     assert set(tables["syscall_io"]["source"]) == {"raw_syscalls"}   # the call layer from raw_syscalls too
     _, results = analyzed("k61-bfuse")
     _assert_layers_nest(results, 100)
