@@ -84,12 +84,11 @@ def _layer_of_rep(rep: int, events: pl.DataFrame | None, log: pl.DataFrame | Non
             why = note + "; "
     if log is not None and log.height:
         log, outside = _within(log, window)
-        if outside:
-            why += f"{outside} logged requests outside the traced window left out; "
         req = daemon_log_requests(log, _comms(tables.get("syscall_io"), rep), _of(tables.get("sched_wake"), rep),
                                   _of(tables.get("syscall_io"), rep))
+        left = f" ({outside} more logged outside the traced window: its mount, the set-up)" if outside else ""
         return req, "daemon_log", (f"{why}FUSE layer from {_daemon_name(log)}'s request log (the trace has no "
-                                   f"usable FUSE events): {_answered(req)}")
+                                   f"usable FUSE events): {_answered(req)}{left}")
     from mobiperf.collectors.parse.fuse_dev_calls import dev_fuse_requests
 
     req, note = dev_fuse_requests(rep, tables)
