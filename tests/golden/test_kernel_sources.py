@@ -9,6 +9,7 @@ FUSE_FSYNC, answered by the daemon's own pwrite/fdatasync into the lower file sy
 from __future__ import annotations
 
 import shutil
+import tarfile
 from pathlib import Path
 
 import polars as pl
@@ -27,12 +28,29 @@ SELF = ["syscall_self_ns", "fuse_self_ns", "fs_self_ns", "journal_self_ns", "blo
 
 
 @pytest.fixture(scope="module")
-def parsed():
+def fixture_dir(tmp_path_factory):
+    """A fixture's run directory: as committed, or unpacked from NAME.tar.xz (the 6.12 run, 6 MB of text)."""
+    unpacked = {}
+
+    def get(name: str) -> Path:
+        if (KERNELS / name).is_dir():
+            return KERNELS / name
+        if name not in unpacked:
+            dest = tmp_path_factory.mktemp("unpacked")
+            with tarfile.open(KERNELS / f"{name}.tar.xz") as tar:
+                tar.extractall(dest, filter="data")
+            unpacked[name] = dest / name
+        return unpacked[name]
+    return get
+
+
+@pytest.fixture(scope="module")
+def parsed(fixture_dir):
     cache = {}
 
     def get(name: str):
         if name not in cache:
-            raw = KERNELS / name / "raw" / "rep0"
+            raw = fixture_dir(name) / "raw" / "rep0"
             p = parse_raw_dir(raw, 0)
             derived, summary = derive_tables(p.tables, {0: p.summary})
             cache[name] = ({**p.tables, **derived}, summary, p)
@@ -140,13 +158,13 @@ def test_host_bindfs_calls_on_dev_fuse_and_the_fuse_events_pair_the_same_request
 # --- kernels whose FUSE events differ: Debian's 6.12 (sends without ids) and 6.1 (none at all) ---
 
 @pytest.fixture(scope="module")
-def analyzed(tmp_path_factory):
+def analyzed(tmp_path_factory, fixture_dir):
     cache = {}
 
     def get(name: str):
         if name not in cache:
             dest = tmp_path_factory.mktemp("kernels") / name
-            shutil.copytree(KERNELS / name, dest)
+            shutil.copytree(fixture_dir(name), dest)
             for sub in ("tables", "results"):
                 (dest / sub).mkdir(exist_ok=True)
             run = RunDir.open(dest)
@@ -174,9 +192,20 @@ def _assert_layers_nest(results: dict, writes: int) -> pl.DataFrame:
     return wf
 
 
+def _assert_writes(req: pl.DataFrame, n: int) -> None:
+    """n writes of 4 KiB, and before them the generator's one write creating the file (n * 4 KiB, cut into FUSE
+    requests of the daemon's IO unit: bFUSE's 512 KiB)."""
+    writes = req.filter(pl.col("opcode_name") == "FUSE_WRITE")
+    assert writes.filter(pl.col("data_bytes") == 4096).height == n
+    assert writes["data_bytes"].sum() == 2 * n * 4096
+
+
 def _fuse_inclusive(results: dict, call: str = "fdatasync") -> float:
+    """The median over the calls of each call's FUSE inclusive share. Not the share of the summed times: under TCG
+    on a loaded host a guest loses its CPU for hundreds of ms at times, and the few calls it happens in (after
+    the reply, before the call returns) would outweigh the hundred others."""
     wf = results["waterfall"].filter(pl.col("syscall") == call)
-    return float((wf["fuse_ns"].sum()) / wf["dur_ns"].sum())
+    return float((wf["fuse_ns"] / wf["dur_ns"]).median())
 
 
 def test_612_sends_without_ids_are_all_paired_through_the_daemons_log(parsed, analyzed):
@@ -188,8 +217,8 @@ def test_612_sends_without_ids_are_all_paired_through_the_daemons_log(parsed, an
     assert req["end_ts"].is_not_null().all() and req.height == sends.height
     assert pairing["note"] == (f"FUSE sends carry no request id (req 0, as on Debian's 6.12): paired through bfuse's "
                                f"request log: {sends.height} of {sends.height}")
-    ops = req.group_by("opcode_name").len()
-    assert dict(ops.iter_rows())["FUSE_WRITE"] == 1000 and dict(ops.iter_rows())["FUSE_FSYNC"] >= 1000
+    _assert_writes(req, 1000)
+    assert req.filter(pl.col("opcode_name") == "FUSE_FSYNC").height >= 1000
     # by order alone (no log): the very same pairs
     no_log = {k: v for k, v in tables.items() if k not in ("fuse_daemon_req", "fuse_req")}
     by_order, s = derive_tables(no_log, {})
@@ -206,7 +235,7 @@ def test_61_bfuse_layer_from_its_request_log(parsed, analyzed):
     tables, summary, p = parsed("k61-bfuse")
     assert "fuse_event" not in tables and summary["fuse_pairing"]["source"] == "daemon_log"
     req = tables["fuse_req"]
-    assert dict(req.group_by("opcode_name").len().iter_rows())["FUSE_WRITE"] == 100
+    _assert_writes(req, 100)
     assert req.filter(pl.col("opcode_name").is_in(["FUSE_WRITE", "FUSE_FSYNC"]))["pid"].is_not_null().all()
     assert p.summary["raw_syscalls_decoded"]["used"] and p.summary["raw_syscalls_decoded"]["abi"] == "x86_64"
     assert set(tables["syscall_io"]["source"]) == {"raw_syscalls"}   # the call layer from raw_syscalls too
@@ -221,8 +250,7 @@ def test_61_bindfs_layer_from_its_dev_fuse_calls(parsed, analyzed):
     assert "fuse_event" not in tables and "fuse_daemon_req" not in tables
     assert summary["fuse_pairing"]["source"] == "dev_fuse_calls"
     req = tables["fuse_req"]
-    writes = req.filter(pl.col("opcode_name") == "FUSE_WRITE")
-    assert writes.height == 100 and (writes["data_bytes"] == 4096).all()
+    _assert_writes(req, 100)
     assert req["pid"].is_not_null().mean() >= 0.95   # tied to their requesters by the replies' wake-ups
     _, results = analyzed("k61-bindfs")
     _assert_layers_nest(results, 100)
