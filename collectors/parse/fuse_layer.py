@@ -154,7 +154,8 @@ def _pair_sends_without_ids(events: pl.DataFrame, log: pl.DataFrame | None) -> t
     req = pl.concat(parts).with_columns(source=pl.lit(source)) if parts else None
     paired = int(req["end_ts"].is_not_null().sum()) if req is not None else 0
     how = f"through {_daemon_name(log)}'s request log" if via_log else "by connection, order, time and reply length"
-    note = (f"FUSE sends carry no request id (req 0, as on Debian's 6.12): paired {how}: {paired} of {sends_total}"
+    note = (f"FUSE layer from fuse_request_send/end, whose sends carry no request id (req 0, as on Debian's 6.12), "
+            f"paired {how}: {paired} of {sends_total}"
             + (" (cut short: the ends stray too far from the sends' order)" if cut else ""))
     if not paired:
         note = f"FUSE events: {sends_total} sends carry no request id and none could be paired {how}"

@@ -215,8 +215,8 @@ def test_612_sends_without_ids_are_all_paired_through_the_daemons_log(parsed, an
     assert (sends["unique"] == 0).all() and sends.height >= 2000   # Debian 6.12: every send says `req 0`
     assert pairing["source"] == "fuse_events+daemon_log" and set(req["source"]) == {"fuse_events+daemon_log"}
     assert req["end_ts"].is_not_null().all() and req.height == sends.height
-    assert pairing["note"] == (f"FUSE sends carry no request id (req 0, as on Debian's 6.12): paired through bfuse's "
-                               f"request log: {sends.height} of {sends.height}")
+    assert pairing["note"] == (f"FUSE layer from fuse_request_send/end, whose sends carry no request id (req 0, as on "
+                               f"Debian's 6.12), paired through bfuse's request log: {sends.height} of {sends.height}")
     _assert_writes(req, 1000)
     assert req.filter(pl.col("opcode_name") == "FUSE_FSYNC").height >= 1000
     # by order alone (no log): the very same pairs

@@ -55,8 +55,8 @@ def test_sends_without_ids_pair_by_connection_and_order(tmp_path):
     assert set(req["source"]) == {"fuse_events_by_order"}
     got = req.sort("send_ts").select("unique", "opcode", "daemon_tid", "pid").rows()
     assert got == [(u, op, d, 300) for _, _, op, _, _, d, u in REQUESTS]
-    assert summary["note"] == ("FUSE sends carry no request id (req 0, as on Debian's 6.12): paired by connection, "
-                               "order, time and reply length: 6 of 6")
+    assert summary["note"] == ("FUSE layer from fuse_request_send/end, whose sends carry no request id (req 0, as on "
+                               "Debian's 6.12), paired by connection, order, time and reply length: 6 of 6")
 
 
 def test_events_of_an_unknown_shape_are_said_not_dropped_silently(tmp_path):
