@@ -57,7 +57,7 @@ def parse_fuse_daemon_log(path: Path, rep: int, layer: str, *, clock: str = "mon
         return FUSE_DAEMON_REQ.empty(), {"records": 0}, [f"{name}: unknown columns {header[:120]!r}: not read"]
     if end is None:
         warnings.append(f"{name}: the daemon's request log was cut short (no end line): {len(whole)} requests "
-                        f"kept{f', a partial last line dropped' if partial else ''}; requests after them are "
+                        f"kept{', a partial last line dropped' if partial else ''}; requests after them are "
                         "missing from the FUSE layer")
     elif partial:
         warnings.append(f"{name}: {partial} malformed lines dropped")
