@@ -173,9 +173,11 @@ def analyzed(tmp_path_factory, fixture_dir):
     return get
 
 
-def _assert_layers_nest(results: dict, writes: int) -> pl.DataFrame:
+def _assert_layers_nest(results: dict, writes: int, tied: float = 1.0) -> pl.DataFrame:
     """Per call: FUSE inclusive <= the call, the lower fs <= FUSE, block <= fs, device <= block; the exclusive
-    times add up to the call; each call type's shares add up to 1; each fdatasync charged its 4 KiB data write."""
+    times add up to the call; each call type's shares add up to 1; each fdatasync charged its 4 KiB data write.
+    tied: the share of fdatasyncs whose FUSE request must be tied to them (a request of the daemon's /dev/fuse calls
+    whose reply woke no traced thread stays untied: its call keeps the time as its own)."""
     wf = results["waterfall"]
     assert wf.select((pl.sum_horizontal(SELF) == pl.col("dur_ns")).all()).item()
     assert (wf["fuse_ns"] <= wf["dur_ns"]).all()
@@ -186,18 +188,19 @@ def _assert_layers_nest(results: dict, writes: int) -> pl.DataFrame:
     assert ((shares["share"] - 1).abs() <= 0.01).all(), shares
     syncs = wf.filter(pl.col("syscall") == "fdatasync")
     assert syncs.height == writes
-    assert (syncs["fuse_requests"] >= 1).all() and (syncs["fs_ns"] > 0).mean() >= 0.99
+    assert (syncs["fuse_requests"] >= 1).mean() >= tied and (syncs["fs_ns"] > 0).mean() >= min(tied, 0.99)
     own = syncs.filter(pl.col("data_bytes") >= 4096)
-    assert own.height >= 0.99 * writes, f"{own.height} of {writes} fdatasyncs were charged their 4 KiB data write"
+    assert own.height >= min(tied, 0.99) * writes, f"{own.height} of {writes} fdatasyncs were charged their data"
     return wf
 
 
-def _assert_writes(req: pl.DataFrame, n: int) -> None:
+def _assert_writes(req: pl.DataFrame, n: int, unit: int = 512 << 10) -> None:
     """n writes of 4 KiB, and before them the generator's one write creating the file (n * 4 KiB, cut into FUSE
-    requests of the daemon's IO unit: bFUSE's 512 KiB)."""
+    requests of the daemon's IO unit: bFUSE's 512 KiB, bindfs's 4 KiB: libfuse 2 without big_writes)."""
     writes = req.filter(pl.col("opcode_name") == "FUSE_WRITE")
-    assert writes.filter(pl.col("data_bytes") == 4096).height == n
-    assert writes["data_bytes"].sum() == 2 * n * 4096
+    setup = n if unit == 4096 else -(-n * 4096 // unit)
+    assert writes.filter(pl.col("data_bytes") == 4096).height == n + (setup if unit == 4096 else 0)
+    assert writes.height == n + setup and writes["data_bytes"].sum() == 2 * n * 4096
 
 
 def _fuse_inclusive(results: dict, call: str = "fdatasync") -> float:
@@ -250,10 +253,10 @@ def test_61_bindfs_layer_from_its_dev_fuse_calls(parsed, analyzed):
     assert "fuse_event" not in tables and "fuse_daemon_req" not in tables
     assert summary["fuse_pairing"]["source"] == "dev_fuse_calls"
     req = tables["fuse_req"]
-    _assert_writes(req, 100)
+    _assert_writes(req, 100, unit=4096)
     assert req["pid"].is_not_null().mean() >= 0.95   # tied to their requesters by the replies' wake-ups
     _, results = analyzed("k61-bindfs")
-    _assert_layers_nest(results, 100)
+    _assert_layers_nest(results, 100, tied=0.99)   # one reply here woke no traced thread: 99 of 100 tied
     _, host = analyzed("host618-bindfs")
     assert abs(_fuse_inclusive(results) - _fuse_inclusive(host)) <= 0.10
 
