@@ -170,7 +170,8 @@ def cmd_probe(target: str, fmt: str) -> None:
                f"instances: {yes(caps['tracefs_instances'])}")
     for system in ("block", "ext4", "jbd2", "f2fs", "fuse", "writeback", "syscalls", "raw_syscalls"):
         names = caps["events"].get(system)
-        click.echo(f"  {system:<10}{len(names)} events" if names else f"  {system:<10}absent")
+        label = f"{system} "   # a space after a name longer than the column (raw_syscalls)
+        click.echo(f"  {label:<10}{len(names)} events" if names else f"  {label:<10}absent")
     click.echo(f"strace      {caps['strace'] or 'not installed'}")
     click.echo(f"FUSE        /dev/fuse: {yes(caps['fuse'])}  fusermount: {caps['fusermount'] or 'no'}")
     click.echo(f"loop        {yes(caps['loop_devices'])}")
