@@ -398,8 +398,11 @@ def directory_facts(transport: Transport, path: str, spec: str) -> StackFacts:
 
 
 def _fuse_mount_of(transport: Transport, path: str) -> str | None:
-    """The mount point of the FUSE file system path is on (None if it is on none)."""
-    mount = _mount_holding(path, parse_mountinfo(transport.read_file("/proc/self/mountinfo").decode(errors="replace")))
+    """The mount point of the FUSE file system path is on, None if it is on none (the path resolved first: a phone's
+    /sdcard is a symbolic link to /storage/emulated/0, under the FUSE daemon's mount)."""
+    resolved = transport.run(["readlink", "-f", path], timeout=30).text.strip() or path
+    mount = _mount_holding(resolved, parse_mountinfo(transport.read_file("/proc/self/mountinfo").decode(
+        errors="replace")))
     return mount.mountpoint if mount.fstype.split(".")[0] == "fuse" else None
 
 
