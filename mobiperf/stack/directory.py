@@ -378,9 +378,10 @@ def refuse_host_models(options: StackOptions) -> None:
 def directory_facts(transport: Transport, path: str, spec: str) -> StackFacts:
     """StackFacts of an existing directory on a target: its mount, and the block devices under it (the mount's
     device, the partition's disk, device-mapper slaves). A directory on FUSE or sdcardfs (a phone's /sdcard) has no
-    block device of its own: the data partition under /data is traced instead."""
+    block device of its own: the data partition under /data is traced instead. The path is resolved first: a
+    phone's /sdcard is a link (to /storage/emulated/0), and the mount of the link's own path is another one."""
     mounts = parse_mountinfo(transport.read_file("/proc/self/mountinfo").decode(errors="replace"))
-    mount = _mount_holding(path, mounts)
+    mount = _mount_holding(_resolved(transport, path), mounts)
     if not mount.has_block_device:  # fuse, sdcardfs, tmpfs: no block device of its own
         data = _mount_holding("/data/", mounts)
         if not data.has_block_device:
@@ -398,12 +399,16 @@ def directory_facts(transport: Transport, path: str, spec: str) -> StackFacts:
 
 
 def _fuse_mount_of(transport: Transport, path: str) -> str | None:
-    """The mount point of the FUSE file system path is on, None if it is on none (the path resolved first: a phone's
-    /sdcard is a symbolic link to /storage/emulated/0, under the FUSE daemon's mount)."""
-    resolved = transport.run(["readlink", "-f", path], timeout=30).text.strip() or path
-    mount = _mount_holding(resolved, parse_mountinfo(transport.read_file("/proc/self/mountinfo").decode(
-        errors="replace")))
+    """The mount point of the FUSE file system path is on, None if it is on none."""
+    mount = _mount_holding(_resolved(transport, path), parse_mountinfo(
+        transport.read_file("/proc/self/mountinfo").decode(errors="replace")))
     return mount.mountpoint if mount.fstype.split(".")[0] == "fuse" else None
+
+
+def _resolved(transport: Transport, path: str) -> str:
+    """The path with its symbolic links followed, on the target (as it is where readlink cannot)."""
+    done = transport.run(["readlink", "-f", path], timeout=30)
+    return done.text.strip() if done.returncode == 0 and done.text.strip() else path
 
 
 def _device_chain(transport: Transport, major_minor: str, path: str) -> list[tuple[int, int]]:
