@@ -431,7 +431,9 @@ def _has_variant(event: str, have: set[str]) -> bool:
     edge, _, call = event.partition("_")[2].partition("_")
     base = f"sys_{edge}_"
     return any(f"{base}{alt}" in have for alt in (f"{call}at", f"{call}at2", f"{call}3", f"new{call}",
-                                                   call.removesuffix("at"), f"{call}64"))
+                                                   call.removesuffix("at"), f"{call}64",
+                                                   # arm64 stats a path only through fstatat
+                                                   "newfstatat" if call in ("newstat", "newlstat") else ""))
 
 
 def fuse_connection(transport: Transport, mountpoint: str) -> int | None:

@@ -11,8 +11,10 @@ What the kernel records, and what each link rests on:
   who asked          the reply wakes the requesting thread, which sleeps in its system call until it comes: the
                      sched_waking the reply's write causes (it runs in the daemon thread's context and names the
                      woken thread) of a thread then inside a traced call names the requester (an interrupt during
-                     the write may wake other threads: they are in no call). No wake-up, no requester: the request
-                     is kept, unnested.
+                     the write may wake other threads: they are in no call). A reply that woke nobody (one CPU:
+                     the daemon answered before the requester slept) is the request of the thread that woke the
+                     daemon thread out of the read that got it (_woken_by_sender). No wake-up at all, no
+                     requester: the request is kept, unnested.
   when it was sent   sending wakes a daemon thread idle on /dev/fuse: the requester's last sched_waking of a daemon
                      thread inside its call, before the read, is the send (with_send_times); where the daemon was
                      busy the request waited in the queue unseen, and send_ts is its read_ts.
@@ -60,7 +62,7 @@ def dev_fuse_requests(rep: int, tables: dict[str, pl.DataFrame]) -> tuple[pl.Dat
     n, answered = out.height, int(out["end_ts"].is_not_null().sum())
     tied = int(out["pid"].is_not_null().sum())
     note = (f"FUSE layer from the daemon's /dev/fuse reads and writes ({', '.join(_daemons(tables, rep))}): "
-            f"{n} requests, {answered} answered, {tied} tied to their requesting thread by the wake-up of the reply")
+            f"{n} requests, {answered} answered, {tied} tied to their requesting thread by wake-ups")
     if wakes is None:
         note += " (no sched_waking events in the trace: none could be tied)"
     return out, note
@@ -112,8 +114,33 @@ def _with_requesters(req: pl.DataFrame, wakes: pl.DataFrame | None,
         found = found.sort("_w").join_asof(spans, left_on="_w", right_on="_c0", by="pid", strategy="backward",
                                            check_sortedness=False).filter(pl.col("_w") <= pl.col("_c1"))
     first = found.sort("_w").unique(["tid", "read_ts"], keep="first").select("tid", "read_ts", "pid", "comm")
-    req = req.join(first, on=["tid", "read_ts"], how="left")
+    req = _woken_by_sender(req.join(first, on=["tid", "read_ts"], how="left"), wakes, calls)
     return with_send_times(req, wakes, calls, req["tid"].unique().to_list())
+
+
+def _woken_by_sender(req: pl.DataFrame, wakes: pl.DataFrame, calls: pl.DataFrame | None) -> pl.DataFrame:
+    """A request whose reply woke nobody (the requester had not gone to sleep yet: one CPU, the daemon ran first
+    and answered before the requester waited) takes as requester the thread that woke the daemon thread while it
+    slept in the read that got the request, if that thread was then inside a call that outlasts the reply (it
+    waited for it). Exact with one daemon thread; with several, a thread woken by one send may read the next."""
+    daemons = req["tid"].unique().to_list()
+    sent = wakes.filter(~pl.col("pid").is_in(daemons)).select(
+        pl.col("woken_pid").alias("tid"), pl.col("ts").alias("_s"), pl.col("pid").alias("_waker"),
+        pl.col("comm").alias("_waker_comm")).sort("_s")
+    m = req.sort("read_ts").join_asof(sent, left_on="read_ts", right_on="_s", by="tid", strategy="backward",
+                                      check_sortedness=False)
+    ok = pl.col("_s").is_not_null() & (pl.col("_s") >= pl.col("read_call_ts"))
+    if calls is not None and calls.height:
+        spans = calls.filter(pl.col("dur").is_not_null()).select(
+            pl.col("pid").alias("_waker"), pl.col("ts").alias("_c0"), (pl.col("ts") + pl.col("dur")).alias("_c1"))
+        m = m.join_asof(spans.sort("_c0"), left_on="_s", right_on="_c0", by="_waker", strategy="backward",
+                        check_sortedness=False)
+        ok = ok & (pl.col("_c1") >= pl.col("reply_ts").fill_null(pl.col("_c1")))
+    else:
+        ok = pl.lit(False)
+    use = pl.col("pid").is_null() & ok
+    return m.with_columns(pid=pl.when(use).then(pl.col("_waker")).otherwise(pl.col("pid")),
+                          comm=pl.when(use).then(pl.col("_waker_comm")).otherwise(pl.col("comm"))).select(req.columns)
 
 
 def with_send_times(req: pl.DataFrame, wakes: pl.DataFrame | None, calls: pl.DataFrame | None,

@@ -248,15 +248,16 @@ def test_61_bfuse_layer_from_its_request_log(parsed, analyzed):
     assert abs(_fuse_inclusive(results) - _fuse_inclusive(host)) <= 0.10   # FUSE events there, the log here
 
 
-def test_61_bindfs_layer_from_its_dev_fuse_calls(parsed, analyzed):
-    tables, summary, _ = parsed("k61-bindfs")
+def test_vphone_sdcard_layer_from_its_daemons_dev_fuse_calls(parsed, analyzed):
+    """The virtual phone's /sdcard, served by a daemon that is not mobiperf's (bindfs over /data/media)."""
+    tables, summary, _ = parsed("vphone-sdcard")
     assert "fuse_event" not in tables and "fuse_daemon_req" not in tables
     assert summary["fuse_pairing"]["source"] == "dev_fuse_calls"
     req = tables["fuse_req"]
     _assert_writes(req, 100, unit=4096)
-    assert req["pid"].is_not_null().mean() >= 0.95   # tied to their requesters by the replies' wake-ups
-    _, results = analyzed("k61-bindfs")
-    _assert_layers_nest(results, 100, tied=0.99)   # one reply here woke no traced thread: 99 of 100 tied
+    assert req["pid"].is_not_null().mean() >= 0.95   # tied to their requesters by the wake-ups
+    _, results = analyzed("vphone-sdcard")
+    _assert_layers_nest(results, 100, tied=0.99)
     _, host = analyzed("host618-bindfs")
     assert abs(_fuse_inclusive(results) - _fuse_inclusive(host)) <= 0.10
 

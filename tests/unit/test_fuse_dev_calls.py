@@ -76,7 +76,7 @@ def test_requests_from_the_daemons_calls_tied_by_wake_ups(tmp_path):
     assert lost["end_ts"] is None and lost["daemon_tid"] is None and lost["pid"] is None
     assert summary["source"] == "dev_fuse_calls"
     assert summary["note"] == ("FUSE layer from the daemon's /dev/fuse reads and writes (bindfs): 3 requests, 2 "
-                               "answered, 2 tied to their requesting thread by the wake-up of the reply")
+                               "answered, 2 tied to their requesting thread by wake-ups")
 
 
 def test_the_nest_is_the_same_whichever_source_made_the_fuse_layer(tmp_path):
@@ -96,5 +96,31 @@ def test_without_wake_ups_the_requests_are_kept_and_the_note_says_why(tmp_path):
     _, derived, summary = _raw(tmp_path, [ln for ln in LINES if ln[2] != "sched_waking"])
     req = derived["fuse_req"]
     assert req.height == 3 and req["pid"].is_null().all()
-    assert summary["note"].endswith("0 tied to their requesting thread by the wake-up of the reply (no sched_waking "
+    assert summary["note"].endswith("0 tied to their requesting thread by wake-ups (no sched_waking "
                                     "events in the trace: none could be tied)")
+
+
+def test_a_reply_that_woke_nobody_takes_the_thread_that_woke_the_daemon(tmp_path):
+    """One CPU: the send wakes the daemon, which runs, answers, and only then the requester goes on (it never
+    slept: the reply wakes nobody). The requester is the thread that woke the daemon out of its read."""
+    lines = [
+        (0, "bindfs-200", "sys_enter_read", "fd: 0x00000005, buf: 0x7f0000001000, count: 0x00101000"),
+        (100, "mobibench-100", "sys_enter_fsync", "fd: 0x00000003"),
+        (105, "mobibench-100", "sched_waking", "comm=bindfs pid=200 prio=120 target_cpu=000"),
+        (110, "bindfs-200", "sys_exit_read", "0x38"),
+        (150, "bindfs-200", "sys_enter_writev", "fd: 0x00000005, vec: 0x7f0000002000, vlen: 0x00000001"),
+        (155, "bindfs-200", "sys_exit_writev", "0x10"),
+        (160, "mobibench-100", "sys_exit_fsync", "0x0"),
+        # a timer woke the daemon during a read that then got nothing it could tie: no call of the waker holds it
+        (200, "bindfs-200", "sys_enter_read", "fd: 0x00000005, buf: 0x7f0000001000, count: 0x00101000"),
+        (205, "kworker/0:1-9", "sched_waking", "comm=bindfs pid=200 prio=120 target_cpu=000"),
+        (210, "bindfs-200", "sys_exit_read", "0x40"),
+        (250, "bindfs-200", "sys_enter_writev", "fd: 0x00000005, vec: 0x7f0000002000, vlen: 0x00000001"),
+        (255, "bindfs-200", "sys_exit_writev", "0x10"),
+    ]
+    _, derived, summary = _raw(tmp_path, lines)
+    req = derived["fuse_req"].sort("send_ts")
+    first, second = req.iter_rows(named=True)
+    assert (first["pid"], first["comm"], first["send_ts"]) == (100, "mobibench", 10_000_105_000)
+    assert second["pid"] is None and second["send_ts"] == 10_000_210_000
+    assert summary["note"].endswith("2 requests, 2 answered, 1 tied to their requesting thread by wake-ups")
