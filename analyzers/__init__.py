@@ -45,14 +45,16 @@ class Analyzer:
     events: tuple[str, ...] = ()    # trace events that produce the needed tables (for error messages)
     optional: tuple[str, ...] = ()  # tables passed as keyword arguments when the run has them
     params: tuple[str, ...] = ()    # run parameters passed as keyword arguments (ANALYSIS_PARAMS)
+    when: str | None = None         # a run parameter it needs set, else it is not for this run (not "skipped")
 
 
 # Run parameters an analyzer may take, with their defaults (the pipeline reads them from run.json).
-ANALYSIS_PARAMS = {"scope": "workload", "device_private": True, "sqlite_journal": None}
+ANALYSIS_PARAMS = {"scope": "workload", "device_private": True, "sqlite_journal": None, "replay": None}
 
 
 UPSTREAM = {"block_io": "block_rq", "syscall_class": "syscall_io", "io_span": "syscall_io",
-            "waterfall": "syscall_io", "sqlite_txn": "fsync_event", "file_io": "android_fs_event"}
+            "time_profile": "syscall_io", "waterfall": "syscall_io", "sqlite_txn": "fsync_event",
+            "file_io": "android_fs_event"}
 
 
 def table_sources(tables) -> tuple[str, ...]:
@@ -80,15 +82,16 @@ _ALWAYS_THERE = ("block_event", "block_rq", "block_io", "trace_marker")
 
 
 def _analyzer(name: str, needs: tuple[str, ...], produces: str, run: Callable,
-              optional: tuple[str, ...] = (), params: tuple[str, ...] = ()) -> Analyzer:
+              optional: tuple[str, ...] = (), params: tuple[str, ...] = (), when: str | None = None) -> Analyzer:
     rare = tuple(n for n in needs if UPSTREAM.get(n, n) not in _ALWAYS_THERE and n not in _ALWAYS_THERE)
     return Analyzer(name, needs, produces, run, events=_sources(rare) or _sources(needs), optional=optional,
-                    params=params)
+                    params=params, when=when)
 
 
 def registry() -> list[Analyzer]:
     from mobiperf.analyzers import (amplification, attribution, block_io, file_io, io_by_file, io_class, io_span,
-                                    latency, sqlite_txn, syscall, timed_window, waterfall)
+                                    latency, sqlite_txn, syscall, time_profile, timed_window, waterfall)
+    from mobiperf.analyzers.replay import fidelity
     from mobiperf.collectors.parse import pairing
 
     calls = ("trace_marker", "task_role", "fuse_req")
@@ -120,6 +123,8 @@ def registry() -> list[Analyzer]:
         _analyzer("span_owner", ("io_span",), "span_owner", attribution.attribute_spans,
                   optional=("task", "android_fs_event", "task_role", "syscall_io")),
         _analyzer("io_by_file", ("io_span", "span_owner"), "io_by_file", io_by_file.sum_io_by_file),
+        _analyzer("time_profile", ("io_span",), "time_profile", time_profile.profile_span_time,
+                  optional=("span_owner",)),
         _analyzer("amplification", ("syscall_class", "block_io"), "amplification",
                   amplification.measure_amplification, optional=("fuse_req",)),
         _analyzer("sqlite_txn", ("fsync_event", "block_io", "trace_marker"), "sqlite_txn",
@@ -128,6 +133,8 @@ def registry() -> list[Analyzer]:
                   sqlite_txn.sqlite_transactions, optional=("task_role", "fuse_req")),
         _analyzer("sqlite_summary", ("sqlite_txn",), "sqlite_summary", sqlite_txn.sqlite_summary,
                   optional=("syscall_io", "trace_marker"), params=("sqlite_journal",)),
+        _analyzer("replay_fidelity", ("syscall_io", "trace_marker"), "replay_fidelity", fidelity.replay_fidelity,
+                  optional=("block_io", "fsync_event", "task_role", "fuse_req"), params=("replay",), when="replay"),
     ]
 
 
@@ -159,8 +166,9 @@ def breakdown_tables(results: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame
     return out
 
 
-def headline_metrics(results: dict[str, pl.DataFrame], rep: int) -> list:
-    """The metrics of one repetition, from every analyzer family that has results."""
+def headline_metrics(results: dict[str, pl.DataFrame], rep: int, window: tuple[int, int] | None = None) -> list:
+    """The metrics of one repetition, from every analyzer family that has results; window: the generator's timed
+    window of that repetition, if it marked one."""
     from mobiperf.analyzers import headline
 
-    return headline.block_metrics(results, rep) + headline.layer_metrics(results, rep)
+    return headline.block_metrics(results, rep) + headline.layer_metrics(results, rep, window)

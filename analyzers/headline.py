@@ -47,8 +47,25 @@ def block_metrics(results: dict[str, pl.DataFrame], rep: int) -> list[Metric]:
     return out
 
 
-def layer_metrics(results: dict[str, pl.DataFrame], rep: int) -> list[Metric]:
-    """Syscall, file system and FUSE latencies, amplification and the SQLite per-transaction figures."""
+LAYERS = ("syscall", "fuse", "fs", "journal", "block", "device")
+
+
+def layer_time_metrics(results: dict[str, pl.DataFrame], rep: int, window: tuple[int, int] | None) -> list[Metric]:
+    """layer.time{layer}: the exclusive time of each layer (the time it was the deepest one active) summed over the
+    workload's calls that started inside the generator's timed window (all its calls without one): where the
+    calls' time went, in ns, so that a comparison says where it moved."""
+    if "waterfall" not in results:
+        return []
+    calls = results["waterfall"].filter(pl.col("rep") == rep)
+    if window is not None:
+        calls = calls.filter(pl.col("ts").is_between(*window))
+    sums = calls.select(pl.col(f"{layer}_self_ns").fill_null(0).sum() for layer in LAYERS).row(0)
+    return [metric("layer.time", int(t), "ns", layer=layer) for layer, t in zip(LAYERS, sums)]
+
+
+def layer_metrics(results: dict[str, pl.DataFrame], rep: int, window: tuple[int, int] | None = None) -> list[Metric]:
+    """Syscall, file system and FUSE latencies, amplification, the SQLite per-transaction figures and each layer's
+    time (layer_time_metrics)."""
     out: list[Metric] = []
     if "pairing_summary" in results:
         for row in results["pairing_summary"].filter(pl.col("rep") == rep).iter_rows(named=True):
@@ -62,6 +79,7 @@ def layer_metrics(results: dict[str, pl.DataFrame], rep: int) -> list[Metric]:
             name = prefix if row["phase"] == prefix.rsplit(".", 1)[1] else f"{prefix}.{row['phase']}"
             for stat in ("p50", "p99"):
                 out.append(metric(f"{name}.{stat}", row[f"{stat}_ns"], "ns", op=row["op"]))
+    out += layer_time_metrics(results, rep, window)
     if "layer_breakdown" in results:  # where a synchronous call's time goes (exclusive and inclusive shares)
         lb = results["layer_breakdown"].filter((pl.col("rep") == rep) & pl.col("sync_mode").is_in(SYNC_MODES)
                                                & (pl.col("total_ns") > 0))

@@ -24,6 +24,7 @@ from mobiperf.core.layer_sources import layer_sources
 from mobiperf.core.metrics import format_quantity, format_value, metric_key
 from mobiperf.reports import figures
 from mobiperf.reports.html import esc, figure_div, missing, page, status_label, table_html
+from mobiperf.reports.replay_section import replay_banner, replay_section
 from mobiperf.core.units import format_duration_ns, format_size
 
 # Per-request FUSE table: an event table, shown when the caller passes it along with the results.
@@ -406,6 +407,7 @@ def _metadata(meta, tables) -> str:
 
 SECTIONS = (
     Section("summary", "Summary", _summary),
+    Section("replay", "Replay", replay_section),  # a replay run's only (render_report)
     Section("characterisation", "IO characterisation", _characterisation),
     Section("latency", "Latency by layer", _latency),
     Section("access", "Block access pattern", _access_pattern),
@@ -433,12 +435,13 @@ def render_report(meta: dict[str, Any], tables: dict[str, pl.DataFrame]) -> str:
     """The HTML page of a run, from run.json and the result tables that exist."""
     parts = [f"<h1>{esc(meta.get('stack', '?'))}: {esc(' '.join(meta.get('command', [])[:1]) or 'run')}</h1>",
              f"<p class='sub'>{esc(meta.get('id'))} · {esc(' '.join(meta.get('command', [])))}</p>",
-             status_banner(meta)]
-    for section in SECTIONS:
+             status_banner(meta), replay_banner(meta, tables)]
+    sections = [s for s in SECTIONS if s.anchor != "replay" or meta.get("replay")]
+    for section in sections:
         try:
             content = section.render(meta, tables)
         except Exception as e:  # one broken figure must not take the whole report down; say which and why
             content = missing(section.title, f"it could not be drawn ({type(e).__name__}: {e})")
         parts.append(f'<section id="{section.anchor}"><h2>{esc(section.title)}</h2>{content}</section>')
     status = status_label([meta.get("status")])
-    return page(f"mobiperf: {meta.get('id')}", [(s.anchor, s.title) for s in SECTIONS], "".join(parts), status)
+    return page(f"mobiperf: {meta.get('id')}", [(s.anchor, s.title) for s in sections], "".join(parts), status)

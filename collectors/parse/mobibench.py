@@ -177,7 +177,7 @@ def parse_mobibench_result(stdout: str) -> Metrics:
 
 
 # What only the generator prints: its result header (Mobibench's own spelling) or its JSON's version key.
-GENERATOR_MARKS = ("[Messurement Result]", '"mobibench_version"')
+GENERATOR_MARKS = ("[Messurement Result]", '"mobibench_version"', "replay_script end")
 
 
 def read_generator_output(path: Path) -> Metrics:
@@ -191,4 +191,8 @@ def read_generator_output(path: Path) -> Metrics:
         return {}
     if not any(mark in text for mark in GENERATOR_MARKS):
         return {}
+    if "replay_script end" in text:  # replaying a recording (mobiperf replay): its own figures
+        from mobiperf.collectors.parse.mobibench_replay import parse_replay_result
+
+        return parse_replay_result(text)
     return parse_mobibench_result(text)

@@ -12,10 +12,12 @@ Line forms (specs/trace-formats.md section 3), each optionally preceded by the p
     1795333660.145860 +++ exited with 0 +++        /   --- SIGCHLD {...} ---      (not calls: skipped)
 An `<unfinished ...>` line and the next `<... name resumed>` of the same pid are one call: the start time and
 first arguments come from the former, the rest, the return value and the duration from the latter.
-Fields: fd is the first argument when -y annotated it (`3</path>`; AT_FDCWD is -100), path the annotation (or that
-the returned fd of open calls when there is one); request_bytes/offset_bytes from the trailing numeric arguments of the
-read/write family and fallocate; ret the return value (-1 with errno for failures, null for `?`).
-unlink/unlinkat/rename/renameat/renameat2: path (and new_path, a rename's destination) is the path argument made
+Fields: fd is the first argument when -y annotated it (`3</path>`; AT_FDCWD is -100), path the annotation (for
+open calls the returned fd's when there is one, else their path argument, made absolute as below);
+request_bytes/offset_bytes from the trailing numeric arguments of the read/write family and fallocate (ftruncate:
+offset_bytes the new length); ret the return value (-1 with errno for failures, null for `?`).
+unlink/unlinkat/rename/renameat/renameat2/mkdir/mkdirat/rmdir: path (and new_path, a rename's destination) is the
+path argument made
 absolute with the dirfd's annotation, else with the process's working directory (the AT_FDCWD annotation of its
 other calls, per chdir segment); a relative path stays relative when the process showed no AT_FDCWD at all.
 open_flags: each fd's flags followed through open/openat/openat2/creat, dup*, fcntl (F_SETFL, F_GETFL, F_DUPFD*),
@@ -54,7 +56,8 @@ UNFINISHED = r"^(?P<name>\w+)\((?P<args>.*?) ?<unfinished \.\.\.>\s*$"
 CALL = r"^(?P<name>\w+)\((?P<args>.*)$"
 TAIL = (r"\)\s+= (?P<ret>-?\d+|0x[0-9a-fA-F]+|\?)(?:<(?P<ret_path>[^>]*)>)?(?: (?P<errno>E[A-Z0-9_]+))?"
         r"(?: \([^)]*\))?(?: \[[^\]]*\])?(?: <(?P<dur>\d+\.\d+)>)?\s*$")
-FIRST_FD = r"^(?P<fd>-?\d+|AT_FDCWD)(?:<(?P<path>[^>]*)>)?(?:,|\)| <unfinished|$)"
+# a deleted file's annotation is followed by `(deleted)`: `6</data/db-shm>(deleted)`
+FIRST_FD = r"^(?P<fd>-?\d+|AT_FDCWD)(?:<(?P<path>[^>]*)>(?:\(deleted\))?)?(?:,|\)| <unfinished|$)"
 # Calls whose first argument is a file descriptor even where -y could not name it (a closed or bad fd).
 FD_CALLS = {"read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "preadv2",
             "pwritev2", "fsync", "fdatasync", "sync_file_range", "fallocate", "close", "lseek", "fstat",
@@ -65,6 +68,7 @@ TRAILING = {  # syscall: (pattern over the arguments' end, what its groups are)
     "pread64": (r", (?P<a>\d+), (?P<b>\d+)\)\s+=", ("request_bytes", "offset_bytes")),
     "pwrite64": (r", (?P<a>\d+), (?P<b>\d+)\)\s+=", ("request_bytes", "offset_bytes")),
     "fallocate": (r", (?P<a>\d+), (?P<b>\d+)\)\s+=", ("offset_bytes", "request_bytes")),
+    "ftruncate": (r", (?P<a>\d+)\)\s+=", ("offset_bytes",)),  # the new length
 }
 # The flags argument of each call fd_flags.py follows (open flags, F_SETFL's, dup3's, clone's, close_range's).
 _DIRFD = r"(?:AT_FDCWD|-?\d+)(?:<[^>]*>)?"
@@ -79,7 +83,8 @@ FCNTL_ARGS = r"^-?\d+(?:<[^>]*>)?, (?P<cmd>F_[A-Z0-9_]+)(?:, (?P<arg>[^)]*))?\)"
 CLOSE_RANGE_ARGS = r"^-?\d+(?:<[^>]*>)?, (?P<last>\d+|~0U?)(?:, (?P<flags>[^)]*))?\)"
 # Calls that name files by path strings: the path (and a rename's new path) made absolute from the dirfd's -y
 # annotation, else from the process's working directory (the latest AT_FDCWD annotation of that pid).
-PATH_CALLS = ("unlink", "unlinkat", "rename", "renameat", "renameat2")
+PATH_CALLS = ("unlink", "unlinkat", "rename", "renameat", "renameat2", "mkdir", "mkdirat", "rmdir")
+OPEN_PATH_CALLS = ("open", "openat", "openat2", "creat")  # path: the opened fd's (-y), else the argument
 PATH_ARGS = (rf'^(?:{_DIRFD.replace("<[^>]*>", "<(?P<d1>[^>]*)>")}, )?"(?P<p1>(?:[^"\\]|\\.)*)"(?:\.\.\.)?'
              rf'(?:, (?:{_DIRFD.replace("<[^>]*>", "<(?P<d2>[^>]*)>")}, )?"(?P<p2>(?:[^"\\]|\\.)*)")?')
 
@@ -223,7 +228,9 @@ def _call_columns(calls: pl.DataFrame, rep: int) -> pl.DataFrame:
         "pid", pl.lit("").alias("comm"), pl.col("name").alias("syscall"),
         pl.when(pl.col("_fd").is_between(-(1 << 31), (1 << 31) - 1)).then(pl.col("_fd")).otherwise(-1)
         .fill_null(-1).cast(pl.Int32).alias("fd"),
-        pl.coalesce(pl.col("_arg_path"), pl.col("ret_path"), pl.col("fd_path"), pl.lit("")).alias("path"),
+        pl.when(pl.col("name").is_in(OPEN_PATH_CALLS))
+        .then(pl.coalesce(pl.col("ret_path"), pl.col("_open_path"), pl.col("fd_path"), pl.lit("")))
+        .otherwise(pl.coalesce(pl.col("_arg_path"), pl.col("ret_path"), pl.col("fd_path"), pl.lit(""))).alias("path"),
         size.fill_null(-1).alias("request_bytes"), offset.fill_null(-1).alias("offset_bytes"),
         pl.col("_ret").alias("ret"), pl.col("errno").fill_null("").alias("errno"), pl.lit("strace").alias("source"),
         pl.col("open_flags"), pl.col("_arg_new_path").fill_null("").alias("new_path"))
@@ -265,7 +272,8 @@ def _flag_columns(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def _path_columns(df: pl.DataFrame) -> pl.DataFrame:
-    """_arg_path and _arg_new_path of unlink/rename calls: their path arguments, made absolute."""
+    """_arg_path and _arg_new_path of unlink/rename/mkdir/rmdir calls, _open_path of opens: their path arguments,
+    made absolute."""
     name = pl.col("name")
     # only the rows that name a file by path or show a working directory (strace -y annotates AT_FDCWD with
     # it; a chdir starts a new one) take part: the reads and writes cost nothing here
@@ -274,15 +282,18 @@ def _path_columns(df: pl.DataFrame) -> pl.DataFrame:
     rows = rows.with_columns(_cwd=pl.when(pl.col("fd") == "AT_FDCWD").then(pl.col("fd_path")),
                              _seg=name.is_in(["chdir", "fchdir"]).cast(pl.Int32).cum_sum().over("pid"))
     rows = rows.with_columns(pl.col("_cwd").forward_fill().backward_fill().over(["pid", "_seg"]))
-    rows = rows.filter(name.is_in(PATH_CALLS)).with_columns(
+    rows = rows.filter(name.is_in(PATH_CALLS + OPEN_PATH_CALLS)).with_columns(
         pl.col("args").str.extract_groups(PATH_ARGS).alias("_g")).unnest("_g")
 
     def absolute(d: str, p: str) -> pl.Expr:
         text = pl.col(p).str.replace_all(r'\\(["\\])', "$1").str.replace(r"^(\./)+", "")
         base = pl.coalesce(pl.col(d), pl.col("_cwd"))
         return (pl.when(text.str.starts_with("/") | base.is_null()).then(text)
-                .when(text == "").then(base).otherwise(base.str.strip_chars_end("/") + "/" + text))
+                .when(text.is_in(["", "."])).then(base).otherwise(base.str.strip_chars_end("/") + "/" + text))
 
-    rows = rows.select("_row", absolute("d1", "p1").alias("_arg_path"), absolute("d2", "p2").alias("_arg_new_path"))
+    opens = name.is_in(OPEN_PATH_CALLS)
+    rows = rows.select("_row", pl.when(~opens).then(absolute("d1", "p1")).alias("_arg_path"),
+                       pl.when(~opens).then(absolute("d2", "p2")).alias("_arg_new_path"),
+                       pl.when(opens).then(absolute("d1", "p1")).alias("_open_path"))
     return pl.DataFrame({"_row": pl.int_range(len(df), eager=True, dtype=pl.UInt32)}).join(
         rows, on="_row", how="left", maintain_order="left").drop("_row")

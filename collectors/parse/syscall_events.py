@@ -39,7 +39,7 @@ SYSCALL_ARG_BYTES = {  # which argument of an IO syscall is its size and which i
     "read": ("count", None), "write": ("count", None), "pread64": ("count", "pos"),
     "pwrite64": ("count", "pos"), "readv": ("vlen", None), "writev": ("vlen", None),
     "preadv": ("vlen", "pos_l"), "pwritev": ("vlen", "pos_l"), "fallocate": ("len", "offset"),
-    "sync_file_range": ("nbytes", "offset"),
+    "sync_file_range": ("nbytes", "offset"), "ftruncate": (None, "length"),  # ftruncate: its new length
 }
 FD_ARGS = ("fd", "fildes", "oldfd", "dfd", "olddfd")
 RAW_SYSCALL_EVENTS = ("sys_enter", "sys_exit")
@@ -99,7 +99,8 @@ def _call_arguments(argument: Callable[[str], pl.Expr]) -> dict[str, pl.Expr]:
     size_expr = pl.lit(None, pl.Int64)
     off_expr = pl.lit(None, pl.Int64)
     for name, (size_arg, off_arg) in SYSCALL_ARG_BYTES.items():
-        size_expr = pl.when(pl.col("syscall") == name).then(argument(size_arg)).otherwise(size_expr)
+        if size_arg:
+            size_expr = pl.when(pl.col("syscall") == name).then(argument(size_arg)).otherwise(size_expr)
         if off_arg:
             off_expr = pl.when(pl.col("syscall") == name).then(argument(off_arg)).otherwise(off_expr)
     fd = _signed_int(pl.coalesce(*(argument(a) for a in FD_ARGS)))

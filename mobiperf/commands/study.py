@@ -93,6 +93,22 @@ def cmd_study(name, output, quick, device_profile, cpu, phone, repeat, target, r
     else:
         click.echo(study_mod.format_study_text(result), nl=False)
         click.echo(f"report: {out / 'study.html'}")
+    failed = _failed_units(out)
+    if failed is not None:
+        click.echo(f"error: every unit of the study failed ({failed}); nothing was measured", err=True)
+        sys.exit(1)
+
+
+def _failed_units(out: Path) -> str | None:
+    """The first failed unit's error when no unit of the study's sweep is done (None when one is, or none ran):
+    a study that measured nothing is a failure, not a table of blanks."""
+    from mobiperf.orchestration.sweep import SweepDir
+
+    units = SweepDir(out).read().get("units", []) if SweepDir(out).exists() else []
+    if not units or any(u["status"] in ("done", "pending") for u in units):
+        return None
+    errors = [u["error"] for u in units if u.get("error")]
+    return f"{len(units)} of {len(units)}" + (f", first: {errors[0][:200]}" if errors else "")
 
 
 def register(group: click.Group) -> None:

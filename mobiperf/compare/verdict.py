@@ -26,12 +26,13 @@ PRIMARY_CANDIDATES = ("workload.throughput", "workload.tps", "workload.iops", "w
 IMPROVEMENT, REGRESSION, NO_CHANGE = "improvement", "regression", "no change"
 
 # Which layer a metric describes, for grouping context rows: first matching prefix wins.
-LAYER_PREFIXES = (("workload.", "workload"), ("run.", "workload"), ("sqlite.", "sqlite"),
+LAYER_PREFIXES = (("workload.", "workload"), ("run.", "workload"), ("layer.", "time by layer"), ("sqlite.", "sqlite"),
                   ("latency.syscall.", "syscall"), ("syscall.", "syscall"), ("latency.fs.", "file system"),
                   ("latency.fuse.", "FUSE"), ("fuse.", "FUSE"), ("bfuse.", "FUSE"), ("fjord.", "FUSE"),
                   ("latency.", "block"), ("block.", "block"), ("window.block.", "block"),
                   ("amplification.", "amplification"), ("device.", "device"), ("journal_device.", "device"))
-LAYER_ORDER = ("workload", "sqlite", "syscall", "file system", "FUSE", "block", "amplification", "device", "other")
+LAYER_ORDER = ("workload", "time by layer", "sqlite", "syscall", "file system", "FUSE", "block", "amplification",
+               "device", "other")
 
 
 def metric_layer(name: str) -> str:

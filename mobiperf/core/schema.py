@@ -126,9 +126,9 @@ SYSCALL_IO = Schema("syscall_io", {
     "new_path": STR, "clock_error_ns": I64,
 }, "One row per system call of the workload (source ftrace: the trace clock; source strace: the wall clock, moved"
    " to the trace clock at parse time where the run read both clocks, clock_error_ns then saying how far off the"
-   " move may be, null while still on the wall clock). fd/request_bytes/offset_bytes are -1 where the call has"
-   " none; path from strace -y (for unlink and"
-   " rename the path argument, made absolute), else empty; new_path a rename's destination, else empty;"
+   " move may be, null while still on the wall clock). fd/request_bytes/offset_bytes are -1 where the call has none"
+   " (ftruncate: offset_bytes its new length); path from strace -y (for unlink, rename, mkdir and rmdir the path"
+   " argument, made absolute), else empty; new_path a rename's destination, else empty;"
    " open_flags the flags of the call's fd as strace prints them (O_WRONLY|O_DSYNC), followed through open,"
    " dup, fcntl, fork and exec (for an open call its own flags), empty where unknown; dur null when the call"
    " never returned (or strace printed no <time>).",
@@ -301,6 +301,15 @@ IO_SPAN = Schema("io_span", {
    " of calls (sync_mode `none` for calls that are not IO) and block requests. source_row: the row in the"
    " source table (the call's call_id, fuse_req, block_io).")
 
+TIME_PROFILE = Schema("time_profile", {
+    "rep": I32, "layer": STR, "name": STR, "process": STR, "thread": STR, "path": STR, "file_type": STR,
+    "time_ns": I64, "count": I64, "bytes": I64,
+}, "Where the workload's call time went (analyzers/time_profile.py): every instant of a call given to the deepest"
+   " layer's span active then (shared equally among that layer's active spans), summed per layer, name (call,"
+   " FUSE opcode, block op), process and thread (who ran the span; names that line up between runs) and file (the"
+   " span's, else its call's); count and bytes of the spans counted once (is_primary). The time_ns of a"
+   " repetition add up to its calls' durations, and a layer's to waterfall's <layer>_self_ns.")
+
 IO_BACKGROUND = Schema("io_background", {
     "rep": I32, "scope": STR, "pid": I32, "comm": STR, "layer": STR, "name": STR, "count": I64, "bytes": I64,
     "time_ns": I64,
@@ -374,7 +383,15 @@ IO_BY_FILE = Schema("io_by_file", {
    " device). Calls that are neither IO nor on a"
    " file (getpid, futex...) are left out. path null: the IO of no known file.")
 
+REPLAY_FIDELITY = Schema("replay_fidelity", {
+    "rep": I32, "metric": STR, "original": F64, "replay": F64, "ratio": F64, "tolerance": F64, "ok": BOOL,
+}, "How faithfully a replay (`mobiperf replay`) reproduced its recording (analyzers/replay/fidelity.py): per"
+   " repetition and metric (calls.OP, syscall.write_bytes/read_bytes, block.write_bytes/read_bytes,"
+   " block.flushes, fs.syncs, elapsed), the recording's figure, the replay's, their ratio replay/original, the"
+   " bound it is held to (0: equal; null: none, e.g. block figures on another stack) and whether it holds.")
+
 RESULTS = {s.name: s for s in (BLOCK_IO, PAIRING_SUMMARY, SYSCALL_CLASS, FILE_IO, IO_CLASS, IO_SHARE,
                                LATENCY_SUMMARY, SYSCALL_LATENCY, FS_LATENCY, FUSE_LATENCY, IO_SPAN, WATERFALL,
-                               BLOCK_CAUSE, LAYER_BREAKDOWN, IO_BACKGROUND, AMPLIFICATION,
-                               WINDOW_BLOCK, SQLITE_TXN, SQLITE_SUMMARY, SPAN_OWNER, IO_BY_FILE)}
+                               BLOCK_CAUSE, LAYER_BREAKDOWN, IO_BACKGROUND, TIME_PROFILE, AMPLIFICATION,
+                               WINDOW_BLOCK, SQLITE_TXN, SQLITE_SUMMARY, SPAN_OWNER, IO_BY_FILE,
+                               REPLAY_FIDELITY)}

@@ -7,6 +7,7 @@ Each stage reads the files of the previous one from the run directory and writes
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -43,7 +44,9 @@ def run(target: Target, request: RunRequest, out: Path) -> RunDir:
         scheduler=request.scheduler, device=request.device, dirty_limit=request.dirty_limit,
         cpu_share=request.cpu_share, fuse_wakeup_ns=request.fuse_wakeup_ns, scope=request.scope,
         sources=request.sources, event_sets=request.event_sets,  # to add repetitions later (compare --until)
-        warnings=[]))
+        warnings=[], **({"replay": request.replay} if request.replay else {})))
+    for name, local in request.inputs.items():
+        shutil.copyfile(local, rundir.path / name)
     rundir.reserve_space()
     where: dict = {"stage": "collect", "rep": None}
     try:
@@ -183,6 +186,8 @@ def analyze(rundir: RunDir, *, reparse: bool = False, force: bool = False) -> di
     skipped, without = {}, {}
     producers: dict[str, str] = {}  # result table -> the (last) analyzer that was to produce it
     for analyzer in registry():
+        if analyzer.when and not params.get(analyzer.when):
+            continue  # not this kind of run (replay_fidelity: not a replay)
         producers.setdefault(analyzer.produces, analyzer.name)
         inputs = [results.get(need, available.get(need)) for need in analyzer.needs]
         missing = [need for need, table in zip(analyzer.needs, inputs) if table is None]
@@ -213,8 +218,11 @@ def analyze(rundir: RunDir, *, reparse: bool = False, force: bool = False) -> di
     skipped = {name: why for name, why in skipped.items() if produced_by[name] not in results}
     meta["analysis"] = {"results": sorted(results), "skipped": skipped, "without": without}
     per_rep = []
+    from mobiperf.analyzers.timed_window import timed_windows
+
+    windows = timed_windows(available["trace_marker"]) if available.get("trace_marker") is not None else {}
     for record in meta.repetitions:
-        rep_metrics = headline_metrics(results, record.index)
+        rep_metrics = headline_metrics(results, record.index, windows.get(record.index))
         rep_metrics += workload_metrics(rundir, record.index)
         record.metrics = rep_metrics
         per_rep.append(rep_metrics)
@@ -231,6 +239,7 @@ def analysis_params(meta: RunMeta) -> dict:
     stacks = [str((r.get("stack") or {}).get("spec", "")) for r in meta.repetitions]
     params["device_private"] = not any(s.startswith("dir:") for s in stacks)
     params["sqlite_journal"] = generator_journal_mode(meta.command)
+    params["replay"] = meta.get("replay")  # a replay run: what its recording did (analyzers/replay/fidelity.py)
     return params
 
 

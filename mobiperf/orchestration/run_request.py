@@ -46,6 +46,12 @@ class RunRequest:
     # workload's time) and run.tps (transactions per second) are then among each repetition's metrics.
     workload_bytes: int = 0
     workload_transactions: int = 0
+    # A replay (`mobiperf replay`): what it replays and the recording's figures, kept in run.json's `replay`
+    # for its fidelity (analyzers/replay/fidelity.py).
+    replay: dict | None = None
+    # Files the run keeps: {name in the run directory: local file}, copied in when the run directory is made (a
+    # replay's script, which its command may name there).
+    inputs: dict[str, Path] = field(default_factory=dict)
 
     def stack_options(self, counters_dir: Path | None = None) -> StackOptions:
         """How the stack of one repetition is built (its counters go to that repetition's raw directory)."""

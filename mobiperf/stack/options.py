@@ -11,12 +11,17 @@ device's own storage, refuses them (host_models()).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mobiperf.core.errors import UsageError
 from mobiperf.core.vocabulary import SCHEDULERS
 from mobiperf.stack.spec import DEFAULT_IMAGE_SIZE
+
+
+DEFAULT_WORKROOT = "/var/tmp/mobiperf"
+WORKROOT_ENV = "MOBIPERF_WORKROOT"  # e.g. a tmpfs: the stack's device then does not share the host's disk
 
 
 @dataclass(frozen=True)
@@ -29,7 +34,8 @@ class StackOptions:
     dirty_limit: int | None = None     # the data device's dirty page limit in bytes (None: the host's thresholds)
     cpu_share: str = "host"            # CPU share of the workload and the FUSE daemons (mobiperf.stack.cpu_share)
     fuse_wakeup_ns: int = 0            # a phone's wake-up latency per FUSE request (reference-impl/phonemodel)
-    workroot: str = "/var/tmp/mobiperf"  # where an emulated stack's private directory goes
+    # where an emulated stack's private directory goes: its image (or the device model's store) and mountpoints
+    workroot: str = field(default_factory=lambda: os.environ.get(WORKROOT_ENV) or DEFAULT_WORKROOT)
 
     def __post_init__(self) -> None:
         if self.scheduler is not None and self.scheduler not in SCHEDULERS:

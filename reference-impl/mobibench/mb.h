@@ -67,6 +67,8 @@ struct mb_config {
 	const char *lat_file;	/* -L */
 	const char *kps_file;	/* -k */
 	const char *replay;	/* -g */
+	int replay_closed;	/* --replay-timing=closed */
+	const char *replay_dir;	/* --replay-dir=NAME: the root, PATH/NAME */
 	const char *json;	/* --json FILE, "-" = stdout */
 	int quiet;		/* -q */
 	int old;		/* --compat=1.0.1 */

@@ -71,7 +71,16 @@ static const char mb_help_text[] =
 	"  -R X      random primary keys for insert (X is ignored)\n"
 	"\n"
 	"Other:\n"
-	"  -g SCRIPT replay a MobiGen trace under PATH/mobigen_temp\n"
+	"  -g SCRIPT replay a MobiGen trace under PATH/mobigen_temp, or a\n"
+	"            mobiperf replay script (first line \"mobiperf-replay 1\")\n"
+	"            in PATH when it is empty, else in PATH/mobiperf_replay\n"
+	"  --replay-timing=open|closed  a mobiperf replay's calls at their\n"
+	"            recorded think times (open, the default) or each as soon\n"
+	"            as the previous one returned (closed); both keep the\n"
+	"            order between threads the trace showed\n"
+	"  --replay-dir=NAME  a mobiperf replay's root is PATH/NAME, made\n"
+	"            new (default: PATH itself when it is empty, else\n"
+	"            PATH/mobiperf_replay)\n"
 	"  -q        no progress output\n"
 	"  -h        this help\n"
 	"  --compat=1.0.1   the semantics of Mobibench 1.0.1 (2013): -a 0\n"
@@ -101,7 +110,8 @@ static const char mb_help_text[] =
 	"Examples:\n"
 	"  mobibench -p /data/test -f 524288 -r 512 -a 0 -y 0\n"
 	"  mobibench -p /data/test -f 16384 -r 4 -a 1 -y 2 --json=out.json\n"
-	"  mobibench -p /data/test -d 0 -n 1000 -j 3\n";
+	"  mobibench -p /data/test -d 0 -n 1000 -j 3\n"
+	"  mobibench -p /data/test -g app.replay --replay-timing=closed\n";
 
 static const char *const mb_journal_names[] = {
 	"DELETE", "TRUNCATE", "PERSIST", "WAL", "MEMORY", "OFF",
@@ -166,6 +176,8 @@ static void mb_parse_args(int argc, char **argv, struct mb_config *c)
 		{ "compat", required_argument, NULL, 'C' },
 		{ "json", required_argument, NULL, 'J' },
 		{ "no-drop-caches", no_argument, NULL, 'N' },
+		{ "replay-timing", required_argument, NULL, 'G' },
+		{ "replay-dir", required_argument, NULL, 'W' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -289,6 +301,19 @@ static void mb_parse_args(int argc, char **argv, struct mb_config *c)
 			break;
 		case 'N':
 			c->drop_caches = 0;
+			break;
+		case 'G':
+			if (strcmp(optarg, "open") && strcmp(optarg, "closed"))
+				mb_usage_error("--replay-timing=%s: open or "
+					       "closed", optarg);
+			c->replay_closed = !strcmp(optarg, "closed");
+			break;
+		case 'W':
+			if (!*optarg || strchr(optarg, '/') ||
+			    !strcmp(optarg, ".") || !strcmp(optarg, ".."))
+				mb_usage_error("--replay-dir=%s: a new directory's "
+					       "name in PATH", optarg);
+			c->replay_dir = optarg;
 			break;
 		case 'h':
 			printf(" Mobibench %s\n\n%s", c->old ? MB_VERSION_OLD :

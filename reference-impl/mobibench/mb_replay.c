@@ -19,6 +19,10 @@
  * timed.  The totals printed at the end follow Mobibench's replay output.
  * Unlike the original, any failing call or unreadable line makes the run
  * exit non-zero.
+ *
+ * A script whose first line is "mobiperf-replay 1" is mobiperf's richer
+ * format instead (mb_rs.h: files that existed, open flags, dependencies
+ * between threads, open or closed loop), replayed by mb_rs_run.c.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -34,6 +38,7 @@
 #include <unistd.h>
 
 #include "mb.h"
+#include "mb_rs.h"
 
 enum mb_rp_cmd {
 	MB_RP_OPEN, MB_RP_CLOSE, MB_RP_WRITE, MB_RP_PWRITE, MB_RP_READ,
@@ -466,6 +471,23 @@ err:
 	return 0;
 }
 
+/* whether the script starts with mobiperf's header line */
+static int mb_rp_is_mobiperf(const char *script)
+{
+	char line[sizeof(MB_RS_MAGIC) + 1];
+	FILE *f = fopen(script, "r");
+	int yes;
+
+	if (!f)
+		return 0;	/* mb_rp_parse says why */
+	yes = fgets(line, sizeof(line), f) &&
+	      !strncmp(line, MB_RS_MAGIC, sizeof(MB_RS_MAGIC) - 1) &&
+	      (line[sizeof(MB_RS_MAGIC) - 1] == '\n' ||
+	       line[sizeof(MB_RS_MAGIC) - 1] == 0);
+	fclose(f);
+	return yes;
+}
+
 int mb_replay(const struct mb_config *cfg)
 {
 	struct mb_rp rp;
@@ -478,6 +500,10 @@ int mb_replay(const struct mb_config *cfg)
 	pthread_mutex_init(&rp.lock, NULL);
 	rp.cfg = cfg;
 	d = opendir(cfg->path);
+	if (d && mb_rp_is_mobiperf(cfg->replay)) {
+		closedir(d);
+		return mb_rs_replay(cfg, cfg->replay) ? 1 : 0;
+	}
 	if (!d) {
 		fprintf(stderr, "mobibench: -g needs an existing -p directory: "
 			"%s: %s\n", cfg->path, strerror(errno));

@@ -262,3 +262,12 @@ def test_bad_input_is_an_error_not_a_verdict(tmp_path):
     assert "has no better direction" in usage_error("compare", "base", "same", "--primary", "block.sequential_share")
     assert "'lots' is not a percentage" in usage_error("compare", "base", "same", "--guard", "latency.d2c.p99:lots")
     assert "one NEW" in usage_error("compare", "base", "same", "regressed", "--until", "8")
+
+
+def test_each_metric_prefix_has_its_group_and_layer_times_are_not_other():
+    """replay's what-if reads `layer.time{layer=...}` rows: they group as time by layer, not under [other]."""
+    from mobiperf.compare.verdict import LAYER_ORDER, LAYER_PREFIXES, metric_layer
+
+    assert metric_layer("layer.time") == "time by layer"
+    assert metric_layer("latency.syscall.p50") == "syscall" and metric_layer("nothing.known") == "other"
+    assert {layer for _, layer in LAYER_PREFIXES} <= set(LAYER_ORDER)

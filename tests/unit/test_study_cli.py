@@ -70,3 +70,56 @@ def test_full_bfuse_study_runs_every_cell_on_one_phone_profile():
     assert not any("phone" in c for c in bare.cells)
     quick, _ = plan_study(study.get_study("bfuse"), Config(quick=True))
     assert not any("phone" in c for c in quick.cells)
+
+
+def test_study_rows_get_compares_significance_against_their_sections_first_row(tmp_path):
+    """bFUSE --quick with made-up unit results: legacy FUSE at a fifth of native's throughput in every one of 5
+    repetitions is a significant regression against native; passthrough within 1 % of native is not."""
+    s = study.get_study("bfuse")
+    config = Config(quick=True, repeat=5)
+    definition, labels = plan_study(s, config)
+    data = sweep.SweepDir(tmp_path).create_or_resume(definition)
+    mbps = {"native": 100, "legacy": 20, "nobuf": 60, "bfuse": 80, "passthrough": 100.5}
+    cell_of = {json_key(p): label for label, p in labels.items()}
+    by_id = {c["id"]: cell_of[json_key(c["params"])] for c in data["cells"]}
+    for u in data["units"]:
+        tput = mbps[by_id[u["cell"]]] * 1e6 * (1 + 0.002 * u["rep"])
+        u.update(status="done", metrics={"workload.throughput": tput, "run.throughput": tput,
+                                         "workload.ctx_switches": 1000.0 + u["rep"]})
+    result = study.write_study_outputs(s, config, data, labels, tmp_path)
+    text = study.format_study_text(result)
+    layers = next(sec for sec in result["sections"] if "Layer overheads" in sec["title"])
+    rows = {r["label"]: r for r in layers["rows"]}
+    assert rows["ext4, NOOP (none)"]["verdict"] == "baseline"
+    assert rows["legacy FUSE over ext4, CFQ"]["verdict"] == "regression"
+    assert rows["legacy FUSE over ext4, CFQ"]["p_value"] == pytest.approx(2 / 252)
+    assert rows["FUSE passthrough over ext4 (today's /sdcard)"]["verdict"] == "not significant"
+    assert "vs ext4, NOOP (none): -80.0% p=0.0079 REGRESSION" in text
+    page = (tmp_path / "study.html").read_text()
+    assert "significance (compare&#x27;s test)" in page and "-80.0% p=0.0079 REGRESSION" in page
+
+
+def json_key(params: dict) -> str:
+    import json
+
+    return json.dumps(params, sort_keys=True)
+
+
+def test_a_study_whose_every_unit_failed_exits_with_an_error(tmp_path):
+    """--report-only over a journal-modes sweep in which every unit failed: the tables are drawn (blank), and the
+    command says nothing was measured, with the first unit's error, and exits 1 (it used to exit 0)."""
+    config = Config(quick=True)
+    definition, _ = plan_study(study.get_study("journal-modes"), config)
+    sdir = sweep.SweepDir(tmp_path)
+    data = sdir.create_or_resume(definition)
+    for u in data["units"]:
+        u.update(status="failed", error="mkfs.ext4: no space left on device")
+    sdir.write(data)
+    (tmp_path / "study-config.json").write_text(
+        '{"quick": true, "device": null, "cpu": "host", "phone": null, "target": "local", "repeat": null}')
+    failed = _cli("study", "journal-modes", "--quick", "--report-only", "-o", str(tmp_path))
+    assert failed.returncode == 1, failed.stderr
+    n = len(data["units"])
+    assert (f"error: every unit of the study failed ({n} of {n}, first: mkfs.ext4: no space left on device); "
+            "nothing was measured") in failed.stderr
+    assert (tmp_path / "study.html").exists()
