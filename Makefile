@@ -13,7 +13,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEBIAN_PACKAGES := e2fsprogs xfsprogs btrfs-progs fuse3 libfuse3-dev pkg-config strace sqlite3 \
 	libsqlite3-dev adb build-essential blktrace fio gcc-aarch64-linux-gnu chromium \
 	trace-cmd gcc-arm-linux-gnueabihf qemu-user-static binfmt-support mksh toybox \
-	qemu-system-x86 mmdebstrap erofs-utils f2fs-tools cpio kmod
+	qemu-system-x86 mmdebstrap erofs-utils f2fs-tools cpio kmod bindfs
 PY_SOURCES := setup.cfg setup.py pyproject.toml $(shell find mobiperf collectors analyzers reports -name '*.py')
 
 # The typed core: modules kept to ruff's format and checked by mypy (pyproject.toml says why not the whole tree yet).
@@ -21,7 +21,7 @@ TYPED_CORE := mobiperf/core/run_facts.py mobiperf/core/metrics.py mobiperf/core/
 	mobiperf/core/trace_events.py mobiperf/core/vocabulary.py mobiperf/core/errors.py mobiperf/core/units.py \
 	mobiperf/core/binaries.py mobiperf/core/version.py
 
-.PHONY: demo test layers lint setup system-packages reference bench clean vphone vphone-down vphone-image
+.PHONY: demo test layers lint setup system-packages reference bench syscall-tables clean vphone vphone-down vphone-image
 
 # The demo: SQLite inserts (Mobibench-compatible generator, TRUNCATE journal as on Android) on /sdcard, i.e. a
 # legacy FUSE layer over an ext4 data partition, traced at the syscall (strace), FUSE, ext4/jbd2 and block layers.
@@ -87,6 +87,11 @@ vphone-image: setup
 
 bench: setup
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# The system call numbers of each ABI (mobiperf/core/syscall_table.py) from the kernel headers of Debian's
+# linux-libc-dev packages and cross compilers; tests/unit/test_syscall_table.py holds the table to them.
+syscall-tables: setup
+	$(BIN)/python -m tests.support.syscall_headers --write
 
 clean:
 	rm -rf .stamps $(VENV) build *.egg-info

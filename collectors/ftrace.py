@@ -105,6 +105,7 @@ class FtraceCollector(Collector):
         self._raw_readers: list[BackgroundProcess] = []
         self._cpus: list[str] = []
         self.recorder: dict = {}  # how and why this path records (plan_collectors), kept in the summary
+        self.facts: dict = {}     # what the parser must know of this trace (e.g. syscall_abi), in its stats file
         self.root: str | None = None
         self._reader: BackgroundProcess | None = None
         self._restore: list[tuple[str, bytes]] = []
@@ -218,7 +219,7 @@ class FtraceCollector(Collector):
                                      per_cpu=self._per_cpu_stats(), duration_ns=duration,
                                      instance=self.instance_name if self.root != self.tracefs else None)
         stats_name = ("ftrace_raw" if self.raw_pages else self.trace_name.rsplit(".", 1)[0]) + "_stats.json"
-        (self.out_dir / stats_name).write_text(json.dumps(self.stats.__dict__, indent=2) + "\n")
+        (self.out_dir / stats_name).write_text(json.dumps({**self.stats.__dict__, **self.facts}, indent=2) + "\n")
         return {"clock": self.stats.clock, "lost_events": self.stats.lost_events, "per_cpu": self.stats.per_cpu,
                 "trace": "ftrace_raw/" if self.raw_pages else self.trace_name,
                 "events": [f"{e.system}:{e.name}" for e in self.events],
@@ -451,7 +452,9 @@ def _has_variant(event: str, have: set[str]) -> bool:
     edge, _, call = event.partition("_")[2].partition("_")
     base = f"sys_{edge}_"
     return any(f"{base}{alt}" in have for alt in (f"{call}at", f"{call}at2", f"{call}3", f"new{call}",
-                                                   call.removesuffix("at"), f"{call}64"))
+                                                   call.removesuffix("at"), f"{call}64",
+                                                   # arm64 stats a path only through fstatat
+                                                   "newfstatat" if call in ("newstat", "newlstat") else ""))
 
 
 def fuse_connection(transport: Transport, mountpoint: str) -> int | None:

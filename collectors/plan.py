@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from mobiperf.stack.facts import StackFacts
     from mobiperf.target.target import Target
 
-SOURCES = ("ftrace", "ftrace_raw", "syscalls", "strace", "blktrace", "layout", "facts")
+SOURCES = ("ftrace", "ftrace_raw", "syscalls", "raw_syscalls", "strace", "blktrace", "layout", "facts")
 # The syscalls events (of the workload's process tree and the stack's FUSE daemons) are the top layer of the
 # layer-by-layer model (analyzers/io_span.py); strace adds paths but slows every call, so it comes only when asked.
 DEFAULT_SOURCES = ("ftrace", "syscalls", "layout", "facts")
@@ -71,6 +71,8 @@ def plan_collectors(target: Target, stack: StackFacts, raw_dir: Path, *, extra_e
                                            recorder=recorder))
     if "syscalls" in wanted:
         collectors.append(_syscalls_collector(target, stack, raw_dir, notes))
+    if "raw_syscalls" in wanted and not (collectors and collectors[-1].name == "raw_syscalls"):
+        collectors.append(_syscalls_collector(target, stack, raw_dir, notes, raw=True))
     if "strace" in wanted:
         collectors.append(_strace_collector(target, stack, raw_dir))
     if "blktrace" in wanted:
@@ -101,7 +103,7 @@ def _ftrace_events(target: Target, stack: StackFacts, event_sets, tables, notes:
     events = block_event_specs(devices)
     if event_sets is None:
         wanted = events_for_tables(tables)
-        systems = FS_SYSTEMS.get(stack.filesystem, ()) + (("fuse",) if stack.layers else ())
+        systems = FS_SYSTEMS.get(stack.filesystem, ()) + (("fuse",) if stack.layers or stack.fuse_servers else ())
         chosen = [(name, wanted[name]) for name in systems if name in wanted]
         android_fs = "android_fs" in wanted
     else:
@@ -109,7 +111,7 @@ def _ftrace_events(target: Target, stack: StackFacts, event_sets, tables, notes:
         android_fs = True
     if android_fs and available.get("android_fs") and "android_fs" not in [name for name, _ in chosen]:
         chosen.append(("android_fs", None))  # file IO with paths: what an Android kernel offers instead of strace
-    mounts = [layer.get("mountpoint") for layer in stack.layers]
+    mounts = [layer.get("mountpoint") for layer in (*stack.layers, *stack.fuse_servers)]
     connections = [c for c in (fuse_connection(target.transport, m) for m in mounts if m) if c is not None]
     for name, only in chosen:
         specs, missing = event_set_specs(name, available, devices, only=only, fuse_connections=connections)
@@ -119,23 +121,51 @@ def _ftrace_events(target: Target, stack: StackFacts, event_sets, tables, notes:
     return events
 
 
-def _syscalls_collector(target: Target, stack: StackFacts, raw_dir: Path, notes: list[str]) -> Collector:
-    from mobiperf.collectors.ftrace import FtraceCollector, event_set_specs
+def _syscalls_collector(target: Target, stack: StackFacts, raw_dir: Path, notes: list[str], *,
+                        raw: bool = False) -> Collector:
+    """The workload's (and the FUSE daemons') system calls: the syscalls:* events, or raw_syscalls where the kernel
+    lacks those (Android's GKI builds) or where asked; with sched_waking beside a FUSE daemon (who woke whom is how
+    collectors/parse/fuse_dev_calls.py ties its requests to their callers without FUSE events)."""
+    from mobiperf.collectors.ftrace import EventSpec, FtraceCollector, event_set_specs
     from mobiperf.core.errors import TargetError
 
-    specs, missing = event_set_specs("syscalls", target.caps.events, stack.traced_devices)
-    if not specs:
-        raise TargetError("this kernel has no syscalls:sys_enter_* events (CONFIG_FTRACE_SYSCALLS); "
-                          "use the strace source instead")
-    if missing:
+    events = target.caps.events
+    specs, missing = ([], []) if raw else event_set_specs("syscalls", events, stack.traced_devices)
+    if not specs and not raw:
+        if "sys_enter" not in events.get("raw_syscalls", []):
+            raise TargetError("this kernel has neither syscalls:sys_enter_* events (CONFIG_FTRACE_SYSCALLS) nor "
+                              "raw_syscalls; use the strace source instead")
+        notes.append(f"syscalls: this kernel has no syscalls:* events: the call layer comes from raw_syscalls, "
+                     f"decoded for {target.abi}")
+        raw = True
+    elif missing and not raw:
         notes.append(f"syscalls: this kernel lacks {', '.join(missing)}")
+    facts = {}
+    if raw:
+        specs, facts = _raw_syscalls_specs(target, notes), {"syscall_abi": target.abi}
     # The daemons serve the workload's FUSE requests: their calls into the lower file system are the layer
     # under FUSE. Their threads are listed now; threads they start later join through event-fork.
-    daemon_tids = [tid for layer in stack.layers if layer.get("daemon_pid")
-                   for tid in task_ids(target.transport, layer["daemon_pid"])]
-    return FtraceCollector(target.transport, target.caps.tracefs_path, specs, raw_dir, trace_name="syscalls.txt",
-                           workload_pids_only=True, collector_name="syscalls",
-                           batch_interval_s=_batch_interval(target), extra_pids=daemon_tids)
+    daemon_tids = [tid for layer in stack.fuse_daemons for tid in task_ids(target.transport, layer["daemon_pid"])]
+    if daemon_tids and "sched_waking" in events.get("sched", []):
+        specs.append(EventSpec("sched", "sched_waking"))
+    name = "raw_syscalls" if raw else "syscalls"
+    collector = FtraceCollector(target.transport, target.caps.tracefs_path, specs, raw_dir,
+                                trace_name=f"{name}.txt", workload_pids_only=True, collector_name=name,
+                                batch_interval_s=_batch_interval(target), extra_pids=daemon_tids)
+    collector.facts = facts
+    return collector
+
+
+def _raw_syscalls_specs(target: Target, notes: list[str]) -> list:
+    """raw_syscalls enter and exit, filtered to the numbers of the calls the call layer reads on this ABI."""
+    from mobiperf.collectors.ftrace import EventSpec
+    from mobiperf.core.syscall_abi import numbers_of
+
+    numbers = numbers_of(target.abi)
+    if not numbers:
+        notes.append(f"raw_syscalls: no system call table for ABI {target.abi}: every call is kept, named nr_<N>")
+    flt = " || ".join(f"id == {n}" for n in numbers) or None
+    return [EventSpec("raw_syscalls", "sys_enter", flt), EventSpec("raw_syscalls", "sys_exit", flt)]
 
 
 def _strace_collector(target: Target, stack: StackFacts, raw_dir: Path) -> Collector:

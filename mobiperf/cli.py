@@ -231,9 +231,10 @@ def cmd_probe(target: str, fmt: str) -> None:
 @click.option("--fuse-wakeup", default="0", show_default=True,
               help="Phone scheduler model: each FUSE request reaches its daemon this much later (e.g. 430us).")
 @click.option("--source", "sources", multiple=True,
-              help="Trace source (repeatable): ftrace, ftrace_raw, syscalls, strace, blktrace, layout, facts. "
-                   "Default: ftrace, syscalls, layout, facts (the syscalls events of the workload and its FUSE "
-                   "daemons: the top of the layer-by-layer breakdown; add strace for paths).")
+              help="Trace source (repeatable): ftrace, ftrace_raw, syscalls, raw_syscalls, strace, blktrace, layout, "
+                   "facts. Default: ftrace, syscalls, layout, facts (the syscalls events of the workload and its FUSE "
+                   "daemons: the top of the layer-by-layer breakdown, from raw_syscalls where the kernel has no "
+                   "syscalls events; add strace for paths).")
 @click.option("--event-set", "event_sets", multiple=True,
               help="Whole ftrace event set (repeatable): ext4, jbd2, f2fs, fuse, writeback. Default: the stack's "
                    "light events (fsync, jbd2 commits, FUSE requests).")
@@ -420,7 +421,12 @@ def cmd_analyze(rundir: str, fmt: str, cluster: str | None, force: bool) -> None
                        nl=False)
         else:
             _print_table(df, fmt)
-    for note in skipped_notes(run.read_meta()):
+    from mobiperf.core.layer_sources import layer_sources
+
+    meta = run.read_meta()
+    for layer, line in layer_sources(meta):
+        click.echo(f"note: {layer}: {line}", err=True)
+    for note in skipped_notes(meta):
         click.echo(f"note: {note}", err=True)
 
 
@@ -500,6 +506,10 @@ def cmd_show(rundir: Path, fmt: str) -> None:
                    + ("  TRUNCATED traces" if r.get("truncated") else ""))
     for w in meta.get("warnings", []):
         click.echo(f"warning  {w}")
+    from mobiperf.core.layer_sources import layer_sources
+
+    for layer, line in layer_sources(meta):
+        click.echo(f"layers   {layer}: {line}")
     _print_summary(meta)
 
 
@@ -528,6 +538,10 @@ def _print_layer_shares(meta: dict) -> None:
                                                                        "device") if v.get(f"self:{layer}")]
         incl = f" (FUSE inclusive {100 * v['incl:fuse']:.0f}%)" if v.get("incl:fuse") else ""
         click.echo(f"  {call} time by layer: {', '.join(parts)}{incl}")
+    from mobiperf.core.layer_sources import layer_sources
+
+    for layer, line in layer_sources(meta):
+        click.echo(f"  {layer}: {line}")
 
 
 def _print_table(df, fmt: str) -> None:

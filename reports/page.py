@@ -20,6 +20,7 @@ from typing import Any, Callable
 import polars as pl
 
 from mobiperf.core.exit_status import describe_exit_statuses
+from mobiperf.core.layer_sources import layer_sources
 from mobiperf.core.metrics import format_quantity, format_value, metric_key
 from mobiperf.reports import figures
 from mobiperf.reports.html import esc, figure_div, missing, page, status_label, table_html
@@ -118,7 +119,7 @@ def _summary(meta: dict[str, Any], tables: dict[str, pl.DataFrame]) -> str:
                                                    f"kernel {target.get('kernel')}") if x)),
              ("repetitions", f"{len(reps)} ({describe_exit_statuses(r.get('exit_code') for r in reps)})"
               if reps else "none recorded"),
-             ("status", meta.get("status"))]
+             ("status", meta.get("status")), *layer_sources(meta)]
     out = ["<table>" + "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in facts) + "</table>"]
     by_key = {metric_key(m): m for m in meta.get("metrics", [])}
     per_rep = per_repetition_values(meta)

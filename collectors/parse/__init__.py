@@ -28,10 +28,14 @@ def parse_raw_dir(raw: Path, rep: int) -> ParsedRaw:
       trace.pftrace     a Perfetto trace (formats/ and kernel_hz beside it where saved): every table ftrace.txt
                         gives, and generic_event (collectors/parse/perfetto_trace.py)
       syscalls.txt      ftrace text of the workload-only instance: syscall_io (source ftrace)
+      raw_syscalls.txt  the same instance with raw_syscalls (kernels without syscalls events): raw_syscall_event,
+                        and syscall_io (source raw_syscalls) named by the ABI in raw_syscalls_stats.json
       strace.log        strace -f -ttt -T -y: syscall_io (source strace), on the trace clock with tasks.json's
                         clock readings; strace-N.log further ingested logs
       stderr.txt        the workload's stderr: strace_count when it ends with a `strace -c` table
       tasks.json        who is who (the workload's root, the FUSE daemons' threads, mobiperf): task_role
+      LAYER-requests.tsv  a bundled FUSE daemon's log of every request it read (fuse_daemon_log.py):
+                        fuse_daemon_req
       blktrace/         blk_io_trace records (per-CPU files or a blk-tracer stream): block_event when no ftrace
                         block events exist, else blktrace_event (the same columns, kept apart)
       blkparse/         blkparse text output (ingested): the same tables as blktrace/ (format in format.txt)
@@ -55,6 +59,7 @@ def parse_raw_dir(raw: Path, rep: int) -> ParsedRaw:
     tasks = read_tasks(raw / "tasks.json")
     if tasks:
         add("task_role", task_roles(tasks, rep))
+    _parse_daemon_logs(raw, rep, tasks, add, out)
     if (raw / "trace.pftrace").exists():
         from mobiperf.collectors.parse.perfetto_trace import add_perfetto_tables
 
@@ -68,6 +73,8 @@ def parse_raw_dir(raw: Path, rep: int) -> ParsedRaw:
         add("file_extent", extents)
         out.summary["layout"] = {"extents": len(extents)}
         out.warnings += warnings
+    if "raw_syscall_event" in parts:
+        _decode_raw_syscalls(raw, rep, parts, out)
     if "fs_event" in parts:  # block mappings of ext4 files, short-lived ones included
         from mobiperf.collectors.parse.layout import layout_block_size, mapped_extents
 
@@ -107,8 +114,9 @@ def _numbered(raw: Path, first: str, pattern: str) -> list[Path]:
 
 def _parse_ftrace_texts(raw: Path, rep: int, labels: dict, add, out: ParsedRaw) -> None:
     texts = [(p, "ftrace") for p in _numbered(raw, "ftrace.txt", "ftrace-*.txt")]
-    if (raw / "syscalls.txt").exists():
-        texts.append((raw / "syscalls.txt", "syscalls"))
+    for name in ("syscalls", "raw_syscalls"):
+        if (raw / f"{name}.txt").exists():
+            texts.append((raw / f"{name}.txt", name))
     if texts:  # imported only when there is text to parse: a run of blktrace files never loads it
         from mobiperf.collectors.parse.ftrace_text import parse_ftrace_text
     for trace, source in texts:
@@ -154,6 +162,56 @@ def _parse_strace_logs(raw: Path, rep: int, labels: dict, add, out: ParsedRaw, c
         add("syscall_io", wall_to_trace_clock(parsed.syscall_io, clock))
         out.summary[labels.get(log.name, "strace")] = parsed.summary
         out.warnings += parsed.warnings
+
+
+def _parse_daemon_logs(raw: Path, rep: int, tasks: dict, add, out: ParsedRaw) -> None:
+    """The bundled FUSE daemons' request logs (<layer>-requests.tsv), on the trace's clock (boot for Perfetto)."""
+    logs = sorted(raw.glob("*-requests.tsv"))
+    if not logs:
+        return
+    from mobiperf.collectors.parse.fuse_daemon_log import parse_fuse_daemon_log
+
+    connections = {d.get("layer"): d.get("connection") for d in tasks.get("fuse_daemons", [])}
+    clock = "boot" if (raw / "trace.pftrace").exists() else "mono"
+    for log in logs:
+        layer = log.name.removesuffix("-requests.tsv")
+        df, summary, warnings = parse_fuse_daemon_log(log, rep, layer, clock=clock, connection=connections.get(layer))
+        add("fuse_daemon_req", df)
+        out.summary[log.name] = summary
+        out.warnings += warnings
+
+
+def _decode_raw_syscalls(raw: Path, rep: int, parts: dict[str, list[pl.DataFrame]], out: ParsedRaw) -> None:
+    """raw_syscalls named by the ABI the run recorded (raw_syscalls.py): the call layer where the syscalls events
+    did not make one. A run with both keeps the syscalls events' (they name calls without an ABI table)."""
+    from mobiperf.collectors.parse.raw_syscalls import known_abi, raw_syscall_io
+
+    abi = syscall_abi(raw)
+    events = pl.concat(parts["raw_syscall_event"], how="vertical_relaxed")
+    calls, bad = raw_syscall_io(events, abi, rep)
+    have_events = any(len(df) and (df["source"] == "ftrace").any() for df in parts.get("syscall_io", []))
+    used = not have_events
+    if used:
+        parts.setdefault("syscall_io", []).append(calls)
+    how = f"named by the {abi} table" if known_abi(abi) else "of an unknown ABI: named nr_<N>"
+    out.summary["raw_syscalls_decoded"] = {"calls": calls.height, "abi": abi, "used": used, "unparsed": bad}
+    out.summary["call_layer"] = (f"call layer from raw_syscalls ({calls.height} calls {how})" if used else
+                                 f"call layer from the syscalls events (raw_syscalls beside them: {calls.height} "
+                                 "calls, not used)")
+
+
+def syscall_abi(raw: Path) -> str | None:
+    """The ABI the syscalls collector recorded for a repetition (its *_stats.json), None if none did."""
+    import json
+
+    for stats in sorted(raw.glob("*_stats.json")):
+        try:
+            abi = json.loads(stats.read_text()).get("syscall_abi")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if abi:
+            return str(abi)
+    return None
 
 
 def _parse_strace_counts(raw: Path, rep: int, add) -> None:
@@ -210,8 +268,9 @@ def _ftrace_lost(stats_path: Path) -> int:
                if isinstance(c, dict))
 
 
-def derive_tables(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataFrame], dict]:
-    """Tables built from the event tables of all repetitions, with a summary for run.json."""
+def derive_tables(tables: dict[str, pl.DataFrame], parsed: dict | None = None) -> tuple[dict[str, pl.DataFrame], dict]:
+    """Tables built from the event tables of all repetitions, with a summary for run.json; parsed: each
+    repetition's parse summary (what it could not read is said beside what it made)."""
     from mobiperf.collectors.parse.pairing import pair_block_requests
 
     derived, summary = {}, {}
@@ -219,8 +278,11 @@ def derive_tables(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataFra
         # the pairing's own counts; what was matched for what the trace holds is the pairing_summary analyzer's
         derived["block_rq"], pairing = pair_block_requests(tables["block_event"])
         summary["block_pairing"] = pairing.as_dict()
-    if "fuse_event" in tables:
-        from mobiperf.collectors.parse.fuse_requests import pair_fuse_requests
+    from mobiperf.collectors.parse.fuse_layer import make_fuse_layer
 
-        derived["fuse_req"], summary["fuse_pairing"] = pair_fuse_requests(tables["fuse_event"])
+    fuse_req, fuse_summary = make_fuse_layer(tables, parsed)
+    if fuse_req is not None:
+        derived["fuse_req"] = fuse_req
+    if fuse_summary:
+        summary["fuse_pairing"] = fuse_summary
     return derived, summary

@@ -97,14 +97,28 @@ FUSE_EVENT = Schema("fuse_event", {
 FUSE_REQ = Schema("fuse_req", {
     "rep": I32, "connection": I64, "unique": I64, "opcode": I32, "opcode_name": STR, "send_ts": I64,
     "end_ts": I64, "dur": I64, "len_bytes": I64, "reply_len_bytes": I64, "error": I32, "pid": I32, "comm": STR,
-    "daemon_tid": I32, "data_bytes": I64,
+    "daemon_tid": I32, "data_bytes": I64, "source": STR,
 }, "One row per FUSE request: send and end paired by (connection, unique); end_ts/dur null if no end was seen."
    " pid/comm: the task that sent it (fuse_request_send runs in the requester's context); daemon_tid: the daemon"
    " thread that replied (fuse_request_end runs in the replying write to /dev/fuse), null without an end."
    " len_bytes and reply_len_bytes are the messages' lengths, headers included; data_bytes the file data moved:"
    " WRITE len_bytes - 80 (fuse_in_header + fuse_write_in), READ reply_len_bytes - 16 (fuse_out_header) on"
-   " success, 0 for every other opcode and for failed requests.",
-   added=(("daemon_tid", None), ("data_bytes", None)))
+   " success, 0 for every other opcode and for failed requests. source: what made the row (collectors/parse/"
+   "fuse_layer.py): fuse_events (send and end paired by unique id), fuse_events+daemon_log (sends without their id"
+   " paired through the daemon's log), fuse_events_by_order (paired by connection and order), daemon_log (the"
+   " daemon's log: send_ts is when it read the request), dev_fuse_calls (the daemon's reads and writes of"
+   " /dev/fuse: send_ts is when it read the request); connection is null where the source does not know it.",
+   added=(("daemon_tid", None), ("data_bytes", None), ("source", "fuse_events")))
+
+FUSE_DAEMON_REQ = Schema("fuse_daemon_req", {
+    "rep": I32, "layer": STR, "daemon_pid": I32, "connection": I64, "unique": I64, "opcode": I32,
+    "opcode_name": STR, "nodeid": I64, "len_bytes": I64, "size_bytes": I64, "offset_bytes": I64, "pid": I32,
+    "tid": I32, "read_ts": I64, "reply_tid": I32, "reply_ts": I64, "error": I32, "reply_len_bytes": I64,
+}, "A bundled FUSE daemon's log of every request it read (fusecore's -o requests, collectors/parse/"
+   "fuse_daemon_log.py): the request header's unique, opcode, nodeid and len, pid the requesting thread (the"
+   " header's in.h.pid; 0 for requests the kernel sends on its own), a READ's or WRITE's size and offset, tid the"
+   " daemon thread that read it at read_ts, and its reply (reply_tid, reply_ts, error, reply_len_bytes; null when"
+   " it had none), times on the trace clock.")
 
 SYSCALL_IO = Schema("syscall_io", {
     "rep": I32, "ts": I64, "dur": I64, "pid": I32, "comm": STR, "syscall": STR, "fd": I32, "path": STR,
@@ -152,6 +166,17 @@ ANDROID_FS_EVENT = Schema("android_fs_event", {
    " path, cmdline, task_pid (the task's tgid) and i_size_bytes on starts only (null on ends). Reads are traced"
    " where the page cache misses, writes where they enter it.")
 
+RAW_SYSCALL_EVENT = Schema("raw_syscall_event", {
+    **_EV, "phase": STR, "nr": I64, "arg0": U64, "arg1": U64, "arg2": U64, "arg3": U64, "arg4": U64, "arg5": U64,
+    "ret": I64,
+}, "raw_syscalls:sys_enter (phase enter: the call's number and its six argument registers) and sys_exit (phase"
+   " exit: its return value): what collectors/parse/raw_syscalls.py decodes into syscall_io by the device's ABI.")
+
+SCHED_WAKE = Schema("sched_wake", {
+    **_EV, "woken_pid": I32, "woken_comm": STR,
+}, "sched_waking events (collectors/parse/sched_wake.py): pid/comm the waker (the event runs in its context),"
+   " woken_pid/woken_comm the thread it woke.")
+
 BLKTRACE_EVENT = Schema("blktrace_event", dict(BLOCK_EVENT.columns),
                         "blktrace records of a run that also has ftrace block events (which stay in block_event):"
                         " the same columns, kept apart so no request is counted twice.")
@@ -172,7 +197,8 @@ GENERIC_EVENT = Schema("generic_event", {
 
 TABLES = {s.name: s for s in (BLOCK_EVENT, BLOCK_RQ, TRACE_MARKER, FSYNC_EVENT, JBD2_RUN_STATS, JBD2_COMMIT,
                               FUSE_EVENT, FUSE_REQ, SYSCALL_IO, STRACE_COUNT, TASK_ROLE, FS_EVENT, FILE_EXTENT,
-                              BLKTRACE_EVENT, GENERIC_EVENT, ANDROID_FS_EVENT, TASK)}
+                              BLKTRACE_EVENT, GENERIC_EVENT, ANDROID_FS_EVENT, TASK, FUSE_DAEMON_REQ, SCHED_WAKE,
+                              RAW_SYSCALL_EVENT)}
 
 # --- result tables ---
 

@@ -105,6 +105,27 @@ SYSCALL_EVENTS = tuple(
         "newfstat",
         "statx",
         "getdents64",
+        # a FUSE daemon may read /dev/fuse by splice (collectors/parse/fuse_dev_calls.py)
+        "splice",
+        # what a FUSE daemon asks the lower file system to answer GETXATTR, LOOKUP, GETATTR, STATFS, READLINK:
+        # its calls there are the layer under FUSE, their block IO included
+        "getxattr",
+        "lgetxattr",
+        "fgetxattr",
+        "setxattr",
+        "lsetxattr",
+        "fsetxattr",
+        "listxattr",
+        "llistxattr",
+        "flistxattr",
+        "removexattr",
+        "lremovexattr",
+        "fremovexattr",
+        "newstat",
+        "newlstat",
+        "statfs",
+        "fstatfs",
+        "readlinkat",
     )
     for edge in ("enter", "exit")
 )

@@ -159,7 +159,7 @@ def _parse_tables(rundir: RunDir) -> tuple[dict, list[str], dict[str, pl.DataFra
         raise MissingTableError(f"{rundir.path}: nothing to parse in raw/rep*/ (was collection interrupted "
                                 "before tracing started?)")
     tables = {name: pl.concat(frames, how="vertical_relaxed") for name, frames in per_table.items()}
-    derived, summary["derived"] = derive_tables(tables)
+    derived, summary["derived"] = derive_tables(tables, summary["repetitions"])
     all_tables = {**tables, **derived}
     summary["table_rows"] = {name: len(df) for name, df in all_tables.items()}
     return summary, warnings, all_tables

@@ -23,8 +23,8 @@ from pathlib import Path
 from mobiperf.core.errors import MobiperfError
 
 # per source of a repetition's parse summary: the key that counts what the source held
-SOURCE_COUNTS = {"ftrace": "lines", "syscalls": "lines", "ftrace_raw": "events", "strace": "lines",
-                 "layout": "extents"}
+SOURCE_COUNTS = {"ftrace": "lines", "syscalls": "lines", "raw_syscalls": "lines", "ftrace_raw": "events",
+                 "strace": "lines", "layout": "extents"}
 
 
 class WeakerDataError(MobiperfError):

@@ -10,7 +10,8 @@ A FUSE layer on the target, for one repetition (RUN = PATH/mobiperf-<pid>-<id>):
     RUN/sdcard           the daemon's mountpoint, mobiperf's own: the workload's directory
     RUN/daemon.pid       the daemon's pid. Daemons are tracked by pid file, never by name: `pidof` cannot find a
                          binary run through qemu-user, and a phone runs daemons of its own
-    RUN/daemon.log       the daemon's stderr; RUN/counters.json what it counted, written when it unmounts
+    RUN/daemon.log       the daemon's stderr; RUN/counters.json what it counted and RUN/requests.tsv its log of
+                         every FUSE request (fusecore's fc_reqlog.c), both written when it unmounts
 
 as Android serves /data/media/0 at /storage/emulated/0. On a phone PATH must be a directory of /data: /sdcard is
 already a FUSE (or sdcardfs) view of /data/media, mounted noexec.
@@ -44,7 +45,7 @@ from mobiperf.core import signals
 from mobiperf.core.errors import StackError, TargetError, UsageError
 from mobiperf.core.mounts import Mount, is_mounted, mount_of, parse_mountinfo, parse_proc_mounts
 from mobiperf.core.vocabulary import FUSE_LAYERS
-from mobiperf.stack.facts import StackFacts, fuse_device_fds
+from mobiperf.stack.facts import StackFacts, fuse_device_fds, fuse_servers
 from mobiperf.stack.options import StackOptions
 from mobiperf.stack.spec import StackSpec
 from mobiperf.stack.undo import Teardown
@@ -70,7 +71,8 @@ class DirectoryStack:
     Nothing is formatted or mounted. The run gets a fresh subdirectory (removed afterwards), and the traced block
     devices are those under the directory's mount: its device, the partition's disk and any device-mapper slaves.
     A directory on FUSE or sdcardfs (a phone's /sdcard) has no block device of its own: the data partition under
-    /data is traced instead.
+    /data is traced instead, and on FUSE the daemons that may serve it are found (stack.facts.fuse_servers) and
+    traced as a stack's own daemon would be.
     """
 
     def __init__(self, target: Target, spec: StackSpec, options: StackOptions = StackOptions()):
@@ -87,7 +89,11 @@ class DirectoryStack:
         self._made = make_dirs(self.transport, self.workdir, 30)
         journal_for(self.transport).update(self._entry, made=self._made)
         try:
-            return directory_facts(self.transport, self.workdir, str(self.spec))
+            facts = directory_facts(self.transport, self.workdir, str(self.spec))
+            fuse_mount = _fuse_mount_of(self.transport, self.workdir)
+            if fuse_mount:  # a phone's /sdcard: its daemon's calls on /dev/fuse are the run's FUSE layer
+                facts.fuse_servers = fuse_servers(self.transport, fuse_mount)
+            return facts
         except BaseException:
             self.__exit__()
             raise
@@ -104,7 +110,8 @@ class DirectoryStack:
 class DeviceFuseStack:
     """A bundled FUSE daemon over a directory of the target's storage; see the module docstring.
 
-    counters_dir receives the daemon's counters (<layer>-counters.json) and log (<layer>-daemon.log).
+    counters_dir receives the daemon's counters (<layer>-counters.json), log (<layer>-daemon.log) and request log
+    (<layer>-requests.tsv).
     """
 
     def __init__(self, target: Target, spec: StackSpec, options: StackOptions = StackOptions()):
@@ -161,7 +168,7 @@ class DeviceFuseStack:
         binary = pushed.__enter__()[plan["daemon"]]
         self._undo.push("pushed binary", lambda: pushed.__exit__(None, None, None))
         options = {"preset": FUSE_LAYERS[self.layer.name][1], **self.layer.options,
-                   "counters": f"{self.run_dir}/counters.json"}
+                   "counters": f"{self.run_dir}/counters.json", "requests": f"{self.run_dir}/requests.tsv"}
         allow_other = plan["workload_uid"] != 0
         if allow_other:
             options.setdefault("allow_other", "1")
@@ -270,8 +277,9 @@ class DeviceFuseStack:
                              "of its unmount and was killed: its buffered data and counters are lost")
 
     def _collect(self) -> None:
-        """The daemon's counters and log, into the run directory."""
-        for remote, name in (("counters.json", "counters.json"), ("daemon.log", "daemon.log")):
+        """The daemon's counters, log and request log, into the run directory."""
+        for remote, name in (("counters.json", "counters.json"), ("daemon.log", "daemon.log"),
+                             ("requests.tsv", "requests.tsv")):
             local = self._local(f"{self.layer.name}-{name}")
             data = self._read(f"{self.run_dir}/{remote}")
             if local is not None and data:
@@ -372,9 +380,10 @@ def refuse_host_models(options: StackOptions) -> None:
 def directory_facts(transport: Transport, path: str, spec: str) -> StackFacts:
     """StackFacts of an existing directory on a target: its mount, and the block devices under it (the mount's
     device, the partition's disk, device-mapper slaves). A directory on FUSE or sdcardfs (a phone's /sdcard) has no
-    block device of its own: the data partition under /data is traced instead."""
+    block device of its own: the data partition under /data is traced instead. The path is resolved first: a
+    phone's /sdcard is a link (to /storage/emulated/0), and the mount of the link's own path is another one."""
     mounts = parse_mountinfo(transport.read_file("/proc/self/mountinfo").decode(errors="replace"))
-    mount = _mount_holding(path, mounts)
+    mount = _mount_holding(_resolved(transport, path), mounts)
     if not mount.has_block_device:  # fuse, sdcardfs, tmpfs: no block device of its own
         data = _mount_holding("/data/", mounts)
         if not data.has_block_device:
@@ -389,6 +398,19 @@ def directory_facts(transport: Transport, path: str, spec: str) -> StackFacts:
     return StackFacts(spec=spec, workdir=path, device=f"/dev/{disk}", dev_major=major, dev_minor=minor,
                       filesystem=mount.fstype, mount_options=mount.options, scheduler=scheduler, image_size_bytes=0,
                       extra_devices=devices[1:])
+
+
+def _fuse_mount_of(transport: Transport, path: str) -> str | None:
+    """The mount point of the FUSE file system path is on, None if it is on none."""
+    mount = _mount_holding(_resolved(transport, path), parse_mountinfo(
+        transport.read_file("/proc/self/mountinfo").decode(errors="replace")))
+    return mount.mountpoint if mount.fstype.split(".")[0] == "fuse" else None
+
+
+def _resolved(transport: Transport, path: str) -> str:
+    """The path with its symbolic links followed, on the target (as it is where readlink cannot)."""
+    done = transport.run(["readlink", "-f", path], timeout=30)
+    return done.text.strip() if done.returncode == 0 and done.text.strip() else path
 
 
 def _device_chain(transport: Transport, major_minor: str, path: str) -> list[tuple[int, int]]:

@@ -258,6 +258,8 @@ class EmulatedStack:
             # Absolute: the daemon runs in another working directory (libfuse changes to /).
             counters = str(Path(counters_dir).absolute() / f"{layer.name}-counters.json")
             options["counters"] = counters
+            # its log of every request: the FUSE layer where the kernel's FUSE events are missing or quirky
+            options["requests"] = str(Path(counters_dir).absolute() / f"{layer.name}-requests.tsv")
         argv = [str(daemon), "-f", "-o", ",".join(f"{k}={v}" for k, v in options.items()), source, mountpoint]
         log = (counters_dir or Path(self.private)) / f"{layer.name}-daemon.log"
         with signals.shielded(), self._journal.attempt("mount", path=mountpoint) as entry:

@@ -30,6 +30,17 @@ class StackFacts:
     fuse_wakeup_ns: int = 0                   # a phone's FUSE request wake-up latency, added in the daemons
     extra_devices: list[tuple[int, int]] = field(default_factory=list)  # e.g. the disk under a partition
     device_reset: dict[str, dict[str, str]] = field(default_factory=dict)  # settings an earlier user left, reset
+    # FUSE daemons that are not the stack's own but serve its directory (a phone's /sdcard): pid, comm, fuse_fds,
+    # mountpoint (fuse_servers below); traced like the stack's daemons
+    fuse_servers: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def fuse_daemons(self) -> list[dict[str, Any]]:
+        """Every FUSE daemon of the stack as a layer entry (layer, daemon_pid, fuse_fds, mountpoint): the stack's
+        own layers' and the FUSE servers of its directory."""
+        return [layer for layer in self.layers if layer.get("daemon_pid")] + [
+            {"layer": s["comm"], "daemon": s["comm"], "daemon_pid": s["pid"], "fuse_fds": s["fuse_fds"],
+             "mountpoint": s["mountpoint"]} for s in self.fuse_servers]
 
     @property
     def traced_devices(self) -> list[tuple[int, int]]:
@@ -61,3 +72,27 @@ def fuse_device_fds(transport: Transport, pid: int) -> list[int]:
         if arrow and target.strip() == "/dev/fuse" and name.split()[-1].isdigit():
             fds.append(int(name.split()[-1]))
     return fds
+
+
+def fuse_servers(transport: Transport, mountpoint: str) -> list[dict[str, Any]]:
+    """The processes that may serve a FUSE mount: those holding /dev/fuse whose command line names the mountpoint
+    (a libfuse daemon's does), else every holder (Android's MediaProvider gets its descriptor from vold and names
+    no mountpoint). Which of them answers the workload's requests the trace says (collectors/parse/
+    fuse_dev_calls.py: the wake-ups of the replies)."""
+    script = ('for f in /proc/[0-9]*/fd/*; do [ "$(readlink "$f" 2>/dev/null)" = /dev/fuse ] || continue; '
+              'p=${f#/proc/}; p=${p%%/*}; echo "$p ${f##*/} $(cat /proc/$p/comm 2>/dev/null) '
+              '@@ $(tr "\\0" " " < /proc/$p/cmdline 2>/dev/null)"; done')
+    done = transport.run(["sh", "-c", script], timeout=30)
+    found: dict[int, dict[str, Any]] = {}
+    for line in done.text.splitlines():
+        head, _, cmdline = line.partition(" @@ ")
+        words = head.split()
+        if len(words) < 2 or not words[0].isdigit() or not words[1].isdigit():
+            continue
+        server = found.setdefault(int(words[0]), {"pid": int(words[0]), "comm": " ".join(words[2:]) or "?",
+                                                  "fuse_fds": [], "mountpoint": mountpoint,
+                                                  "names_mount": f" {mountpoint}" in f" {cmdline} "})
+        server["fuse_fds"].append(int(words[1]))
+    servers = list(found.values())
+    named = [s for s in servers if s.pop("names_mount")]
+    return named or servers

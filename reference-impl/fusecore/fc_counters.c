@@ -173,7 +173,14 @@ static void fc_counters_write(FILE *out)
 	fprintf(out, "\n  }\n}\n");
 }
 
-int fc_counters_dump(const char *path)
+/*
+ * Write a file whole or not at all: fill() writes PATH.tmp.PID, which is
+ * synced and renamed over PATH.  A failure is logged (what names the file)
+ * and returned as -errno.  fc_dump_lock keeps two dumps (SIGUSR1 and the
+ * unmount) from writing one temporary file.
+ */
+int fc_write_atomic(const char *path, void (*fill)(FILE *out),
+		    const char *what)
 {
 	char tmp[4096];
 	FILE *out;
@@ -190,7 +197,7 @@ int fc_counters_dump(const char *path)
 		err = -errno;
 		goto out;
 	}
-	fc_counters_write(out);
+	fill(out);
 	if (fflush(out) || fsync(fileno(out)))
 		err = -errno;
 	if (fclose(out) && !err)
@@ -202,8 +209,13 @@ int fc_counters_dump(const char *path)
 out:
 	pthread_mutex_unlock(&fc_dump_lock);
 	if (err)
-		fc_log("cannot write counters to %s: %s", path, strerror(-err));
+		fc_log("cannot write %s to %s: %s", what, path, strerror(-err));
 	return err;
+}
+
+int fc_counters_dump(const char *path)
+{
+	return fc_write_atomic(path, fc_counters_write, "counters");
 }
 
 uint64_t fc_now_ns(void)

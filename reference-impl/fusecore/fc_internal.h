@@ -49,10 +49,27 @@ void fc_stop_policy(void);
 
 /* Kernel FUSE passthrough (fc_passthrough.c). */
 int fc_pt_check_kernel(void);		/* 0, or -1 with a message */
-int fc_pt_attach(struct fuse_session *se);	/* after mount; 0 or -errno */
+void fc_pt_attach(struct fuse_session *se);	/* after mount */
 void fc_pt_received(const void *req, size_t len);	/* each raw request */
+struct iovec;
+ssize_t fc_pt_writev(int fd, struct iovec *iov, int count);	/* replies */
 void fc_pt_counters_init(void);
 void fc_pt_open(struct fc_file *f);	/* right before the open's reply */
 void fc_pt_close(struct fc_file *f);	/* when the file is freed */
+
+/* The request log (fc_reqlog.c, -o requests=PATH). */
+void fc_rl_init(void);			/* before serving: the start clocks */
+void fc_rl_received(const void *req, size_t n, uint64_t now_ns);
+void fc_rl_replying(uint64_t unique, int32_t error, size_t len);
+int fc_rl_dump(const char *path);	/* atomic; 0 or -errno */
+
+/*
+ * The core's custom io (fc_io.c): every raw request and reply passes here
+ * when passthrough or the request log needs to see it.  fc_io_attach after
+ * the mount (0 or -1); fc_io_received for a request read by fc_loop.c.
+ */
+int fc_io_attach(struct fuse_session *se);
+void fc_io_received(const void *req, size_t n);
+bool fc_io_wanted(void);
 
 #endif /* FC_INTERNAL_H */

@@ -148,8 +148,8 @@ static void *fc_worker(void *arg)
 			fuse_session_exit(se);
 			break;
 		}
-		if (fc_cfg.passthrough)
-			fc_pt_received(req, n);
+		if (fc_io_wanted())
+			fc_io_received(req, n);
 		fb.mem = req;
 		fb.size = n;
 		/* a write hook may adopt fc_rbuf_cur (it is NULL afterwards) */

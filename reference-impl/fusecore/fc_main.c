@@ -4,8 +4,8 @@
  * of mount(8)'s helper: `prog SOURCE MOUNTPOINT -o opts`), option splitting
  * between core, policy and libfuse, checks before mounting (source exists,
  * mountpoint is a directory and not already a mount point), the session loop,
- * the housekeeping thread (policy tick + SIGUSR1 counters dump), and the
- * orderly unmount (policy stop, counters dump).
+ * the housekeeping thread (policy tick + SIGUSR1 dump of the counters and
+ * the request log), and the orderly unmount (policy stop, then both dumps).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -55,7 +55,9 @@ static void fc_usage(const char *prog)
 	       "                         no READ/WRITE reaches the daemon\n"
 	       "    -o timeout=SECONDS   entry/attr cache timeout (1)\n"
 	       "    -o counters=PATH     JSON counters at unmount and on "
-	       "SIGUSR1\n",
+	       "SIGUSR1\n"
+	       "    -o requests=PATH     one line per FUSE request (ids, times)"
+	       "\n                         at unmount and on SIGUSR1\n",
 	       prog, fc_pol->name);
 	if (fc_pol->options_help)
 		printf("\n%s options:\n%s", fc_pol->name, fc_pol->options_help);
@@ -173,11 +175,14 @@ static int fc_core_opt(const char *key, const char *val)
 		fc_cfg.timeout = t;
 		return 1;
 	}
-	if (!strcmp(key, "counters")) {
+	if (!strcmp(key, "counters") || !strcmp(key, "requests")) {
+		char **path = key[0] == 'c' ? &fc_cfg.counters_path :
+					      &fc_cfg.requests_path;
+
 		if (!val || !*val)
 			return fc_bad(key, val, "needs a path");
-		free(fc_cfg.counters_path);
-		fc_cfg.counters_path = strdup(val);
+		free(*path);
+		*path = strdup(val);
 		return 1;
 	}
 	return 0;
@@ -295,42 +300,41 @@ static bool fc_is_mountpoint(const char *path)
 	return found;
 }
 
-/* Resolve and check SOURCE and MOUNTPOINT; messages on stderr. */
 /*
- * counters=PATH: made absolute now (libfuse changes the daemon's working
- * directory to / before the counters are written) and proved writable by
- * creating and removing the dump's temporary file, so a daemon that could
- * not write its counters at unmount fails its set-up instead.  0 or -1.
+ * counters=PATH, requests=PATH: made absolute now (libfuse changes the
+ * daemon's working directory to / before they are written) and proved
+ * writable by creating and removing the dump's temporary file, so a daemon
+ * that could not write them at unmount fails its set-up instead.  0 or -1.
  */
-static int fc_check_counters(void)
+static int fc_check_output(const char *what, char **where)
 {
 	char cwd[PATH_MAX], path[PATH_MAX + 32];
 	char *abs;
 	int fd;
 
-	if (!fc_cfg.counters_path)
+	if (!*where)
 		return 0;
-	if (fc_cfg.counters_path[0] != '/') {
+	if ((*where)[0] != '/') {
 		if (!getcwd(cwd, sizeof(cwd)) ||
-		    asprintf(&abs, "%s/%s", cwd, fc_cfg.counters_path) < 0) {
-			fprintf(stderr, "%s: counters path '%s': %s\n",
-				fc_cfg.progname, fc_cfg.counters_path,
+		    asprintf(&abs, "%s/%s", cwd, *where) < 0) {
+			fprintf(stderr, "%s: %s path '%s': %s\n",
+				fc_cfg.progname, what, *where,
 				strerror(errno));
 			return -1;
 		}
-		free(fc_cfg.counters_path);
-		fc_cfg.counters_path = abs;
+		free(*where);
+		*where = abs;
 	}
-	if (snprintf(path, sizeof(path), "%s.tmp.%d", fc_cfg.counters_path,
+	if (snprintf(path, sizeof(path), "%s.tmp.%d", *where,
 		     (int)getpid()) >= (int)sizeof(path)) {
-		fprintf(stderr, "%s: counters path '%s': %s\n", fc_cfg.progname,
-			fc_cfg.counters_path, strerror(ENAMETOOLONG));
+		fprintf(stderr, "%s: %s path '%s': %s\n", fc_cfg.progname,
+			what, *where, strerror(ENAMETOOLONG));
 		return -1;
 	}
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	if (fd < 0) {
-		fprintf(stderr, "%s: cannot write counters to '%s': %s\n",
-			fc_cfg.progname, fc_cfg.counters_path, strerror(errno));
+		fprintf(stderr, "%s: cannot write %s to '%s': %s\n",
+			fc_cfg.progname, what, *where, strerror(errno));
 		return -1;
 	}
 	close(fd);
@@ -338,6 +342,7 @@ static int fc_check_counters(void)
 	return 0;
 }
 
+/* Resolve and check SOURCE and MOUNTPOINT; messages on stderr. */
 static int fc_check_paths(void)
 {
 	char real[PATH_MAX];
@@ -383,7 +388,9 @@ static int fc_check_paths(void)
 		return -1;
 	}
 	fc_cfg.mountpoint = strdup(real);
-	return fc_check_counters();
+	if (fc_check_output("counters", &fc_cfg.counters_path))
+		return -1;
+	return fc_check_output("the request log", &fc_cfg.requests_path);
 }
 
 /*
@@ -440,8 +447,10 @@ static void *fc_house(void *arg)
 		sig = sigtimedwait(&set, NULL, &ts);
 		if (atomic_load(&fc_house_stop))
 			break;
-		if (sig == SIGUSR1)
+		if (sig == SIGUSR1) {
 			fc_counters_dump(fc_cfg.counters_path);
+			fc_rl_dump(fc_cfg.requests_path);
+		}
 		else if (tick_ms)
 			fc_pol->tick();
 	}
@@ -531,9 +540,9 @@ int fc_main(int argc, char *argv[], const struct fc_policy *policy)
 			fc_cfg.mountpoint);
 		goto out_signals;
 	}
-	if (fc_cfg.passthrough && fc_pt_attach(se)) {
-		fprintf(stderr, "%s: passthrough: libfuse refused the custom "
-			"io\n", fc_cfg.progname);
+	if (fc_io_wanted() && fc_io_attach(se)) {
+		fprintf(stderr, "%s: libfuse refused the custom io "
+			"(passthrough, requests)\n", fc_cfg.progname);
 		goto out_unmount;
 	}
 	if (fuse_daemonize(fc_cfg.foreground))
@@ -557,6 +566,8 @@ int fc_main(int argc, char *argv[], const struct fc_policy *policy)
 	pthread_join(fc_house_thread, NULL);
 	fc_stop_policy();
 	if (fc_cfg.counters_path && fc_counters_dump(fc_cfg.counters_path))
+		status = 1;
+	if (fc_cfg.requests_path && fc_rl_dump(fc_cfg.requests_path))
 		status = 1;
 out_unmount:
 	fuse_session_unmount(se);

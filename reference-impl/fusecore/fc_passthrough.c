@@ -21,8 +21,8 @@
  *
  * libfuse 3.14 knows none of this, so it is done beneath it: the core's own
  * receive loop shows each raw request to fc_pt_received() (the INIT offer),
- * and every reply goes through a custom writev (fuse_session_custom_io) that
- * patches the INIT reply and the reply to an open on the same thread, named
+ * and every reply goes through fc_pt_writev (the core's custom io, fc_io.c)
+ * that patches the INIT reply and the reply to an open on the same thread, named
  * by fc_pt_open() just before fuse_reply_open/create.  Right after the INIT
  * reply, a BACKING_OPEN of the source directory checks that the ioctl is
  * there at all: the kernel answers a directory with EISDIR/EINVAL, while an
@@ -192,15 +192,13 @@ static void fc_pt_patch_open(struct iovec *iov, int count)
 	out->backing_id = fc_pt_pending.id;
 }
 
-static ssize_t fc_pt_writev(int fd, struct iovec *iov, int count,
-			    void *userdata)
+ssize_t fc_pt_writev(int fd, struct iovec *iov, int count)
 {
 	const struct fuse_out_header *hdr = iov[0].iov_base;
 	bool init = hdr->unique == fc_pt_init_unique && fc_pt_init_unique;
 	ssize_t res;
 	int err;
 
-	(void)userdata;
 	if (init && !hdr->error)
 		fc_pt_patch_init(iov, count);
 	else if (fc_pt_pending.id && !hdr->error)
@@ -226,26 +224,10 @@ static ssize_t fc_pt_writev(int fd, struct iovec *iov, int count,
 	return res;
 }
 
-static ssize_t fc_pt_read(int fd, void *buf, size_t len, void *userdata)
+void fc_pt_attach(struct fuse_session *se)
 {
-	ssize_t n = read(fd, buf, len);
-
-	(void)userdata;
-	if (n > 0)
-		fc_pt_received(buf, n);
-	return n;
-}
-
-int fc_pt_attach(struct fuse_session *se)
-{
-	static const struct fuse_custom_io io = {
-		.writev = fc_pt_writev,
-		.read = fc_pt_read,
-	};
-
 	fc_pt_se = se;
 	fc_pt_devfd = fuse_session_fd(se);
-	return fuse_session_custom_io(se, &io, fc_pt_devfd);
 }
 
 void fc_pt_counters_init(void)

@@ -23,7 +23,7 @@
  * Options.  fc_main() splits every -o key=value.  "preset=NAME" is applied
  * first, whatever its position (policy->preset), then every other key in
  * order: the core's own keys (io_unit, threads, splice, writeback_cache,
- * own_loop, passthrough, counters, timeout), then policy->parse_opt, and what nobody claims goes to
+ * own_loop, passthrough, counters, requests, timeout), then policy->parse_opt, and what nobody claims goes to
  * libfuse (allow_other, default_permissions, ...).  policy->validate runs
  * last, after SOURCE and MOUNTPOINT have been resolved and checked
  * (cfg->source and cfg->mountpoint are set, realpaths) and before anything
@@ -114,6 +114,11 @@
  * opened with kernel FUSE passthrough: their READ and WRITE requests never
  * reach the daemon, so the data hooks see none; metadata hooks still run.
  *
+ * Request log (-o requests=PATH, fc_reqlog.c).  One line per FUSE request:
+ * its header's ids, the requesting thread, the daemon thread that read it
+ * and when, and its reply, on CLOCK_MONOTONIC; written at unmount and on
+ * SIGUSR1.  Nothing for a policy to do.
+ *
  * Counters.  The core counts requests and bytes per opcode by itself.
  * Policy counters are registered once (before start) with fc_counter_new()
  * and updated lock-free with fc_counter_add()/fc_counter_max().
@@ -158,6 +163,7 @@ struct fc_config {
 	char *mountpoint;	/* MOUNTPOINT (realpath) */
 	char *preset;		/* preset name given, or NULL */
 	char *counters_path;	/* -o counters=PATH, or NULL */
+	char *requests_path;	/* -o requests=PATH (fc_reqlog.c), or NULL */
 	uint32_t io_unit;	/* max_write, 4k..1M; 0 = libfuse default */
 	unsigned int threads;	/* 1 = single-threaded loop */
 	bool splice;		/* splice in/out (zero copy, seed 003) */
@@ -272,6 +278,9 @@ static inline void fc_counter_set(struct fc_counter *c, uint64_t v)
 	atomic_store_explicit(&c->value, v, memory_order_relaxed);
 }
 int fc_counters_dump(const char *path);	/* atomic (tmp + rename); -errno */
+/* PATH written whole by fill() or not at all (tmp + fsync + rename). */
+int fc_write_atomic(const char *path, void (*fill)(FILE *out),
+		    const char *what);
 
 /* References. */
 void fc_file_get(struct fc_file *f);

@@ -102,7 +102,10 @@ def test_fjord_with_a_whitelist_on_the_android_device(android_device, tmp_path, 
     rep = json.loads((out / "run.json").read_text())["repetitions"][0]
     options = dict(rep["stack"]["layers"][0]["options"])
     assert options.pop("counters").endswith("/counters.json")
+    assert options.pop("requests").endswith("/requests.tsv")   # the daemon's request log, pulled with the run
     assert options == {"preset": "fjord-ram", "whitelist": "cache"}
+    log = (out / "raw" / "rep0" / "fjord-requests.tsv").read_text()
+    assert log.startswith("# mobiperf fuse requests 1\n") and "# end " in log
     reqs = fuse_requests(out)
     assert len(reqs.filter(pl.col("opcode") == FUSE_WRITE)) == 8
     assert len(reqs.filter(pl.col("opcode") == FUSE_FSYNC)) == 1

@@ -21,6 +21,7 @@ from polars.testing import assert_frame_equal
 from ftrace_raw_capture import bfuse_mounted, capture_raw_and_text, journaled_ext4
 from raw_decode_checks import FIXTURE, _text_ts, assert_same_durations, assert_same_rows
 from mobiperf.collectors.parse import parse_raw_dir
+from mobiperf.collectors.parse.raw_syscalls import raw_syscall_io
 from mobiperf.collectors.parse.ftrace_raw import parse_ftrace_raw
 from mobiperf.collectors.parse.ftrace_text import parse_ftrace_text
 from conftest import needs_root
@@ -75,8 +76,14 @@ def test_fixture_binary_tables_equal_the_text_tables(capture):
     fuse_writes = binary.events["fuse_event"].filter(pl.col("opcode_name") == "FUSE_WRITE")
     assert len(fuse_writes) == 4 and set(fuse_writes["comm"]) == {"dd"} and (fuse_writes["len_bytes"] > 4096).all()
     calls = binary.events["syscall_io"].filter(pl.col("pid").is_in(ours.to_list()))
-    # syscalls:sys_*_write/fsync and raw_syscalls (NR 74 = fsync on x86_64: `NR %ld (%lx, ...)` from args[6]).
-    assert sorted(calls["syscall"]) == ["fsync"] * 4 + ["nr_74"] * 4 + ["write"] * 4
+    # syscalls:sys_*_write/fsync; raw_syscalls (`NR %ld (%lx, ...)` from args[6]) are kept apart, for the ABI's
+    # table to name (NR 74 = fsync on x86_64: collectors/parse/raw_syscalls.py)
+    assert sorted(calls["syscall"]) == ["fsync"] * 4 + ["write"] * 4
+    raw = binary.events["raw_syscall_event"].filter(pl.col("pid").is_in(ours.to_list()))
+    assert raw.select("phase", "nr").unique().sort("phase").rows() == [("enter", 74), ("exit", 74)]
+    assert raw.filter(pl.col("phase") == "enter")["arg0"].to_list() == [1] * 4   # fsync(1): dd's stdout
+    named, _ = raw_syscall_io(raw, "x86_64", 0)
+    assert named.select("syscall", "fd", "ret").unique().rows() == [("fsync", 1, 0)]
     writes = calls.filter(pl.col("syscall") == "write")
     assert set(writes["request_bytes"]) == {4096} and set(writes["ret"]) == {4096} and set(calls["fd"]) == {1}
     assert (binary.block_event["ts"] % 1000 != 0).any()  # exact ns where the text has µs

@@ -24,7 +24,7 @@ from mobiperf.collectors.parse.ftrace_text import parse_ftrace_text
 from mobiperf.collectors.parse.perfetto_trace import parse_perfetto
 from raw_decode_checks import FIXTURE, _text_ts, assert_same_durations, assert_same_rows
 
-FS_TABLES = {"fsync_event", "jbd2_commit", "jbd2_run_stats", "fuse_event", "fs_event", "syscall_io"}
+FS_TABLES = {"fsync_event", "jbd2_commit", "jbd2_run_stats", "fuse_event", "fs_event", "syscall_io", "raw_syscall_event"}
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,8 @@ ANDROID_FS = list(EVENT_SETS["android_fs"].events)
 def planned_events(tmp_path: Path, available: dict, event_sets=None) -> list[tuple[str, str, str | None]]:
     transport = SimpleNamespace(name="local", is_local=True)
     caps = SimpleNamespace(events=available, tracefs_path="/sys/kernel/tracing")
-    stack = SimpleNamespace(traced_devices=[(259, 32)], dev_major=259, dev_minor=32, filesystem="f2fs", layers=[])
+    stack = SimpleNamespace(traced_devices=[(259, 32)], dev_major=259, dev_minor=32, filesystem="f2fs", layers=[],
+                            fuse_servers=[])
     notes: list[str] = []
     (ftrace,) = plan_collectors(Target(transport, caps), stack, tmp_path, sources=("ftrace",), event_sets=event_sets,
                                 notes=notes)

@@ -24,7 +24,8 @@ def planned(tmp_path, stack_fs: str, layers: list, tables) -> set[str]:
     transport = SimpleNamespace(name="local", is_local=True,
                                 read_file=lambda path: b"", run=lambda *a, **k: SimpleNamespace(returncode=1))
     caps = SimpleNamespace(events=KERNEL, tracefs_path="/sys/kernel/tracing")
-    stack = SimpleNamespace(traced_devices=[(7, 0)], dev_major=7, dev_minor=0, filesystem=stack_fs, layers=layers)
+    stack = SimpleNamespace(traced_devices=[(7, 0)], dev_major=7, dev_minor=0, filesystem=stack_fs, layers=layers,
+                            fuse_servers=[])
     (ftrace,) = plan_collectors(Target(transport, caps), stack, tmp_path, sources=("ftrace",), tables=tables,
                                 recorder="tracefs")
     return {f"{e.system}:{e.name}" for e in ftrace.events}
