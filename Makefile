@@ -10,7 +10,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 DEBIAN_PACKAGES := e2fsprogs xfsprogs btrfs-progs fuse3 libfuse3-dev pkg-config strace sqlite3 \
 	libsqlite3-dev adb build-essential blktrace fio gcc-aarch64-linux-gnu chromium \
-	trace-cmd gcc-arm-linux-gnueabihf qemu-user-static binfmt-support mksh toybox
+	trace-cmd gcc-arm-linux-gnueabihf qemu-user-static binfmt-support mksh toybox f2fs-tools
 PY_SOURCES := setup.cfg setup.py pyproject.toml $(shell find mobiperf collectors analyzers reports -name '*.py')
 
 .PHONY: demo test layers setup system-packages reference bench clean

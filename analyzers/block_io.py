@@ -7,7 +7,8 @@ Dimensions (each module's docstring has the definition and its limits):
   sync_mode                      the request flags: `flush` (a flush request), else `fua` (REQ_FUA), `preflush`
                                  (REQ_PREFLUSH), `sync` (REQ_SYNC), `async`. Which syscall caused it is the
                                  waterfall's job (waterfall.py).
-  region                         region.py: data, metadata, journal, none
+  region                         region.py: data, metadata, journal, none; on f2fs its areas and node/data
+                                 (f2fs_region.py, from its bio events and layout)
   file_type / path               file_type.py (block layer: through the layout snapshot's extents)
 
 Scope (scope.py): only the workload's requests are classified (its tree, its FUSE daemons and, on a device of
@@ -42,8 +43,9 @@ def _phase(end: str, start: str) -> pl.Expr:
 
 
 def classify_block_io(block_rq: pl.DataFrame, file_extent: pl.DataFrame | None = None,
-                      task_role: pl.DataFrame | None = None, syscall_io: pl.DataFrame | None = None, *,
-                      scope: str = "workload", device_private: bool = True) -> pl.DataFrame:
+                      task_role: pl.DataFrame | None = None, syscall_io: pl.DataFrame | None = None,
+                      f2fs_bio: pl.DataFrame | None = None, *, scope: str = "workload",
+                      device_private: bool = True) -> pl.DataFrame:
     df = with_scope(block_rq, task_role, syscall_io)
     # The workload's tree is known only from its traced calls: without them, only mobiperf's own IO is set apart.
     knows_tree = task_role is not None and syscall_io is not None and len(syscall_io) > 0
@@ -70,7 +72,7 @@ def classify_block_io(block_rq: pl.DataFrame, file_extent: pl.DataFrame | None =
     df = classify_locality(df, stream=["rep", "dev_major", "dev_minor", "op"],
                            global_stream=["rep", "dev_major", "dev_minor"], order_by=BLOCK_ORDER,
                            start=pl.col("sector") * 512, length=pl.col("size_bytes"))
-    df = classify_region(df, file_extent)
+    df = classify_region(df, file_extent, f2fs_bio)
     df = attribute_files(df, file_extent)
     return df.select("rep", "ts", "dev_major", "dev_minor", "sector", "size_bytes", "op", "rwbs", "size_class",
                      "size_log2_bytes", "locality", "locality_tolerant", "locality_global", "sync_mode", "region",

@@ -399,8 +399,10 @@ EVENT_SETS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
                       "ext4_ext_map_blocks_exit", "ext4_free_blocks", "ext4_discard_blocks"), "dev"),
     "jbd2": ("jbd2", ("jbd2_start_commit", "jbd2_commit_locking", "jbd2_commit_flushing", "jbd2_commit_logging",
                       "jbd2_end_commit", "jbd2_run_stats"), "dev"),
-    "f2fs": ("f2fs", ("f2fs_sync_file_enter", "f2fs_sync_file_exit", "f2fs_write_checkpoint",
-                      "f2fs_issue_flush"), "dev"),
+    # f2fs: each bio with its block type (node/data/meta: analyzers/f2fs_region.py), the checkpoints (its journal
+    # commits: analyzers/f2fs_sync.py), the flushes its fsyncs issue and its sync_fs calls
+    "f2fs": ("f2fs", ("f2fs_sync_file_enter", "f2fs_sync_file_exit", "f2fs_write_checkpoint", "f2fs_issue_flush",
+                      "f2fs_submit_write_bio", "f2fs_submit_read_bio", "f2fs_sync_fs"), "dev"),
     "fuse": ("fuse", ("fuse_request_send", "fuse_request_end"), "connection"),
     # Android kernels: file data IO with its path (no device field: unfiltered); planned when the kernel has them
     "android_fs": ("android_fs", ("android_fs_dataread_start", "android_fs_dataread_end",
@@ -420,9 +422,10 @@ EVENT_SETS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
         "utimensat", "access", "faccessat", "faccessat2", "newfstatat", "newfstat", "statx", "getdents64")
         for edge in ("enter", "exit")), None),
 }
-# The cheap sets a run gets without asking: one event per fsync, journal commit or FUSE request, not per page.
+# The cheap sets a run gets without asking: one event per fsync, journal commit, checkpoint, FUSE request or bio
+# (f2fs's bios: no more than the block events of the same IO), not per page.
 LIGHT_EVENTS = {"ext4": ("ext4_sync_file_enter", "ext4_sync_file_exit"), "jbd2": EVENT_SETS["jbd2"][1],
-                "f2fs": ("f2fs_sync_file_enter", "f2fs_sync_file_exit"), "fuse": EVENT_SETS["fuse"][1]}
+                "f2fs": EVENT_SETS["f2fs"][1], "fuse": EVENT_SETS["fuse"][1]}
 
 
 def kernel_hz(transport: Transport) -> int | None:

@@ -230,4 +230,8 @@ def derive_tables(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataFra
         from mobiperf.collectors.parse.fuse_requests import pair_fuse_requests
 
         derived["fuse_req"], summary["fuse_pairing"] = pair_fuse_requests(tables["fuse_event"])
+    if "fs_event" in tables:  # f2fs's bios (block type) and checkpoints, from their bodies
+        from mobiperf.collectors.parse.f2fs_events import derive_f2fs_tables
+
+        derived.update(derive_f2fs_tables(tables["fs_event"]))
     return derived, summary
