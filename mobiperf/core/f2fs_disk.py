@@ -71,11 +71,13 @@ class F2fsSuper:
         return 1 << self.fields["log_blocks_per_seg"]
 
     def areas(self) -> list[tuple[str, int, int]]:
-        """(region, first block, end block) of each area in device order; the main area is `main`."""
+        """(region, first block, end block) of each area in device order; the main area is `main`, its end that
+        of its last whole segment (a device's tail beyond it is in no segment)."""
         f = self.fields
+        main_end = f["main_blkaddr"] + f["segment_count_main"] * self.blocks_per_segment
         return [("superblock", 0, f["segment0_blkaddr"]), ("checkpoint", f["cp_blkaddr"], f["sit_blkaddr"]),
                 ("sit", f["sit_blkaddr"], f["nat_blkaddr"]), ("nat", f["nat_blkaddr"], f["ssa_blkaddr"]),
-                ("ssa", f["ssa_blkaddr"], f["main_blkaddr"]), ("main", f["main_blkaddr"], f["block_count"])]
+                ("ssa", f["ssa_blkaddr"], f["main_blkaddr"]), ("main", f["main_blkaddr"], main_end)]
 
 
 @dataclass
