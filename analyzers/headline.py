@@ -5,18 +5,19 @@ from __future__ import annotations
 
 import polars as pl
 
-from mobiperf.analyzers.f2fs_region import F2FS_REGIONS, region_class
+from mobiperf.analyzers.f2fs_region import region_class
+from mobiperf.analyzers.region import REGIONS
 from mobiperf.core.metrics import Metric, metric
 
 SYNC_MODES = ("fsync", "fdatasync", "msync", "sync_file_range", "o_sync", "o_dsync", "o_direct")
 
 
-def _f2fs_region_metrics(rows: pl.DataFrame, op: str) -> list[Metric]:
-    """Requests and bytes per f2fs region (node, checkpoint, ...) of a run on f2fs: what seed 002's per-insert
-    counts split by, on the file system phones moved to."""
+def _region_metrics(rows: pl.DataFrame, op: str) -> list[Metric]:
+    """Requests and bytes per region (ext4's data, metadata, journal; f2fs's data, node, checkpoint ...): what
+    seed 002's per-insert counts split by."""
     out: list[Metric] = []
-    for region in F2FS_REGIONS:
-        if region == "data" or not (hit := rows.filter(pl.col("region") == region)).height:
+    for region in REGIONS:
+        if region == "none" or not (hit := rows.filter(pl.col("region") == region)).height:
             continue
         out += [metric("block.requests", int(hit["count"].sum()), "count", op=op, region=region),
                 metric("block.bytes", int(hit["bytes"].sum()), "B", op=op, region=region)]
@@ -51,7 +52,7 @@ def block_metrics(results: dict[str, pl.DataFrame], rep: int) -> list[Metric]:
                 for region in ("journal", "metadata"):
                     b = int(rows.filter(region_class(pl.col("region")) == region)["bytes"].sum())
                     out.append(metric("block.region_bytes_share", b / nbytes, "ratio", op=op, region=region))
-                out += _f2fs_region_metrics(rows, op)
+                out += _region_metrics(rows, op)
     flushes = int(io.filter(pl.col("op") == "flush")["count"].sum())
     out.append(metric("block.requests", flushes, "count", op="flush"))
     lat = latency.filter(pl.col("rep") == rep)

@@ -109,7 +109,7 @@ def generator_metrics(stdout: Path, notes: list[str]) -> dict[str, float]:
 def syscall_count_metrics(run: RunDir, rep: int, stderr: Path) -> dict[str, float]:
     """syscall.<name>: the calls `strace -c` counted (a cell with syscalls=on), from the parse stage's strace_count
     table; from the repetition's stderr where the run has no such table (not parsed, or parsed before the table
-    existed: the same parser)."""
+    existed: the same parser); without strace's table (a phone), from the traced calls."""
     try:
         if run.has_table("strace_count"):
             import polars as pl
@@ -118,9 +118,31 @@ def syscall_count_metrics(run: RunDir, rep: int, stderr: Path) -> dict[str, floa
             return {f"syscall.{name}": float(calls) for name, calls in table.select("syscall", "calls").iter_rows()}
     except Exception:  # noqa: BLE001 - a table another version wrote differently: the raw output still says it
         pass
-    if not stderr.exists():
+    counted = parse_strace_counts(stderr.read_text(errors="replace")) if stderr.exists() else {}
+    if counted:
+        return {f"syscall.{name}": calls for name, calls in counted.items()}
+    return traced_syscall_counts(run, rep)
+
+
+def traced_syscall_counts(run: RunDir, rep: int) -> dict[str, float]:
+    """syscall.<name> counted from the syscalls source's trace (a phone without strace): the workload's calls
+    (analyzers/syscall.py workload_syscalls: its threads and children, not the FUSE daemons nor mobiperf's
+    wrappers), each call once."""
+    try:
+        if not run.has_table("syscall_io"):
+            return {}
+        import polars as pl
+
+        from mobiperf.analyzers.syscall import workload_syscalls
+
+        def table(name: str):
+            return run.read_table(name).filter(pl.col("rep") == rep) if run.has_table(name) else None
+
+        traced = table("syscall_io").filter(pl.col("source") == "ftrace")
+        calls = workload_syscalls(traced, table("trace_marker"), table("task_role"), table("fuse_req"))
+        return {f"syscall.{name}": float(n) for name, n in calls.group_by("syscall").len().iter_rows()}
+    except Exception:  # noqa: BLE001 - a table another version wrote differently: no counts, not a failure
         return {}
-    return {f"syscall.{name}": calls for name, calls in parse_strace_counts(stderr.read_text(errors="replace")).items()}
 
 
 def timed_window_metrics(run: RunDir, rep: int = 0) -> dict[str, float]:
