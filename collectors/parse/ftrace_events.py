@@ -83,7 +83,8 @@ def parse_other_events(head: pl.DataFrame, rep: int) -> tuple[dict[str, pl.DataF
             fsync.append(got.select(
                 *_ev_cols(rep), pl.lit(fs).alias("fs"), pl.lit(phase).alias("phase"), *_dev_cols(),
                 pl.col("ino").cast(pl.Int64, strict=False),
-                _opt_int(got, "datasync", pl.Int32), _opt_int(got, "ret", pl.Int32)))
+                _opt_int(got, "datasync", pl.Int32), _opt_int(got, "ret", pl.Int32),
+                (pl.col("reason") if "reason" in got.columns else pl.lit(None, pl.Utf8)).alias("cp_reason")))
     if fsync:
         tables["fsync_event"] = FSYNC_EVENT.validate(pl.concat(fsync).sort("ts", maintain_order=True))
 

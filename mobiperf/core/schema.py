@@ -74,8 +74,10 @@ _EV = {"rep": I32, "ts": I64, "cpu": I32, "pid": I32, "comm": STR}
 
 FSYNC_EVENT = Schema("fsync_event", {
     **_EV, "fs": STR, "phase": STR, "dev_major": I32, "dev_minor": I32, "ino": I64, "datasync": I32, "ret": I32,
+    "cp_reason": STR,
 }, "ext4_sync_file_enter/exit and f2fs_sync_file_enter/exit: fs is ext4 or f2fs, phase enter or exit; datasync is"
-   " null on ext4's exit, ret null on enter.")
+   " null on ext4's exit, ret null on enter; cp_reason, on f2fs's exit, why the fsync wrote a checkpoint instead"
+   " of its node blocks (`no needed` when it did not), as the kernel prints it.", added=(("cp_reason", None),))
 
 JBD2_RUN_STATS = Schema("jbd2_run_stats", {
     "rep": I32, "ts": I64, "dev_major": I32, "dev_minor": I32, "tid": I64, "wait_ms": I64, "request_delay_ms": I64,
