@@ -3,7 +3,8 @@
   workload     the workload's process tree: its root (task_role) and every task whose system calls were traced
                (the syscalls source follows the tree with event-fork, strace with -f)
   fuse_daemon  the stack's FUSE daemons, every thread (task_role)
-  kernel       kernel threads (jbd2/*, kworker/*, ksoftirqd/*, flush-*, irq/*, swapper) and the run's final `sync`:
+  kernel       kernel threads (jbd2/*, kworker/*, ksoftirqd/*, flush-*, irq/*, swapper; f2fs's f2fs_ckpt-*,
+               f2fs_flush-*, f2fs_discard-*, f2fs_gc-*) and the run's final `sync`:
                they write back and journal whoever's data is on the device
   mobiperf     mobiperf itself (task_role)
   other        every other task
@@ -20,7 +21,7 @@ from __future__ import annotations
 import polars as pl
 
 SCOPES = ("workload", "fuse_daemon", "kernel", "mobiperf", "other")
-KERNEL_THREADS = r"^(?:jbd2/|kworker/|ksoftirqd/|flush-|irq/|swapper|kswapd|writeback|sync$)"
+KERNEL_THREADS = r"^(?:jbd2/|kworker/|ksoftirqd/|flush-|irq/|swapper|kswapd|writeback|sync$|f2fs_)"
 
 
 def task_scopes(task_role: pl.DataFrame | None, syscall_io: pl.DataFrame | None) -> pl.DataFrame:

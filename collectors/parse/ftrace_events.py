@@ -16,6 +16,8 @@ event family, written from the kernels' TP_printk formats (see specs/trace-forma
   the kernel's own text  sys_write(fd: 1, buf: 7ffd, count: 5)   sys_write -> 0x5  (hex without 0x)
   raw_syscalls           NR %ld (%lx, %lx, ...) / NR %ld = %ld  (names are ABI-specific: kept as nr_<N>)
   android_fs_data*       entry_name %s, offset %llu, bytes %d, ... / ino %lu, offset %llu, bytes %d (android_fs.py)
+  f2fs_submit_*_bio      dev = (%d,%d)/(%d,%d), rw = %s(%s), %s, sector = %lld, size = %u      (f2fs_events.py)
+  f2fs_write_checkpoint  dev = (%d,%d), checkpoint for %s, state = %s
 
 Lines that match no pattern are counted per event, never dropped silently.
 """
@@ -27,6 +29,7 @@ import errno as errno_mod
 import polars as pl
 
 from mobiperf.collectors.parse.android_fs import ANDROID_FS_EVENTS, parse_android_fs_events
+from mobiperf.collectors.parse.f2fs_events import F2FS_EVENTS, parse_f2fs_events
 from mobiperf.collectors.parse.fd_flags import CLONE_FILES, arm_bits_as_x86, track_open_flags
 from mobiperf.core.schema import FS_EVENT, FSYNC_EVENT, FUSE_EVENT, JBD2_COMMIT, JBD2_RUN_STATS, SYSCALL_IO
 
@@ -60,7 +63,7 @@ SYSCALL_ARG_BYTES = {  # which argument of an IO syscall is its size and which i
     "sync_file_range": ("nbytes", "offset"),
 }
 # Every event this module reads (the ftrace text parser hands it these rows).
-KNOWN_EVENTS = {*FSYNC_BODIES, "jbd2_run_stats", *JBD2_PHASES, *FUSE_BODIES, *ANDROID_FS_EVENTS}
+KNOWN_EVENTS = {*FSYNC_BODIES, "jbd2_run_stats", *JBD2_PHASES, *FUSE_BODIES, *ANDROID_FS_EVENTS, *F2FS_EVENTS}
 
 
 def is_known_event(name: str) -> bool:
@@ -120,6 +123,7 @@ def parse_other_events(head: pl.DataFrame, rep: int) -> tuple[dict[str, pl.DataF
         tables["fuse_event"] = FUSE_EVENT.validate(pl.concat(fuse, how="vertical_relaxed")
                                                    .sort("ts", maintain_order=True))
 
+    tables.update(parse_f2fs_events(head, rep, unparsed))  # f2fs_bio, f2fs_checkpoint: f2fs_events.py
     android_fs = parse_android_fs_events(head, rep, unparsed)  # android_fs.py
     if android_fs is not None:
         tables["android_fs_event"] = android_fs

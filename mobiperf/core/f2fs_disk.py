@@ -17,7 +17,7 @@ with a footer whose first byte is the segment's type (SUM_TYPE_NODE 1, SUM_TYPE_
 is all zeros was never written (the segment was never closed), and says nothing.
 
 Only what mobiperf needs is decoded; every offset below is the kernel's struct, little-endian. Tested against
-dump.f2fs's print of images made by Debian's mkfs.f2fs (tests/unit/test_f2fs_disk.py).
+dump.f2fs's print of images made by Debian's mkfs.f2fs (tests/unit/test_f2fs_layout.py).
 """
 
 from __future__ import annotations

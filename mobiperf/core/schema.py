@@ -114,11 +114,13 @@ SYSCALL_IO = Schema("syscall_io", {
     "new_path": STR, "clock_error_ns": I64,
 }, "One row per system call of the workload (source ftrace: the trace clock; source strace: the wall clock, moved"
    " to the trace clock at parse time where the run read both clocks, clock_error_ns then saying how far off the"
-   " move may be, null while still on the wall clock). fd/request_bytes/offset_bytes are -1 where the call has none; path from strace -y (for unlink and"
+   " move may be, null while still on the wall clock). fd/request_bytes/offset_bytes are -1 where the call has"
+   " none; path from strace -y (for unlink and"
    " rename the path argument, made absolute), else empty; new_path a rename's destination, else empty;"
    " open_flags the flags of the call's fd as strace prints them (O_WRONLY|O_DSYNC), followed through open,"
    " dup, fcntl, fork and exec (for an open call its own flags), empty where unknown; dur null when the call"
-   " never returned (or strace printed no <time>).", added=(("open_flags", ""), ("new_path", ""), ("clock_error_ns", None)))
+   " never returned (or strace printed no <time>).",
+   added=(("open_flags", ""), ("new_path", ""), ("clock_error_ns", None)))
 
 STRACE_COUNT = Schema("strace_count", {
     "rep": I32, "syscall": STR, "calls": I64,
@@ -170,6 +172,15 @@ BLKTRACE_EVENT = Schema("blktrace_event", dict(BLOCK_EVENT.columns),
                         "blktrace records of a run that also has ftrace block events (which stay in block_event):"
                         " the same columns, kept apart so no request is counted twice.")
 
+TASK = Schema("task", {
+    "rep": I32, "tid": I32, "pid": I32, "thread": STR, "process": STR, "source": STR,
+}, "Who a thread is, as a trace or the capture said it: tid its thread id, pid its process (the thread group id;"
+   " null where the source does not say), thread its name (comm), process the process's name (its command line's"
+   " first word where known, else the group leader's comm; null where unknown). source: tasks.json (the run's"
+   " workload root and FUSE daemons), trace (the tgid column of ftrace text), task_newtask (a thread or process"
+   " created during the trace), proc (a /proc snapshot taken by `mobiperf record`), perfetto (process_tree"
+   " packets). A thread may appear once per source; analyzers/task_identity.py decides.")
+
 GENERIC_EVENT = Schema("generic_event", {
     **_EV, "event": STR, "body": STR,
 }, "ftrace events of a Perfetto trace that no other table reads and its protos do not type (generic or"
@@ -177,7 +188,7 @@ GENERIC_EVENT = Schema("generic_event", {
 
 TABLES = {s.name: s for s in (BLOCK_EVENT, BLOCK_RQ, TRACE_MARKER, FSYNC_EVENT, JBD2_RUN_STATS, JBD2_COMMIT,
                               FUSE_EVENT, FUSE_REQ, SYSCALL_IO, STRACE_COUNT, TASK_ROLE, FS_EVENT, FILE_EXTENT,
-                              BLKTRACE_EVENT, GENERIC_EVENT, ANDROID_FS_EVENT, F2FS_BIO, F2FS_CHECKPOINT)}
+                              BLKTRACE_EVENT, GENERIC_EVENT, ANDROID_FS_EVENT, TASK, F2FS_BIO, F2FS_CHECKPOINT)}
 
 # --- result tables ---
 
@@ -249,7 +260,8 @@ FS_LATENCY = Schema("fs_latency", _LATENCY_COLUMNS,
                     " fdatasync) and the jbd2 commit phases of jbd2_run_stats (wait, request_delay, running,"
                     " locked, flushing, logging; ms resolution), op commit.")
 FUSE_LATENCY = Schema("fuse_latency", _LATENCY_COLUMNS,
-                      "FUSE request latency (fuse_request_send -> end) percentiles, op the FUSE opcode name in lower case without FUSE_ (write, read, fsync...).")
+                      "FUSE request latency (fuse_request_send -> end) percentiles, op the FUSE opcode name in lower"
+                      " case without FUSE_ (write, read, fsync...).")
 
 WATERFALL = Schema("waterfall", {
     "rep": I32, "call_id": I64, "ts": I64, "pid": I32, "comm": STR, "syscall": STR, "path": STR, "file_type": STR,
@@ -327,7 +339,32 @@ SQLITE_SUMMARY = Schema("sqlite_summary", {
    " KiB, file system journal KiB and the journal+metadata share of block write bytes; journal_mode inferred"
    " from the files (wal, delete, truncate, persist).")
 
+SPAN_OWNER = Schema("span_owner", {
+    "rep": I32, "span_id": I64, "scope": STR, "process": STR, "pid": I32, "thread": STR, "tid": I32, "path": STR,
+    "file_type": STR, "path_from": STR,
+}, "Whose each io_span row is (analyzers/attribution.py), one row per io_span row (same rep, span_id): the"
+   " thread whose call (or file operation) the span's nest starts from, by causality: the call's thread for"
+   " everything it caused (FUSE requests, the daemon's calls, the journal commits it waited for, block requests,"
+   " device time); for IO no call caused, the task that did it (writeback, a periodic commit). process and pid"
+   " its process (pid null where no source says; process then the thread's name), scope as in block_io"
+   " (analyzers/scope.py). path: the top-most path on the way down to the span (the app's own name of the file"
+   " where the call has one; else the file layer's, an inode's, the layout snapshot's), null where none is known;"
+   " file_type from it (analyzers/file_type.py); path_from the layer whose span gave the path.")
+
+IO_BY_FILE = Schema("io_by_file", {
+    "rep": I32, "scope": STR, "process": STR, "pid": I32, "thread": STR, "tid": I32, "path": STR,
+    "file_type": STR, "layer": STR, "op": STR, "requests": I64, "bytes": I64, "time_ns": I64,
+}, "IO by process, thread, file, layer and op (analyzers/io_by_file.py), every span of io_span counted once under"
+   " its owner (span_owner), the workload's and the background's alike (scope says which): requests the spans"
+   " (a shared journal commit counts for its first waiter), bytes their size_bytes (the same rule), time_ns the"
+   " sum of their durations as nested (each clipped to its parent; concurrent requests each count their own"
+   " time; every waiter of a shared commit its wait). layer as in io_span; op the call's name (syscall), the"
+   " FUSE opcode in lower case without fuse_ (fuse), read or write (file), the daemon's call or the file"
+   " system's sync (fs: pwrite64, ext4_sync_file), jbd2_commit (journal), read/write/flush/discard (block,"
+   " device). Calls that are neither IO nor on a"
+   " file (getpid, futex...) are left out. path null: the IO of no known file.")
+
 RESULTS = {s.name: s for s in (BLOCK_IO, PAIRING_SUMMARY, SYSCALL_CLASS, FILE_IO, IO_CLASS, IO_SHARE,
                                LATENCY_SUMMARY, SYSCALL_LATENCY, FS_LATENCY, FUSE_LATENCY, IO_SPAN, WATERFALL,
                                BLOCK_CAUSE, LAYER_BREAKDOWN, IO_BACKGROUND, AMPLIFICATION,
-                               WINDOW_BLOCK, SQLITE_TXN, SQLITE_SUMMARY)}
+                               WINDOW_BLOCK, SQLITE_TXN, SQLITE_SUMMARY, SPAN_OWNER, IO_BY_FILE)}

@@ -7,7 +7,6 @@ Each stage reads the files of the previous one from the run directory and writes
 from __future__ import annotations
 
 import os
-import platform
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,14 +14,15 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from mobiperf import __version__
 from mobiperf.core import metrics as metrics_mod
 from mobiperf.analyzers import ANALYSIS_PARAMS, headline_metrics, registry, table_sources
 from mobiperf.collectors.parse import derive_tables, parse_raw_dir
+from mobiperf.core.vocabulary import SQLITE_JOURNALS
 from mobiperf.core.errors import MissingTableError, MobiperfError, NotApplicable, TargetError, UsageError
 from mobiperf.core.progress import stage
 from mobiperf.orchestration.reanalysis import WeakerDataError, events_lost
 from mobiperf.core.run_stop import add_missing_repetitions, keep_incomplete
+from mobiperf.core.run_facts import new_run_meta
 from mobiperf.core.runstore import RunDir
 from mobiperf.core.signals import raise_if_stopping
 from mobiperf.core.schema import RESULTS, TABLES
@@ -38,15 +38,12 @@ def run(target: Target, request: RunRequest, out: Path) -> RunDir:
     _check_can_trace(target, request)
     _check_target_stack(target, request)
     out = Path(os.path.abspath(out))  # the daemons and the workload run elsewhere: every path they get is absolute
-    rundir = RunDir.create(out, {
-        "id": out.name, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "mobiperf": __version__, "host": platform.node(), "target": target.caps.as_dict(), "stack": str(request.stack),
-        "scheduler": request.scheduler, "device": request.device, "dirty_limit": request.dirty_limit,
-        "cpu_share": request.cpu_share, "fuse_wakeup_ns": request.fuse_wakeup_ns, "scope": request.scope,
-        "command": request.command,
-        "sources": request.sources, "event_sets": request.event_sets,  # to add repetitions later (compare --until)
-        "repetitions": [], "warnings": [],
-    })
+    rundir = RunDir.create(out, new_run_meta(
+        out.name, target=target.caps.as_dict(), stack=str(request.stack), command=request.command,
+        scheduler=request.scheduler, device=request.device, dirty_limit=request.dirty_limit,
+        cpu_share=request.cpu_share, fuse_wakeup_ns=request.fuse_wakeup_ns, scope=request.scope,
+        sources=request.sources, event_sets=request.event_sets,  # to add repetitions later (compare --until)
+        warnings=[]))
     rundir.reserve_space()
     where: dict = {"stage": "collect", "rep": None}
     try:
@@ -94,7 +91,7 @@ def _run_stages(target: Target, request: RunRequest, rundir: RunDir, where: dict
 
 def _check_can_trace(target: Target, request: RunRequest) -> None:
     """Refuse before anything is created: a run that cannot trace would only leave a broken run directory."""
-    from mobiperf.collectors.plan import EVENT_SET_NAMES, SOURCES
+    from mobiperf.collectors.plan import check_trace_choice
 
     caps = target.caps
     # A phone gets root (adb root, su) or says how to get it; this host's user is who ran mobiperf.
@@ -105,11 +102,7 @@ def _check_can_trace(target: Target, request: RunRequest) -> None:
     if not caps.tracefs_path or not caps.tracefs_writable:
         raise TargetError("tracing needs a writable tracefs: run as root (tracefs is mounted at "
                           "/sys/kernel/tracing when absent)")
-    for kind, asked, valid in (("trace source", request.sources or (), SOURCES),
-                               ("event set", request.event_sets or (), EVENT_SET_NAMES)):
-        unknown = [a for a in asked if a not in valid]
-        if unknown:
-            raise UsageError(f"unknown {kind} {', '.join(unknown)}; choose from {', '.join(valid)}")
+    check_trace_choice(request.sources, request.event_sets)
     for ev in request.extra_events:
         if not target.transport.exists(f"{caps.tracefs_path}/{ev.path}/format"):
             known = caps.events.get(ev.system)
@@ -127,7 +120,7 @@ def _check_target_stack(target: Target, request: RunRequest) -> None:
 
         require_filesystem(target, request.stack.filesystem.name, str(request.stack))
         return
-    from mobiperf.stack.device import plan_device_stack, refuse_host_models
+    from mobiperf.stack.directory import plan_device_stack, refuse_host_models
 
     refuse_host_models(request.stack_options())
     if request.stack.layers:
@@ -245,7 +238,7 @@ def analysis_params(meta: dict) -> dict:
     return params
 
 
-MOBIBENCH_JOURNALS = {"0": "delete", "1": "truncate", "2": "persist", "3": "wal", "4": "memory", "5": "off"}
+MOBIBENCH_JOURNALS = {str(code): name for name, code in SQLITE_JOURNALS.items()}   # -j code -> journal mode
 
 
 def generator_journal_mode(command: list[str]) -> str | None:
@@ -279,19 +272,11 @@ class _TablesOnDemand(dict):
 
 def workload_metrics(rundir: RunDir, rep: int) -> list[dict]:
     """The workload's own figures, when it is the Mobibench-compatible generator."""
-    stdout = rundir.path / "raw" / f"rep{rep}" / "stdout.txt"
-    if not stdout.exists():
-        return []
-    text = stdout.read_text(errors="replace")
-    if "[Messurement Result]" not in text:
-        return []
+    from mobiperf.collectors.parse.mobibench import MobibenchOutputError, read_generator_output
+
     try:
-        from mobiperf.collectors.parse.mobibench import parse_mobibench_result
-    except ImportError:
-        return []
-    try:
-        parsed = parse_mobibench_result(text)
-    except ValueError:
+        parsed = read_generator_output(rundir.path / "raw" / f"rep{rep}" / "stdout.txt")
+    except MobibenchOutputError:   # the generator's output, but no result (it failed): the run says so elsewhere
         return []
     return [metrics_mod.metric(name, v["value"], v["unit"]) for name, v in parsed.items()]
 

@@ -3,7 +3,7 @@
 BASE and NEW must each be one run directory made by `mobiperf run` on this target. Their run.json says how they
 were run (stack, phone models, command, trace sources); more repetitions are collected into the same run
 directories, alternating BASE and NEW so that a drift of the machine hits both, up to the next look of the fixed
-schedule (mobiperf.core.sequential: 5, 8, 12, ... per side, alpha spent over the looks), until the interval of the
+schedule (mobiperf.core.stopping_rule: 5, 8, 12, ... per side, alpha spent over the looks), until the interval of the
 ratio of the primary metric's medians is narrower than the minimum effect, or each side has LIMIT repetitions.
 Then both runs are analysed again (and their reports redrawn), and compared as usual.
 
@@ -22,7 +22,7 @@ from mobiperf.orchestration.reanalysis import forget_repetition
 from mobiperf.orchestration.run_request import request_from_meta
 from mobiperf.core.errors import MobiperfError, UsageError
 from mobiperf.core.runstore import RunDir
-from mobiperf.core.sequential import FIRST_LOOK, Plan
+from mobiperf.core.stopping_rule import FIRST_LOOK, Plan
 from mobiperf.compare.verdict import PRIMARY_CANDIDATES
 
 if TYPE_CHECKING:
