@@ -53,12 +53,12 @@ import polars as pl
 
 from mobiperf.analyzers.f2fs_sync import checkpoint_entities, flush_thread_flushes
 from mobiperf.analyzers.file_type import file_type_of_path
+from mobiperf.analyzers.flush_owner import machine_flush_owners
 from mobiperf.analyzers.syscall import (READS, WRITES, classify_calls, daemon_syscalls, timed_calls,
                                         workload_syscalls)
 
 LAYERS = ("syscall", "fuse", "fs", "journal", "block", "device")
 RANK = {name: i for i, name in enumerate(LAYERS)}
-POST_FLUSH_NS = 1_000_000
 OFFSET_STEP_NS = 1_000
 SYNC_CALLS = ("fsync", "fdatasync", "sync_file_range", "syncfs", "sync", "msync")
 
@@ -332,21 +332,13 @@ def _commit_blocks(blocks: pl.DataFrame, commits: pl.DataFrame) -> pl.DataFrame:
 
 
 def _flush_parents(blocks: pl.DataFrame) -> pl.DataFrame | None:
-    """A flush with no bio (the flush machinery's, for a REQ_PREFLUSH/REQ_FUA write) -> the latest write or
-    empty preflush queued on its device before it. The machinery issues the pre-flush after the write is queued
-    and the post-flush (a FUA emulated on a device without FUA) right after the write's data completed, which is
-    where block_rq ends it: a flush up to POST_FLUSH_NS after that completion still belongs to it."""
-    flush = blocks.filter(pl.col("no_bio") & (pl.col("op") == "flush"))
-    if not flush.height:
+    """A flush with no bio (the flush machinery's, for a REQ_PREFLUSH/REQ_FUA write) -> the write it was issued
+    for (analyzers/flush_owner.py)."""
+    pairs = machine_flush_owners(blocks, key="eid", start="start", end="end", no_bio=pl.col("no_bio"))
+    if not pairs.height:
         return None
-    writes = blocks.filter(~pl.col("no_bio") & pl.col("op").is_in(["write", "flush"])).select(
-        "rep", "dev_major", "dev_minor", pl.col("start").alias("w0"), pl.col("end").alias("w1"),
-        pl.col("eid").alias("parent")).sort("w0")
-    m = flush.select("rep", "dev_major", "dev_minor", pl.col("issue_ts").alias("x"), pl.col("eid").alias("child")) \
-        .sort("x").join_asof(writes, left_on="x", right_on="w0", by=["rep", "dev_major", "dev_minor"],
-                             strategy="backward", check_sortedness=False)
-    return m.filter(pl.col("parent").is_not_null() & (pl.col("x") <= pl.col("w1") + POST_FLUSH_NS)).select(
-        "rep", "parent", "child", is_primary=pl.lit(True))
+    return pairs.select("rep", pl.col("owner").alias("parent"), pl.col("flush").alias("child"),
+                        is_primary=pl.lit(True))
 
 
 def _refine_strace_offset(calls: pl.DataFrame, children: list[pl.DataFrame]) -> pl.DataFrame:

@@ -11,7 +11,8 @@
 
 The workload's figures count workload, fuse_daemon and, on a device that is the run's own (the emulated stack),
 kernel; a shared device (a phone's /data, `dir:` stacks) leaves kernel threads out, since they work for every
-process there. mobiperf and other are never counted: they are reported apart, by task (io_background). Scope
+process there, but for the file system's journaling threads (jbd2's commits, f2fs's checkpoints and merged
+flushes): a sync of the workload waits for their writes, which the layer model must see to charge them to it. mobiperf and other are never counted: they are reported apart, by task (io_background). Scope
 `all` (`mobiperf run --scope all`, whole-device studies) counts every task. A run without task roles (ingested
 traces, runs older than task_role) has no way to tell, and counts every task.
 """
@@ -22,6 +23,9 @@ import polars as pl
 
 SCOPES = ("workload", "fuse_daemon", "kernel", "mobiperf", "other")
 KERNEL_THREADS = r"^(?:jbd2/|kworker/|ksoftirqd/|flush-|irq/|swapper|kswapd|writeback|sync$|f2fs_)"
+# The file system's own commits: what a sync waits for, on a shared device as on the run's own (io_span charges
+# each to the syncs that waited for it; one no sync of the workload waited for is background there).
+JOURNALING_THREADS = r"^(?:jbd2/|f2fs_ckpt-|f2fs_flush-)"
 
 
 def task_scopes(task_role: pl.DataFrame | None, syscall_io: pl.DataFrame | None) -> pl.DataFrame:
@@ -54,9 +58,15 @@ def with_scope(df: pl.DataFrame, task_role: pl.DataFrame | None, syscall_io: pl.
                                                    .then(pl.lit("kernel")).otherwise(pl.lit("other"))))).drop("_scope")
 
 
-def counted(scope: pl.Expr, *, mode: str, device_private: bool, has_roles: bool) -> pl.Expr:
-    """Whether rows of this scope are the workload's (see the module docstring)."""
+def counted(scope: pl.Expr, *, mode: str, device_private: bool, has_roles: bool,
+            comm: pl.Expr | None = None) -> pl.Expr:
+    """Whether rows of this scope are the workload's (see the module docstring); with the rows' comm, a shared
+    device's journaling threads count too."""
     if mode == "all" or not has_roles:
         return pl.lit(True)
-    ours = ["workload", "fuse_daemon", "kernel"] if device_private else ["workload", "fuse_daemon"]
-    return scope.is_in(ours)
+    if device_private:
+        return scope.is_in(["workload", "fuse_daemon", "kernel"])
+    ours = scope.is_in(["workload", "fuse_daemon"])
+    if comm is None:
+        return ours
+    return ours | ((scope == "kernel") & comm.fill_null("").str.contains(JOURNALING_THREADS))

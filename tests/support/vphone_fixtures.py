@@ -3,7 +3,8 @@ through the session's private adb server like the loopback devices (adb_fixtures
 
     vphone        session: Android 14 on Debian's 6.1 kernel, booted once, torn down in a finalizer
     vphone_612    session: the same userland on Debian's 6.12 kernel (Android 16's)
-    start_vphone  function: a factory for a phone of the test's own (another clock, one to kill), ended after it
+    start_vphone  function: a factory for a phone of the test's own (another clock, one to kill, a disk more),
+                  ended after it
 
 A PhoneDevice looks like a LoopbackDevice to the adb tests (serial, server, server_port, transport(), shell()).
 Where the host cannot run one (no root, no QEMU, an image that cannot be built: no network to Debian's mirror), the
@@ -77,11 +78,12 @@ def phone_problem(kernel: str) -> str | None:
     return None
 
 
-def start_phone(server: AdbServer, kernel: str = "6.1", *, rtc: str = DEFAULT_RTC) -> PhoneDevice:
+def start_phone(server: AdbServer, kernel: str = "6.1", *, rtc: str = DEFAULT_RTC, **machine) -> PhoneDevice:
+    """A phone booted and connected to `server` (machine: VirtualPhone's extra_disks and tcg_cpu)."""
     problem = phone_problem(kernel)
     if problem:
         pytest.skip(f"virtual phone ({kernel}): {problem}")
-    phone = boot_phone(ensure_image(kernel), rtc=rtc)
+    phone = boot_phone(ensure_image(kernel), rtc=rtc, **machine)
     device = PhoneDevice(server, phone)
     try:
         phone.connect(server.adb, server.port)

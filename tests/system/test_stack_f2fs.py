@@ -1,6 +1,7 @@
 """`--stack f2fs` where the kernel has no f2fs (this host's 6.18: CONFIG_F2FS_FS is not set): refused in one line
 that says why, before a run directory exists, and nothing is left on the machine. Where the kernel has f2fs the
-stack is built like ext4's (mkfs.f2fs on a loop device); tests/adb/test_f2fs_phone.py runs f2fs on a phone."""
+stack is built like ext4's (mkfs.f2fs on a loop device): tests/vphone/test_vphone_f2fs.py shows it inside the
+virtual phone, and runs f2fs on the phone's /data."""
 
 from __future__ import annotations
 
