@@ -12,8 +12,9 @@
 The workload's figures count workload, fuse_daemon and, on a device that is the run's own (the emulated stack),
 kernel; a shared device (a phone's /data, `dir:` stacks) leaves kernel threads out, since they work for every
 process there, but for the file system's journaling threads (jbd2's commits, f2fs's checkpoints and merged
-flushes): a sync of the workload waits for their writes, which the layer model must see to charge them to it. mobiperf and other are never counted: they are reported apart, by task (io_background). Scope
-`all` (`mobiperf run --scope all`, whole-device studies) counts every task. A run without task roles (ingested
+flushes): a sync of the workload waits for their writes, which the layer model must see to charge them to it.
+mobiperf and other are never counted: they are reported apart, by task (io_background). Scope `all` (`mobiperf
+run --scope all`, whole-device studies) counts every task. A run without task roles (ingested
 traces, runs older than task_role) has no way to tell, and counts every task.
 """
 
