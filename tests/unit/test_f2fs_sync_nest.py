@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import polars as pl
 
+from mobiperf.analyzers.block_io import classify_block_io
 from mobiperf.analyzers.io_span import nest_calls
 from mobiperf.analyzers.waterfall import break_down_layers, build_waterfall
-from mobiperf.core.schema import BLOCK_IO, F2FS_CHECKPOINT, FSYNC_EVENT, IO_SPAN, SYSCALL_IO
+from mobiperf.core.schema import BLOCK_IO, BLOCK_RQ, F2FS_CHECKPOINT, FSYNC_EVENT, IO_SPAN, SYSCALL_IO, TASK_ROLE
 
 DEV = (254, 0)
 
@@ -145,3 +146,34 @@ def test_a_checkpoint_no_call_waited_for_is_background():
     cp = spans.filter(pl.col("layer") == "journal")
     assert cp.height == 1 and cp["call_id"][0] is None
     assert spans.filter((pl.col("layer") == "block") & (pl.col("parent_id") == cp["span_id"][0])).height == 1
+
+
+def _rq(pid, comm, op, sector, size, q, i, c, rwbs="WS") -> dict:
+    row = {name: None for name in BLOCK_RQ.columns}
+    row.update(rep=0, dev_major=DEV[0], dev_minor=DEV[1], sector=sector, size_bytes=size, rwbs=rwbs, op=op,
+               is_sync=True, is_meta="M" in rwbs, is_fua=False, is_preflush=False, is_readahead=False, queue_ts=q,
+               issue_ts=i, complete_ts=c, nr_bios=1 if q else 0, pid=pid, comm=comm, error=0,
+               is_complete_match=True, first_issue_ts=i, dispatches=1)
+    return row
+
+
+def test_on_a_shared_device_the_checkpoint_and_its_flushes_are_the_workloads():
+    """A phone's /data (device_private False): of the kernel's threads, the file system's journaling ones count
+    (the checkpoint the workload's fsync waited for), and so do the flushes the block layer's machinery issued
+    for the checkpoint's commit block (a kworker's by their task); a kworker's writeback does not."""
+    rq = BLOCK_RQ.validate(pl.DataFrame([
+        _rq(10, "app", "write", 100, 4096, 1000, 1100, 1500),
+        _rq(20, "f2fs_ckpt-254:0", "write", 8192, 12288, 3000, 3100, 3500, "WSM"),
+        _rq(20, "f2fs_ckpt-254:0", "write", 8216, 4096, 6000, 6600, 7000, "FWFSM"),
+        _rq(38, "kworker/0:1H", "flush", -1, 0, None, 6100, 6500, "FF"),    # its pre-flush
+        _rq(38, "kworker/0:1H", "flush", -1, 0, None, 7010, 7100, "FF"),    # its post-flush (FUA emulated)
+        _rq(77, "kworker/u2:1", "write", 50000, 4096, 9000, 9100, 9500, "W"),   # someone's writeback
+    ], schema=BLOCK_RQ.columns))
+    sys = calls((10, "fdatasync", 3, 900, 8000))
+    roles = TASK_ROLE.validate(pl.DataFrame([{"rep": 0, "pid": 10, "role": "workload", "fuse_fd": -1,
+                                             "layer": None, "comm": "app"}], schema=TASK_ROLE.columns))
+    io = classify_block_io(rq, None, roles, sys, device_private=False)
+    assert sorted(io["comm"].to_list()) == ["app", "f2fs_ckpt-254:0", "f2fs_ckpt-254:0", "kworker/0:1H",
+                                            "kworker/0:1H"]
+    assert set(classify_block_io(rq, None, roles, sys, device_private=True)["comm"]) == {
+        "app", "f2fs_ckpt-254:0", "kworker/0:1H", "kworker/u2:1"}
