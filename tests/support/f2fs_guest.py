@@ -4,8 +4,9 @@ working for real on a machine whose own kernel has none (this host's 6.18: CONFI
 mobiperf goes in on one more read-only virtio disk of the phone (tests/support/vphone: VirtualPhone's
 extra_disks, serial `mobiperf`): an f2fs image made here with mkfs.f2fs and filled with sload.f2fs (f2fs-tools:
 no mount needed) with the package as it installs (setup.py build_py), this venv's site-packages (the same
-CPython 3.11 as the phone's Debian userland, manylinux wheels) and the static x86_64 reference binaries. The phone
-runs with `-cpu max` under TCG (polars needs AVX2; TCG's default CPU has none). Inside, `python3 -m mobiperf` runs
+CPython 3.11 as the phone's Debian userland, manylinux wheels) and the static x86_64 reference binaries, mounted on
+/mnt (the phone's root is a read-only erofs; the emulated stack's work root goes on /data). The phone runs with
+`-cpu max` under TCG (polars needs AVX2; TCG's default CPU has none). Inside, `python3 -m mobiperf` runs
 as root with the local target: the phone's own kernel, tracefs, loop devices and f2fs, with util-linux's
 losetup and f2fs-tools' mkfs.f2fs from its Debian userland: the code a Linux host with f2fs runs.
 """
@@ -23,15 +24,19 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 DISK_SERIAL = "mobiperf"
 WRAPPER = "/data/local/tmp/mobiperf-in-guest.sh"
-# Finds the disk by its serial, mounts it once, runs mobiperf from it with Debian's tools first on the PATH.
+# Finds the disk by its serial, mounts it once (on /mnt: the phone's root is a read-only erofs), puts the emulated
+# stack's work root (/var/tmp/mobiperf) on /data, and runs mobiperf from the disk with Debian's tools first on the
+# PATH.
 WRAPPER_TEXT = f"""#!/system/bin/sh
-export PATH=/opt/mp/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp NUMBA_CACHE_DIR=/tmp/numba
-export PYTHONPATH=/opt/mp/src:/opt/mp/lib MOBIPERF_BIN=/opt/mp/bin
-if [ ! -d /opt/mp/src ]; then
+MP=/mnt/mobiperf
+export PATH=$MP/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/data/local/tmp NUMBA_CACHE_DIR=/data/local/tmp/numba
+export PYTHONPATH=$MP/src:$MP/lib MOBIPERF_BIN=$MP/bin PYTHONDONTWRITEBYTECODE=1
+if [ ! -d $MP/src ]; then
   for d in /sys/block/vd*; do [ "$(cat $d/serial 2>/dev/null)" = {DISK_SERIAL} ] && dev=/dev/${{d##*/}}; done
-  mkdir -p /opt/mp && mount -t f2fs -o ro "$dev" /opt/mp || exit 97
+  mkdir -p $MP && mount -t f2fs -o ro "$dev" $MP || exit 97
+  mkdir -p /data/local/tmp/var-tmp && mount --bind /data/local/tmp/var-tmp /var/tmp || exit 98
 fi
-modprobe loop 2>/dev/null; mkdir -p /var/tmp /tmp
+modprobe loop 2>/dev/null
 exec python3 -m mobiperf "$@"
 """
 SKIP_PACKAGES = ("__editable__", "mobiperf", "_pytest", "pytest", "hypothesis", "importlinter", "grimp")
