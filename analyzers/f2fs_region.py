@@ -41,7 +41,7 @@ def has_f2fs_layout(file_extent: pl.DataFrame | None) -> bool:
     return file_extent is not None and bool(file_extent["region"].is_in(list(F2FS_AREAS)).any())
 
 
-def f2fs_regions(block: pl.DataFrame, file_extent: pl.DataFrame | None = None,
+def classify_f2fs_regions(block: pl.DataFrame, file_extent: pl.DataFrame | None = None,
                  f2fs_bio: pl.DataFrame | None = None) -> pl.Series | None:
     """The f2fs region of every row of block (block_rq-like: rep, dev, sector, size_bytes, queue/issue times),
     null where f2fs's sources say nothing; None when the run has neither f2fs bios nor an f2fs layout."""

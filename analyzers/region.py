@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from mobiperf.analyzers.f2fs_region import F2FS_REGIONS, f2fs_regions
+from mobiperf.analyzers.f2fs_region import F2FS_REGIONS, classify_f2fs_regions
 
 REGIONS = tuple(dict.fromkeys(("data", "metadata", "journal", "none", *F2FS_REGIONS)))
 
@@ -47,7 +47,7 @@ def _in_extents(block: pl.DataFrame, extents: pl.DataFrame, region: str) -> pl.S
 def classify_region(block: pl.DataFrame, file_extent: pl.DataFrame | None = None,
                     f2fs_bio: pl.DataFrame | None = None) -> pl.DataFrame:
     """block (block_rq-like rows: sector, size_bytes, is_meta, comm) with a `region` column."""
-    f2fs = f2fs_regions(block, file_extent, f2fs_bio)
+    f2fs = classify_f2fs_regions(block, file_extent, f2fs_bio)
     generic = _classify_generic(block, file_extent)
     return generic if f2fs is None else generic.with_columns(region=pl.coalesce(f2fs, pl.col("region")))
 

@@ -16,7 +16,7 @@ import gzip
 import zlib
 from pathlib import Path
 
-from mobiperf.core.f2fs_disk import BLOCK_BYTES, F2fsFormatError, decode_checkpoint, decode_super, segment_types
+from mobiperf.core.f2fs_disk import BLOCK_BYTES, F2fsFormatError, decode_checkpoint, decode_super, decode_segment_types
 
 
 def f2fs_extent_rows(layout: Path, row) -> tuple[list[dict], list[str]]:
@@ -35,7 +35,7 @@ def f2fs_extent_rows(layout: Path, row) -> tuple[list[dict], list[str]]:
     cp_file = layout / "f2fs_cp.bin"
     checkpoint = decode_checkpoint(cp_file.read_bytes()) if cp_file.exists() else None
     ssa = _read_ssa(layout, warnings)
-    kinds = segment_types(ssa, checkpoint)
+    kinds = decode_segment_types(ssa, checkpoint)
     kinds += [None] * (sb.segment_count_main - len(kinds))
     per_segment = sb.blocks_per_segment * BLOCK_BYTES
     first = 0

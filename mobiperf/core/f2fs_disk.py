@@ -118,7 +118,7 @@ def decode_checkpoint(packs: bytes) -> F2fsCheckpoint | None:
     return best
 
 
-def summary_types(ssa: bytes) -> list[str | None]:
+def decode_summary_types(ssa: bytes) -> list[str | None]:
     """Per main-area segment, from its summary block: `node`, `data`, or None (never written: all zeros)."""
     out: list[str | None] = []
     for start in range(0, len(ssa) - BLOCK_BYTES + 1, BLOCK_BYTES):
@@ -130,11 +130,11 @@ def summary_types(ssa: bytes) -> list[str | None]:
     return out
 
 
-def segment_types(ssa: bytes, checkpoint: F2fsCheckpoint | None) -> list[str | None]:
+def decode_segment_types(ssa: bytes, checkpoint: F2fsCheckpoint | None) -> list[str | None]:
     """Per main-area segment: node or data, from the SSA, with the checkpoint's current segments overriding it
     (a current segment's summary lives in the checkpoint pack until the segment is closed: its SSA block may
     still hold a former life's)."""
-    types = summary_types(ssa)
+    types = decode_summary_types(ssa)
     for log, segno in (checkpoint.current.items() if checkpoint else ()):
         if segno < len(types):
             types[segno] = log.split()[1]

@@ -22,7 +22,7 @@ import polars as pl
 import pytest
 
 from f2fs_checks import check_appending_fdatasyncs, check_overwriting_fdatasyncs, check_sync_checkpoint
-from mobiperf.analyzers.f2fs_region import f2fs_regions
+from mobiperf.analyzers.f2fs_region import classify_f2fs_regions
 from mobiperf.core.runstore import RunDir
 from mobiperf.orchestration import pipeline
 
@@ -82,8 +82,8 @@ def test_every_request_in_one_region_and_the_two_sources_agree(name, analyzed):
         writes.group_by("region").len()
     assert io.filter(pl.col("op") == "flush")["region"].eq("none").all()
     rq = run.read_table("block_rq").filter(pl.col("op") == "write")
-    kinds = pl.DataFrame({"bio": f2fs_regions(rq, None, run.read_table("f2fs_bio")),
-                          "layout": f2fs_regions(rq, run.read_table("file_extent"), None)})
+    kinds = pl.DataFrame({"bio": classify_f2fs_regions(rq, None, run.read_table("f2fs_bio")),
+                          "layout": classify_f2fs_regions(rq, run.read_table("file_extent"), None)})
     main = kinds.filter(pl.col("layout").is_in(["node", "data", "main"]))   # the layout's main area
     both = main.filter(pl.col("bio").is_in(["node", "data"]) & pl.col("layout").is_in(["node", "data"]))
     assert main.height and both.height >= 0.9 * main.height, main.group_by("bio", "layout").len()

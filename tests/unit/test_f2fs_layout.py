@@ -15,7 +15,7 @@ import pytest
 from mobiperf.collectors.layout import LayoutCollector
 from mobiperf.collectors.parse.layout import parse_layout
 from mobiperf.core.f2fs_disk import (BLOCK_BYTES, F2fsFormatError, SUM_FOOTER_TYPE_OFFSET, decode_checkpoint,
-                                     decode_super, segment_types, summary_types)
+                                     decode_super, decode_segment_types, decode_summary_types)
 from mobiperf.target.transport import LocalTransport
 
 pytestmark = pytest.mark.skipif(not (shutil.which("mkfs.f2fs") and shutil.which("dump.f2fs")),
@@ -73,8 +73,8 @@ def test_checkpoint_current_segments_equal_dump_f2fs(image_1g):
         assert cp.current[f"{temp} data"] == dumped[f"cur_data_segno[{i}]"]
     # a fresh image has written no summary block yet: every segment's kind comes from the checkpoint alone
     ssa = raw[sb.ssa_blkaddr * BLOCK_BYTES:(sb.ssa_blkaddr + sb.segment_count_main) * BLOCK_BYTES]
-    assert set(summary_types(ssa)) == {None}
-    kinds = segment_types(ssa, cp)
+    assert set(decode_summary_types(ssa)) == {None}
+    kinds = decode_segment_types(ssa, cp)
     assert {i: k for i, k in enumerate(kinds) if k} == {dumped["cur_node_segno[0]"]: "node",
                                                         dumped["cur_node_segno[1]"]: "node",
                                                         dumped["cur_node_segno[2]"]: "node",
@@ -87,7 +87,7 @@ def test_summary_footer_says_node_or_data():
     node, data = bytearray(BLOCK_BYTES), bytearray(BLOCK_BYTES)
     node[0] = data[0] = 7                      # an entry: the block is in use
     node[SUM_FOOTER_TYPE_OFFSET] = 1           # SUM_TYPE_NODE
-    assert summary_types(bytes(node) + bytes(data) + bytes(BLOCK_BYTES)) == ["node", "data", None]
+    assert decode_summary_types(bytes(node) + bytes(data) + bytes(BLOCK_BYTES)) == ["node", "data", None]
 
 
 def test_snapshot_of_an_image_gives_its_areas_as_extents(image_1g, tmp_path):

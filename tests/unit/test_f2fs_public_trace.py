@@ -21,7 +21,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from mobiperf.analyzers.f2fs_region import f2fs_regions
+from mobiperf.analyzers.f2fs_region import classify_f2fs_regions
 from mobiperf.collectors.layout import LayoutCollector
 from mobiperf.collectors.parse.f2fs_events import f2fs_bio_table
 from mobiperf.collectors.parse.layout import parse_layout
@@ -66,9 +66,9 @@ def test_event_types_and_mkfs_layout_agree(tmp_path):
     LayoutCollector(LocalTransport(), str(image), "f2fs", str(tmp_path), tmp_path / "raw", dev_major=259,
                     dev_minor=0).stop()
     layout, _ = parse_layout(tmp_path / "raw" / "layout")
-    by_events = f2fs_regions(block, None, bio).to_list()
-    by_layout = f2fs_regions(block, layout, None).to_list()
-    both = f2fs_regions(block, layout, bio).to_list()
+    by_events = classify_f2fs_regions(block, None, bio).to_list()
+    by_layout = classify_f2fs_regions(block, layout, None).to_list()
+    both = classify_f2fs_regions(block, layout, bio).to_list()
     expected = [REGION[s] for s in block["sector"]]
     # the events alone cannot place a META write (no layout: generic metadata); the layout alone can
     assert by_events == [("metadata" if r == "checkpoint" and t == "meta" else r)
