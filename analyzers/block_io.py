@@ -7,10 +7,12 @@ Dimensions (each module's docstring has the definition and its limits):
   sync_mode                      the request flags: `flush` (a flush request), else `fua` (REQ_FUA), `preflush`
                                  (REQ_PREFLUSH), `sync` (REQ_SYNC), `async`. Which syscall caused it is the
                                  waterfall's job (waterfall.py).
-  region                         region.py: data, metadata, journal, none
+  region                         region.py: data, metadata, journal, none; on f2fs its areas and node/data
+                                 (f2fs_region.py, from its bio events and layout)
   file_type / path               file_type.py (block layer: through the layout snapshot's extents)
 
-Scope (scope.py): only the workload's requests are classified (its tree, its FUSE daemons and, on a device of
+Scope (scope.py): only the workload's requests are classified (a flush the block layer's machinery issued for a
+write counts with that write: flush_owner.py) (its tree, its FUSE daemons and, on a device of
 its own, the kernel threads writing back and journaling for it; with scope `all` every request); the rest is in
 io_background. `scope` says which of these submitted each request.
 
@@ -29,6 +31,7 @@ from __future__ import annotations
 import polars as pl
 
 from mobiperf.analyzers.file_type import attribute_files
+from mobiperf.analyzers.flush_owner import machine_flush_owners
 from mobiperf.analyzers.locality import classify_locality
 from mobiperf.analyzers.region import classify_region
 from mobiperf.analyzers.scope import counted, with_scope
@@ -41,14 +44,31 @@ def _phase(end: str, start: str) -> pl.Expr:
     return (pl.col(end) - pl.col(start)).cast(pl.Int64)
 
 
+def _with_flush_owners(df: pl.DataFrame, column: str) -> pl.DataFrame:
+    """A flush the block layer's flush machinery issued (no bio: a kworker's, by its task) takes `column` from the
+    write it was issued for (flush_owner.py): it counts where that write counts."""
+    rows = df.with_row_index("_r")
+    owners = machine_flush_owners(rows, key="_r", start="queue_ts", end="complete_ts",
+                                  no_bio=pl.col("queue_ts").is_null())
+    if not owners.height:
+        return df
+    theirs = owners.join(rows.select(pl.col("_r").alias("owner"), pl.col(column).alias("_owner")), on="owner")
+    return rows.join(theirs.select(pl.col("flush").alias("_r"), "_owner"), on="_r", how="left").with_columns(
+        pl.coalesce("_owner", column).alias(column)).drop("_r", "_owner")
+
+
 def classify_block_io(block_rq: pl.DataFrame, file_extent: pl.DataFrame | None = None,
-                      task_role: pl.DataFrame | None = None, syscall_io: pl.DataFrame | None = None, *,
-                      scope: str = "workload", device_private: bool = True) -> pl.DataFrame:
+                      task_role: pl.DataFrame | None = None, syscall_io: pl.DataFrame | None = None,
+                      f2fs_bio: pl.DataFrame | None = None, *, scope: str = "workload",
+                      device_private: bool = True) -> pl.DataFrame:
     df = with_scope(block_rq, task_role, syscall_io)
     # The workload's tree is known only from its traced calls: without them, only mobiperf's own IO is set apart.
     knows_tree = task_role is not None and syscall_io is not None and len(syscall_io) > 0
-    df = df.filter(counted(pl.col("scope"), mode=scope, device_private=device_private, has_roles=knows_tree)
-                   & ((pl.col("scope") != "mobiperf") | pl.lit(scope == "all")))
+    df = _with_flush_owners(df.with_columns(
+        _counted=counted(pl.col("scope"), mode=scope, device_private=device_private, has_roles=knows_tree,
+                         comm=pl.col("comm")) & ((pl.col("scope") != "mobiperf") | pl.lit(scope == "all"))),
+        "_counted")
+    df = df.filter(pl.col("_counted")).drop("_counted")
     df = df.with_columns(
         ts=pl.coalesce("queue_ts", "getrq_ts", "insert_ts", "issue_ts", "complete_ts"),
         size_class=size_class(pl.col("size_bytes")),
@@ -70,7 +90,7 @@ def classify_block_io(block_rq: pl.DataFrame, file_extent: pl.DataFrame | None =
     df = classify_locality(df, stream=["rep", "dev_major", "dev_minor", "op"],
                            global_stream=["rep", "dev_major", "dev_minor"], order_by=BLOCK_ORDER,
                            start=pl.col("sector") * 512, length=pl.col("size_bytes"))
-    df = classify_region(df, file_extent)
+    df = classify_region(df, file_extent, f2fs_bio)
     df = attribute_files(df, file_extent)
     return df.select("rep", "ts", "dev_major", "dev_minor", "sector", "size_bytes", "op", "rwbs", "size_class",
                      "size_log2_bytes", "locality", "locality_tolerant", "locality_global", "sync_mode", "region",

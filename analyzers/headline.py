@@ -5,9 +5,23 @@ from __future__ import annotations
 
 import polars as pl
 
+from mobiperf.analyzers.f2fs_region import region_class
+from mobiperf.analyzers.region import REGIONS
 from mobiperf.core.metrics import Metric, metric
 
 SYNC_MODES = ("fsync", "fdatasync", "msync", "sync_file_range", "o_sync", "o_dsync", "o_direct")
+
+
+def _region_metrics(rows: pl.DataFrame, op: str) -> list[Metric]:
+    """Requests and bytes per region (ext4's data, metadata, journal; f2fs's data, node, checkpoint ...): what
+    seed 002's per-insert counts split by."""
+    out: list[Metric] = []
+    for region in REGIONS:
+        if region == "none" or not (hit := rows.filter(pl.col("region") == region)).height:
+            continue
+        out += [metric("block.requests", int(hit["count"].sum()), "count", op=op, region=region),
+                metric("block.bytes", int(hit["bytes"].sum()), "B", op=op, region=region)]
+    return out
 
 
 def block_metrics(results: dict[str, pl.DataFrame], rep: int) -> list[Metric]:
@@ -29,15 +43,16 @@ def block_metrics(results: dict[str, pl.DataFrame], rep: int) -> list[Metric]:
             for cls in rows["size_class"].unique().sort():
                 c = int(rows.filter(pl.col("size_class") == cls)["count"].sum())
                 out.append(metric("block.size_class_share", c / n, "ratio", op=op, size_class=cls))
-            data = rows.filter(pl.col("region") == "data")
+            data = rows.filter(region_class(pl.col("region")) == "data")
             n_data = int(data["count"].sum())
             if n_data and "file_type" in data.columns:  # how far the block-level file types can be trusted
                 known = int(data.filter(pl.col("file_type") != "unknown")["count"].sum())
                 out.append(metric("block.file_attributed_share", known / n_data, "ratio", op=op))
             if op == "write" and nbytes:
                 for region in ("journal", "metadata"):
-                    b = int(rows.filter(pl.col("region") == region)["bytes"].sum())
+                    b = int(rows.filter(region_class(pl.col("region")) == region)["bytes"].sum())
                     out.append(metric("block.region_bytes_share", b / nbytes, "ratio", op=op, region=region))
+                out += _region_metrics(rows, op)
     flushes = int(io.filter(pl.col("op") == "flush")["count"].sum())
     out.append(metric("block.requests", flushes, "count", op="flush"))
     lat = latency.filter(pl.col("rep") == rep)

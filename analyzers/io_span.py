@@ -1,7 +1,8 @@
 """Layer by layer: every call of the workload as a nest of intervals, one per layer it went through.
 
     call (syscall)  ⊃  FUSE request(s) it sent  ⊃  the daemon's calls into the lower file system (fs)
-                    ⊃  the file system's sync (ext4/f2fs sync_file)  ⊃  journal commits it waited for
+                    ⊃  the file system's sync (ext4/f2fs sync_file)  ⊃  journal commits (f2fs: checkpoints)
+                       it waited for
                     ⊃  block requests (queue -> complete)  ⊃  device time (issue -> complete, D2C)
 
 On a stack without FUSE the call's own thread goes straight to fs. Layers a trace has no events for are
@@ -19,7 +20,9 @@ What "caused" means (each link is something the kernel records, never clock prox
   fs sync -> commit      a journal commit is charged to every sync of the file system (sync_file, else a
                          daemon's or the call's own fsync/fdatasync/O_SYNC write) that was running when the commit
                          ended: they all waited for it. Its block requests are those the jbd2 thread that ran the
-                         commit submitted during it.
+                         commit submitted during it. f2fs's checkpoints are its commits, and the flushes its
+                         flush thread issues for waiting fsyncs are charged the same way (analyzers/f2fs_sync.py).
+                         sync(2) and syncfs(2) wait for every commit too (they have no sync_file span).
   request -> flush       a flush without a bio of its own (issued by the block layer's flush machinery for a
                          REQ_PREFLUSH/REQ_FUA write) belongs to the write pending on its device when it was issued.
   block -> device        the request's own issue -> complete.
@@ -48,13 +51,14 @@ from __future__ import annotations
 
 import polars as pl
 
+from mobiperf.analyzers.f2fs_sync import checkpoint_entities, flush_thread_flushes
 from mobiperf.analyzers.file_type import file_type_of_path
+from mobiperf.analyzers.flush_owner import machine_flush_owners
 from mobiperf.analyzers.syscall import (READS, WRITES, classify_calls, daemon_syscalls, timed_calls,
                                         workload_syscalls)
 
 LAYERS = ("syscall", "fuse", "fs", "journal", "block", "device")
 RANK = {name: i for i, name in enumerate(LAYERS)}
-POST_FLUSH_NS = 1_000_000
 OFFSET_STEP_NS = 1_000
 SYNC_CALLS = ("fsync", "fdatasync", "sync_file_range", "syncfs", "sync", "msync")
 
@@ -68,7 +72,7 @@ LINK = {"rep": pl.Int32, "parent": pl.Int64, "child": pl.Int64, "is_primary": pl
 def nest_calls(syscall_io: pl.DataFrame, trace_marker: pl.DataFrame | None = None,
                task_role: pl.DataFrame | None = None, fuse_req: pl.DataFrame | None = None,
                fsync_event: pl.DataFrame | None = None, jbd2_commit: pl.DataFrame | None = None,
-               block_io: pl.DataFrame | None = None) -> pl.DataFrame:
+               block_io: pl.DataFrame | None = None, f2fs_checkpoint: pl.DataFrame | None = None) -> pl.DataFrame:
     """io_span from the run's tables: the workload's calls (every traced call, IO or not) and what they caused,
     then the IO no call caused (call_id null)."""
     calls = timed_calls(workload_syscalls(syscall_io, trace_marker, task_role, fuse_req)
@@ -79,12 +83,14 @@ def nest_calls(syscall_io: pl.DataFrame, trace_marker: pl.DataFrame | None = Non
         sync_mode=pl.col("sync_mode").fill_null("none"), file_type=pl.coalesce("file_type", file_type_of_path(
             pl.col("path"))))
     return build_io_spans(calls, fuse_req=fuse_req, daemon_calls=daemon_syscalls(syscall_io, task_role, fuse_req),
-                          fsync_event=fsync_event, jbd2_commit=jbd2_commit, block_io=block_io)
+                          fsync_event=fsync_event, jbd2_commit=jbd2_commit, block_io=block_io,
+                          f2fs_checkpoint=f2fs_checkpoint)
 
 
 def build_io_spans(calls: pl.DataFrame, *, fuse_req: pl.DataFrame | None = None,
                    daemon_calls: pl.DataFrame | None = None, fsync_event: pl.DataFrame | None = None,
-                   jbd2_commit: pl.DataFrame | None = None, block_io: pl.DataFrame | None = None) -> pl.DataFrame:
+                   jbd2_commit: pl.DataFrame | None = None, block_io: pl.DataFrame | None = None,
+                   f2fs_checkpoint: pl.DataFrame | None = None) -> pl.DataFrame:
     """io_span: the spans of every call's nest, then those of the IO no call caused (calls: the workload's calls
     on the trace clock, analyzers/syscall.py timed_calls; daemon_calls: the FUSE daemons' calls into the lower fs)."""
     ids = _Ids()
@@ -117,14 +123,17 @@ def build_io_spans(calls: pl.DataFrame, *, fuse_req: pl.DataFrame | None = None,
         entities.append(sync_files)
         links.append(_contained(_starts(sync_files), levels))
         levels = [_as_hosts(sync_files), *levels]
-    commits = _commit_entities(jbd2_commit, ids)
+    commits = _concat([_commit_entities(jbd2_commit, ids), checkpoint_entities(f2fs_checkpoint, ids.tag)])
+    waiters = _sync_waiters(call_e, fs_calls, sync_files)
     if commits is not None:
         entities.append(commits)
-        links.append(_waited_commits(commits, _sync_waiters(call_e, fs_calls, sync_files)))
+        links.append(_waited_commits(commits, waiters))
     if blocks is not None:
         entities.append(blocks)
+        flushed = flush_thread_flushes(blocks)
         special = [t for t in (_commit_blocks(blocks, commits) if commits is not None else None,
-                               _flush_parents(blocks)) if t is not None]
+                               _flush_parents(blocks),
+                               _waited_commits(flushed, waiters) if flushed is not None else None) if t is not None]
         rest = blocks
         for t in special:
             rest = rest.join(t.select(pl.col("child").alias("eid")), on="eid", how="anti")
@@ -276,14 +285,23 @@ def _block_entities(block_io: pl.DataFrame | None, ids: _Ids) -> pl.DataFrame | 
         pl.col("source_row").cast(pl.Int64)))
 
 
+def _concat(frames: list[pl.DataFrame | None]) -> pl.DataFrame | None:
+    present = [f for f in frames if f is not None]
+    return pl.concat(present, how="diagonal_relaxed") if present else None
+
+
 def _sync_waiters(calls: pl.DataFrame, fs_calls: pl.DataFrame | None,
                   sync_files: pl.DataFrame | None) -> pl.DataFrame:
-    """The spans that wait for journal commits: the file system's sync_file spans where the trace has them, else
-    the daemons' sync calls, else the workload's sync calls and synchronous writes. Only one kind, so a commit
-    is never charged twice along one nest (fdatasync > FUSE_FSYNC > the daemon's fdatasync > ext4_sync_file)."""
-    if sync_files is not None and sync_files.height:
-        return sync_files.select("rep", "eid", "tid", "start", "end", "dev_major", "dev_minor")
+    """The spans that wait for journal commits: the file system's sync_file spans where the trace has them (and the
+    workload's sync/syncfs calls, which have none), else the daemons' sync calls, else the workload's sync calls
+    and synchronous writes. Only one kind along a nest, so a commit is never charged twice along one (fdatasync >
+    FUSE_FSYNC > the daemon's fdatasync > ext4_sync_file)."""
     none = pl.lit(None, pl.Int32)
+    if sync_files is not None and sync_files.height:
+        whole_fs = calls.filter(pl.col("name").is_in(["sync", "syncfs"]))  # no sync_file span inside them
+        return pl.concat([sync_files.select("rep", "eid", "tid", "start", "end", "dev_major", "dev_minor"),
+                          whole_fs.select("rep", "eid", "tid", "start", "end", dev_major=none, dev_minor=none)],
+                         how="vertical_relaxed")
     if fs_calls is not None and (daemon := fs_calls.filter(pl.col("name").is_in(SYNC_CALLS))).height:
         return daemon.select("rep", "eid", "tid", "start", "end", dev_major=none, dev_minor=none)
     syncs = calls.filter(pl.col("name").is_in(SYNC_CALLS) | pl.col("flags").str.contains(r"O_D?SYNC"))
@@ -314,21 +332,13 @@ def _commit_blocks(blocks: pl.DataFrame, commits: pl.DataFrame) -> pl.DataFrame:
 
 
 def _flush_parents(blocks: pl.DataFrame) -> pl.DataFrame | None:
-    """A flush with no bio (the flush machinery's, for a REQ_PREFLUSH/REQ_FUA write) -> the latest write or
-    empty preflush queued on its device before it. The machinery issues the pre-flush after the write is queued
-    and the post-flush (a FUA emulated on a device without FUA) right after the write's data completed, which is
-    where block_rq ends it: a flush up to POST_FLUSH_NS after that completion still belongs to it."""
-    flush = blocks.filter(pl.col("no_bio") & (pl.col("op") == "flush"))
-    if not flush.height:
+    """A flush with no bio (the flush machinery's, for a REQ_PREFLUSH/REQ_FUA write) -> the write it was issued
+    for (analyzers/flush_owner.py)."""
+    pairs = machine_flush_owners(blocks, key="eid", start="start", end="end", no_bio=pl.col("no_bio"))
+    if not pairs.height:
         return None
-    writes = blocks.filter(~pl.col("no_bio") & pl.col("op").is_in(["write", "flush"])).select(
-        "rep", "dev_major", "dev_minor", pl.col("start").alias("w0"), pl.col("end").alias("w1"),
-        pl.col("eid").alias("parent")).sort("w0")
-    m = flush.select("rep", "dev_major", "dev_minor", pl.col("issue_ts").alias("x"), pl.col("eid").alias("child")) \
-        .sort("x").join_asof(writes, left_on="x", right_on="w0", by=["rep", "dev_major", "dev_minor"],
-                             strategy="backward", check_sortedness=False)
-    return m.filter(pl.col("parent").is_not_null() & (pl.col("x") <= pl.col("w1") + POST_FLUSH_NS)).select(
-        "rep", "parent", "child", is_primary=pl.lit(True))
+    return pairs.select("rep", pl.col("owner").alias("parent"), pl.col("flush").alias("child"),
+                        is_primary=pl.lit(True))
 
 
 def _refine_strace_offset(calls: pl.DataFrame, children: list[pl.DataFrame]) -> pl.DataFrame:

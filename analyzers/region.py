@@ -1,4 +1,4 @@
-"""File system region of a block request: data, metadata or journal.
+"""File system region of a block request: data, metadata or journal; on f2fs, its own areas (f2fs_region.py).
 
 Definition, first rule that applies:
   journal   the request lies in the journal's extents of the layout snapshot (file_extent, region `journal`),
@@ -10,16 +10,20 @@ Definition, first rule that applies:
   none      requests without sectors (flushes).
 A request is "in" a region when its first sector is (requests do not straddle the journal).
 
+On f2fs (its bio events or its layout snapshot), the region is f2fs's: superblock, checkpoint, sit, nat, ssa,
+node or data (analyzers/f2fs_region.py; region_class maps them to the four above where a figure needs those).
+
 Limits: metadata written back by the flusher without REQ_META counts as data unless the snapshot covers it;
-f2fs node/checkpoint areas count as metadata only through the snapshot; the journal-thread rule needs the comm,
-which the blktrace binary lacks on kernels that write no process notes.
+the journal-thread rule needs the comm, which the blktrace binary lacks on kernels that write no process notes.
 """
 
 from __future__ import annotations
 
 import polars as pl
 
-REGIONS = ("data", "metadata", "journal", "none")
+from mobiperf.analyzers.f2fs_region import F2FS_REGIONS, classify_f2fs_regions
+
+REGIONS = tuple(dict.fromkeys(("data", "metadata", "journal", "none", *F2FS_REGIONS)))
 
 
 def _in_extents(block: pl.DataFrame, extents: pl.DataFrame, region: str) -> pl.Series:
@@ -40,8 +44,15 @@ def _in_extents(block: pl.DataFrame, extents: pl.DataFrame, region: str) -> pl.S
     return hit["inside"]
 
 
-def classify_region(block: pl.DataFrame, file_extent: pl.DataFrame | None = None) -> pl.DataFrame:
+def classify_region(block: pl.DataFrame, file_extent: pl.DataFrame | None = None,
+                    f2fs_bio: pl.DataFrame | None = None) -> pl.DataFrame:
     """block (block_rq-like rows: sector, size_bytes, is_meta, comm) with a `region` column."""
+    f2fs = classify_f2fs_regions(block, file_extent, f2fs_bio)
+    generic = _classify_generic(block, file_extent)
+    return generic if f2fs is None else generic.with_columns(region=pl.coalesce(f2fs, pl.col("region")))
+
+
+def _classify_generic(block: pl.DataFrame, file_extent: pl.DataFrame | None) -> pl.DataFrame:
     if file_extent is not None and len(file_extent):
         in_journal = _in_extents(block, file_extent, "journal")
         in_meta = _in_extents(block, file_extent, "metadata")

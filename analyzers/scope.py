@@ -3,15 +3,18 @@
   workload     the workload's process tree: its root (task_role) and every task whose system calls were traced
                (the syscalls source follows the tree with event-fork, strace with -f)
   fuse_daemon  the stack's FUSE daemons, every thread (task_role)
-  kernel       kernel threads (jbd2/*, kworker/*, ksoftirqd/*, flush-*, irq/*, swapper) and the run's final `sync`:
+  kernel       kernel threads (jbd2/*, kworker/*, ksoftirqd/*, flush-*, irq/*, swapper; f2fs's f2fs_ckpt-*,
+               f2fs_flush-*, f2fs_discard-*, f2fs_gc-*) and the run's final `sync`:
                they write back and journal whoever's data is on the device
   mobiperf     mobiperf itself (task_role)
   other        every other task
 
 The workload's figures count workload, fuse_daemon and, on a device that is the run's own (the emulated stack),
 kernel; a shared device (a phone's /data, `dir:` stacks) leaves kernel threads out, since they work for every
-process there. mobiperf and other are never counted: they are reported apart, by task (io_background). Scope
-`all` (`mobiperf run --scope all`, whole-device studies) counts every task. A run without task roles (ingested
+process there, but for the file system's journaling threads (jbd2's commits, f2fs's checkpoints and merged
+flushes): a sync of the workload waits for their writes, which the layer model must see to charge them to it.
+mobiperf and other are never counted: they are reported apart, by task (io_background). Scope `all` (`mobiperf
+run --scope all`, whole-device studies) counts every task. A run without task roles (ingested
 traces, runs older than task_role) has no way to tell, and counts every task.
 """
 
@@ -20,7 +23,10 @@ from __future__ import annotations
 import polars as pl
 
 SCOPES = ("workload", "fuse_daemon", "kernel", "mobiperf", "other")
-KERNEL_THREADS = r"^(?:jbd2/|kworker/|ksoftirqd/|flush-|irq/|swapper|kswapd|writeback|sync$)"
+KERNEL_THREADS = r"^(?:jbd2/|kworker/|ksoftirqd/|flush-|irq/|swapper|kswapd|writeback|sync$|f2fs_)"
+# The file system's own commits: what a sync waits for, on a shared device as on the run's own (io_span charges
+# each to the syncs that waited for it; one no sync of the workload waited for is background there).
+JOURNALING_THREADS = r"^(?:jbd2/|f2fs_ckpt-|f2fs_flush-)"
 
 
 def task_scopes(task_role: pl.DataFrame | None, syscall_io: pl.DataFrame | None) -> pl.DataFrame:
@@ -53,9 +59,15 @@ def with_scope(df: pl.DataFrame, task_role: pl.DataFrame | None, syscall_io: pl.
                                                    .then(pl.lit("kernel")).otherwise(pl.lit("other"))))).drop("_scope")
 
 
-def counted(scope: pl.Expr, *, mode: str, device_private: bool, has_roles: bool) -> pl.Expr:
-    """Whether rows of this scope are the workload's (see the module docstring)."""
+def counted(scope: pl.Expr, *, mode: str, device_private: bool, has_roles: bool,
+            comm: pl.Expr | None = None) -> pl.Expr:
+    """Whether rows of this scope are the workload's (see the module docstring); with the rows' comm, a shared
+    device's journaling threads count too."""
     if mode == "all" or not has_roles:
         return pl.lit(True)
-    ours = ["workload", "fuse_daemon", "kernel"] if device_private else ["workload", "fuse_daemon"]
-    return scope.is_in(ours)
+    if device_private:
+        return scope.is_in(["workload", "fuse_daemon", "kernel"])
+    ours = scope.is_in(["workload", "fuse_daemon"])
+    if comm is None:
+        return ours
+    return ours | ((scope == "kernel") & comm.fill_null("").str.contains(JOURNALING_THREADS))

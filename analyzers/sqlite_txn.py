@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from mobiperf.analyzers.f2fs_region import region_class
 from mobiperf.analyzers.file_type import file_type_of_path
 from mobiperf.analyzers.syscall import classify_syscalls
 from mobiperf.core.errors import NotApplicable
@@ -170,11 +171,12 @@ def _assign(bounds: pl.DataFrame, df: pl.DataFrame, t: str) -> pl.DataFrame:
 
 def _block_counts(b: pl.DataFrame) -> pl.DataFrame:
     w = pl.col("op") == "write"
+    region = region_class(pl.col("region"))  # f2fs: its checkpoint is the journal, node blocks metadata
     return b.group_by("rep", "txn").agg(
         block_writes=w.sum().cast(pl.Int64),
         block_write_bytes=pl.col("size_bytes").filter(w).sum().cast(pl.Int64),
-        journal_bytes=pl.col("size_bytes").filter(w & (pl.col("region") == "journal")).sum().cast(pl.Int64),
-        metadata_bytes=pl.col("size_bytes").filter(w & (pl.col("region") == "metadata")).sum().cast(pl.Int64),
+        journal_bytes=pl.col("size_bytes").filter(w & (region == "journal")).sum().cast(pl.Int64),
+        metadata_bytes=pl.col("size_bytes").filter(w & (region == "metadata")).sum().cast(pl.Int64),
         flushes=(pl.col("op") == "flush").sum().cast(pl.Int64))
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from mobiperf.analyzers.f2fs_region import region_class
 from mobiperf.analyzers.io_span import LAYERS, RANK
 from mobiperf.analyzers.scope import with_scope
 
@@ -63,11 +64,12 @@ def _caused_counts(spans: pl.DataFrame) -> pl.DataFrame:
     block = (pl.col("layer") == "block") & pl.col("is_primary")
     fuse = (pl.col("layer") == "fuse") & pl.col("is_primary")
     size = pl.col("size_bytes").fill_null(0)
+    region = region_class(pl.col("region"))
     return spans.group_by("rep", "call_id").agg(
         block_requests=block.sum().cast(pl.Int64), block_bytes=size.filter(block).sum(),
-        data_bytes=size.filter(block & (pl.col("region") == "data")).sum(),
-        journal_bytes=size.filter(block & (pl.col("region") == "journal")).sum(),
-        metadata_bytes=size.filter(block & (pl.col("region") == "metadata")).sum(),
+        data_bytes=size.filter(block & (region == "data")).sum(),
+        journal_bytes=size.filter(block & (region == "journal")).sum(),
+        metadata_bytes=size.filter(block & (region == "metadata")).sum(),
         flushes=(block & (pl.col("op") == "flush")).sum().cast(pl.Int64),
         fuse_requests=fuse.sum().cast(pl.Int64), fuse_data_bytes=size.filter(fuse).sum())
 

@@ -23,7 +23,11 @@ SYNC_COLORS = {"async": "#9ecae1", "buffered": "#9ecae1", "sync": "#3182bd", "fu
                "fsync": "#e6550d", "fdatasync": "#fd8d3c", "msync": "#fdae6b"}
 FILE_TYPE_COLORS = {"db": "#9467bd", "db-journal": "#8c564b", "db-wal": "#e377c2", "db-shm": "#bcbd22",
                     "media": "#17becf", "other": "#7f7f7f", "unknown": "#c7c7c7"}
-REGION_COLORS = {"data": "#1f77b4", "metadata": "#ff7f0e", "journal": "#2ca02c", "unknown": "#c7c7c7"}
+REGION_COLORS = {"data": "#1f77b4", "metadata": "#ff7f0e", "journal": "#2ca02c", "unknown": "#c7c7c7",
+                 # f2fs's (analyzers/f2fs_region.py): node blocks in metadata's hue, the checkpoint in the journal's
+                 "node": "#fdae6b", "checkpoint": "#2ca02c", "sit": "#9467bd", "nat": "#8c564b", "ssa": "#e377c2",
+                 "superblock": "#7f7f7f", "main": "#aec7e8"}
+REGION_ORDER = ["data", "metadata", "journal", "node", "checkpoint", "sit", "nat", "ssa", "superblock", "main"]
 PHASE_COLORS = {"q2g": "#c6dbef", "g2i": "#6baed6", "i2d": "#2171b5", "d2c": "#d62728", "q2c": "#444444"}
 PHASE_NAMES = {"q2g": "Q2G queue→get request", "g2i": "G2I →insert", "i2d": "I2D scheduler→driver",
                "d2c": "D2C driver+device"}
@@ -90,7 +94,7 @@ def fig_io_characterisation(io_class: pl.DataFrame, block_io: pl.DataFrame | Non
     panels = [("(a) IO size", "size_class", list(SIZE_CLASSES), {}, rows),
               ("(b) locality", "locality", ["sequential", "random"], LOCALITY_COLORS, rows),
               ("(c) IO mode", "sync_mode", None, SYNC_COLORS, rows),
-              (f"(d) block type{note}", "region", ["data", "metadata", "journal"], REGION_COLORS, regions),
+              (f"(d) block type{note}", "region", REGION_ORDER, REGION_COLORS, regions),
               ("(e) file type", "file_type", None, FILE_TYPE_COLORS, rows)]
     usable = []
     for title, dim, order, colors, data in panels:
@@ -291,8 +295,8 @@ def fig_amplification(amplification: pl.DataFrame) -> go.Figure:
     fig = go.Figure()
     xs = [(op, layer) for op in ("write", "read") for layer in ("app", "fuse", "block")
           if len(agg.filter((pl.col("op") == op) & (pl.col("layer") == layer)))]
-    regions = sorted(set(agg["region"].to_list()), key=lambda r: ("all", "data", "metadata", "journal").index(r)
-                     if r in ("all", "data", "metadata", "journal") else 9)
+    order = ["all", *REGION_ORDER]
+    regions = sorted(set(agg["region"].to_list()), key=lambda r: order.index(r) if r in order else len(order))
     for i, region in enumerate(regions):
         vals = {(r["op"], r["layer"]): r["bytes"] for r in agg.filter(pl.col("region") == region).iter_rows(named=True)}
         fig.add_bar(name=region if region != "all" else "all (app, FUSE)",
@@ -339,7 +343,9 @@ def fig_io_waterfall(block_io: pl.DataFrame, waterfall: pl.DataFrame | None = No
             spans = io_span.filter((pl.col("rep") == r["rep"]) & (pl.col("call_id") == r["call_id"])).with_columns(
                 _rank=pl.col("layer").replace_strict({name: i for i, (name, _) in enumerate(WATERFALL_LAYERS)},
                                                      default=9)).sort("_rank", "ts").head(MAX_WATERFALL_SPANS)
-            bars = [(f"{sp['layer']}: {sp['name']}" + (f" #{k}" if k else ""), (sp["ts"] - r["ts"]) / 1e3,
+            bars = [(f"{sp['layer']}: {sp['name']}" + (f" {sp['region']}" if sp["layer"] in ("block", "device")
+                                                      and sp["region"] not in (None, "none") else "")
+                     + (f" #{k}" if k else ""), (sp["ts"] - r["ts"]) / 1e3,
                      max(sp["end_ts"] - sp["ts"], 0) / 1e3, colors.get(sp["layer"], "#7f7f7f"))
                     for k, sp in enumerate(spans.iter_rows(named=True))]
             candidates.append((f"{label} {r['syscall']}: {r['size_bytes'] or 0} B {r['file_type'] or ''}, "

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import polars as pl
 
+from mobiperf.analyzers.f2fs_region import region_class
 from mobiperf.core.exit_status import describe_exit_statuses
 from mobiperf.core.layer_sources import layer_sources
 from mobiperf.core.metrics import format_quantity, format_value, metric_key
@@ -354,7 +355,9 @@ def syscall_count_rows(tables: dict[str, pl.DataFrame]) -> dict[str, dict[Any, f
         for r in bio.group_by("rep").agg(pl.len().alias("n")).sort("rep").iter_rows(named=True):
             rows.setdefault("# of IO requests (block writes)", {})[r["rep"]] = r["n"]
         if region is not None:
-            meta_rows = bio.filter(region.is_in(["metadata", "journal"])).group_by("rep").agg(pl.len().alias("n"))
+            # f2fs's node, table and checkpoint writes are its metadata and journal (analyzers/f2fs_region.py)
+            meta_rows = bio.filter(region_class(region).is_in(["metadata", "journal"])).group_by("rep").agg(
+                pl.len().alias("n"))
             for rep in bio["rep"].unique().sort().to_list():
                 n = meta_rows.filter(pl.col("rep") == rep)["n"]
                 rows.setdefault("Metadata/journal updates", {})[rep] = int(n[0]) if len(n) else 0

@@ -17,6 +17,8 @@ event family, written from the kernels' TP_printk formats (see specs/trace-forma
   raw_syscalls           NR %ld (%lx, %lx, ...) / NR %ld = %ld  (raw_syscall_event; named by the ABI: raw_syscalls.py)
   android_fs_data*       entry_name %s, offset %llu, bytes %d, ... / ino %lu, offset %llu, bytes %d (android_fs.py)
   sched_waking           comm=%s pid=%d prio=%d target_cpu=%03d (sched_wake.py)
+  f2fs_submit_*_bio      dev = (%d,%d)/(%d,%d), rw = %s(%s), %s, sector = %lld, size = %u      (f2fs_events.py)
+  f2fs_write_checkpoint  dev = (%d,%d), checkpoint for %s, state = %s
 
 Lines that match no pattern are counted per event, never dropped silently.
 """
@@ -26,6 +28,7 @@ from __future__ import annotations
 import polars as pl
 
 from mobiperf.collectors.parse.android_fs import ANDROID_FS_EVENTS, parse_android_fs_events
+from mobiperf.collectors.parse.f2fs_events import F2FS_EVENTS, parse_f2fs_events
 from mobiperf.collectors.parse.sched_wake import SCHED_WAKE_EVENTS, parse_sched_wakes
 from mobiperf.collectors.parse.syscall_events import RAW_SYSCALL_EVENTS, raw_syscall_events, syscall_io_of_events
 from mobiperf.core.schema import FS_EVENT, FSYNC_EVENT, FUSE_EVENT, JBD2_COMMIT, JBD2_RUN_STATS
@@ -54,7 +57,8 @@ FUSE_BODIES = {
 }
 FS_EVENT_PREFIXES = ("ext4_", "f2fs_", "writeback_", "jbd2_", "android_fs_")
 # Every event this module reads (the ftrace text parser hands it these rows).
-KNOWN_EVENTS = {*FSYNC_BODIES, "jbd2_run_stats", *JBD2_PHASES, *FUSE_BODIES, *ANDROID_FS_EVENTS, *SCHED_WAKE_EVENTS}
+KNOWN_EVENTS = {*FSYNC_BODIES, "jbd2_run_stats", *JBD2_PHASES, *FUSE_BODIES, *ANDROID_FS_EVENTS, *SCHED_WAKE_EVENTS,
+                *F2FS_EVENTS}
 
 
 def is_known_event(name: str) -> bool:
@@ -77,7 +81,8 @@ def parse_other_events(head: pl.DataFrame, rep: int) -> tuple[dict[str, pl.DataF
             fsync.append(got.select(
                 *_ev_cols(rep), pl.lit(fs).alias("fs"), pl.lit(phase).alias("phase"), *_dev_cols(),
                 pl.col("ino").cast(pl.Int64, strict=False),
-                _opt_int(got, "datasync", pl.Int32), _opt_int(got, "ret", pl.Int32)))
+                _opt_int(got, "datasync", pl.Int32), _opt_int(got, "ret", pl.Int32),
+                (pl.col("reason") if "reason" in got.columns else pl.lit(None, pl.Utf8)).alias("cp_reason")))
     if fsync:
         tables["fsync_event"] = FSYNC_EVENT.validate(pl.concat(fsync).sort("ts", maintain_order=True))
 
@@ -113,6 +118,7 @@ def parse_other_events(head: pl.DataFrame, rep: int) -> tuple[dict[str, pl.DataF
         tables["fuse_event"] = FUSE_EVENT.validate(pl.concat(fuse, how="vertical_relaxed")
                                                    .sort("ts", maintain_order=True))
 
+    tables.update(parse_f2fs_events(head, rep, unparsed))  # f2fs_bio, f2fs_checkpoint: f2fs_events.py
     android_fs = parse_android_fs_events(head, rep, unparsed)  # android_fs.py
     if android_fs is not None:
         tables["android_fs_event"] = android_fs

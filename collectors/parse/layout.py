@@ -6,6 +6,7 @@
                 inode table, in file system blocks -> region "metadata", path names the structure and group
   journal.txt   debugfs `stat <8>` EXTENTS `(logical-end):physical-end` of the journal inode -> region "journal"
   xfs_sb.txt    xfs_db superblock print: logstart (an AG-encoded fs block) and logblocks -> region "journal"
+  f2fs_*.bin    f2fs's superblock, checkpoint and SSA -> its areas and main segments (f2fs_layout.py)
 Offsets are bytes from the start of the device (the file system is the whole loop device in mobiperf's stacks).
 
 Files that lived only during the run (created and deleted before the snapshot) are not in filefrag.txt; the ext4
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import polars as pl
 
+from mobiperf.collectors.parse.f2fs_layout import f2fs_extent_rows
 from mobiperf.core.schema import FILE_EXTENT
 
 FILEFRAG_HEAD = re.compile(r"^File size of (.*) is (\d+) \(\d+ blocks? of (\d+) bytes\)")
@@ -86,6 +88,10 @@ def parse_layout(layout: Path, rep: int = 0) -> tuple[pl.DataFrame, list[str]]:
                 agno, agbno = logstart >> agblklog, logstart & ((1 << agblklog) - 1)
                 rows.append(_row(rep, "journal", "xfs log", 0, (agno * agblocks + agbno) * bsize,
                                  logblocks * bsize, dev, "internal"))
+    f2fs_rows, f2fs_warnings = f2fs_extent_rows(layout, lambda region, path, physical, length, flags: _row(
+        rep, region, path, 0, physical, length, dev, flags))
+    rows += f2fs_rows
+    warnings += f2fs_warnings
     if (layout / "filefrag.txt").exists():
         path, unit = None, 512
         for n, line in enumerate((layout / "filefrag.txt").read_text(errors="replace").splitlines(), 1):

@@ -74,8 +74,10 @@ _EV = {"rep": I32, "ts": I64, "cpu": I32, "pid": I32, "comm": STR}
 
 FSYNC_EVENT = Schema("fsync_event", {
     **_EV, "fs": STR, "phase": STR, "dev_major": I32, "dev_minor": I32, "ino": I64, "datasync": I32, "ret": I32,
+    "cp_reason": STR,
 }, "ext4_sync_file_enter/exit and f2fs_sync_file_enter/exit: fs is ext4 or f2fs, phase enter or exit; datasync is"
-   " null on ext4's exit, ret null on enter.")
+   " null on ext4's exit, ret null on enter; cp_reason, on f2fs's exit, why the fsync wrote a checkpoint instead"
+   " of its node blocks (`no needed` when it did not), as the kernel prints it.", added=(("cp_reason", None),))
 
 JBD2_RUN_STATS = Schema("jbd2_run_stats", {
     "rep": I32, "ts": I64, "dev_major": I32, "dev_minor": I32, "tid": I64, "wait_ms": I64, "request_delay_ms": I64,
@@ -156,8 +158,22 @@ FILE_EXTENT = Schema("file_extent", {
     "rep": I32, "region": STR, "path": STR, "logical_bytes": I64, "physical_bytes": I64, "length_bytes": I64,
     "dev_major": I32, "dev_minor": I32, "flags": STR,
 }, "The file system layout snapshot: region is file (FIEMAP extents of the workload's files), journal (ext4"
-   " journal / xfs log), or metadata (ext4 group descriptors, bitmaps and inode tables); physical_bytes is the"
+   " journal / xfs log), metadata (ext4 group descriptors, bitmaps and inode tables), or f2fs's areas (superblock,"
+   " checkpoint, sit, nat, ssa) and main segments by kind (node, data; main where unknown); physical_bytes is the"
    " offset on the device.")
+
+F2FS_BIO = Schema("f2fs_bio", {
+    **_EV, "dev_major": I32, "dev_minor": I32, "fs_dev_major": I32, "fs_dev_minor": I32, "op": STR, "flags": STR,
+    "type": STR, "sector": I64, "size_bytes": I64,
+}, "Every bio f2fs submitted (f2fs_submit_write_bio / f2fs_submit_read_bio, collectors/parse/f2fs_events.py): the"
+   " bio's device (dev_*) and the file system's (fs_dev_*), op read or write, its flags as printed (S, M, P, PF,"
+   " FUA), type data, node, meta, meta_flush, in-place or out-of-place, and its own first sector and size.")
+
+F2FS_CHECKPOINT = Schema("f2fs_checkpoint", {
+    **_EV, "dev_major": I32, "dev_minor": I32, "reason": STR, "phase": STR, "state": STR,
+}, "f2fs_write_checkpoint events: reason as printed (sync, umount, ...), phase start (start block_ops), block_ops"
+   " (finish block_ops), end (finish checkpoint) or other, state the kernel's words. pid: the task that wrote the"
+   " checkpoint (the f2fs_ckpt thread under checkpoint_merge, else the syncing task).")
 
 ANDROID_FS_EVENT = Schema("android_fs_event", {
     **_EV, "op": STR, "phase": STR, "path": STR, "offset_bytes": I64, "size_bytes": I64, "cmdline": STR,
@@ -198,7 +214,7 @@ GENERIC_EVENT = Schema("generic_event", {
 TABLES = {s.name: s for s in (BLOCK_EVENT, BLOCK_RQ, TRACE_MARKER, FSYNC_EVENT, JBD2_RUN_STATS, JBD2_COMMIT,
                               FUSE_EVENT, FUSE_REQ, SYSCALL_IO, STRACE_COUNT, TASK_ROLE, FS_EVENT, FILE_EXTENT,
                               BLKTRACE_EVENT, GENERIC_EVENT, ANDROID_FS_EVENT, TASK, FUSE_DAEMON_REQ, SCHED_WAKE,
-                              RAW_SYSCALL_EVENT)}
+                              RAW_SYSCALL_EVENT, F2FS_BIO, F2FS_CHECKPOINT)}
 
 # --- result tables ---
 

@@ -157,8 +157,20 @@ EVENT_SETS: dict[str, EventSet] = {
         ),
         "dev",
     ),
+    # f2fs: each bio with its block type (node/data/meta: analyzers/f2fs_region.py), the checkpoints (its journal
+    # commits: analyzers/f2fs_sync.py), the flushes its fsyncs issue and its sync_fs calls
     "f2fs": EventSet(
-        "f2fs", ("f2fs_sync_file_enter", "f2fs_sync_file_exit", "f2fs_write_checkpoint", "f2fs_issue_flush"), "dev"
+        "f2fs",
+        (
+            "f2fs_sync_file_enter",
+            "f2fs_sync_file_exit",
+            "f2fs_write_checkpoint",
+            "f2fs_issue_flush",
+            "f2fs_submit_write_bio",
+            "f2fs_submit_read_bio",
+            "f2fs_sync_fs",
+        ),
+        "dev",
     ),
     "fuse": EventSet("fuse", ("fuse_request_send", "fuse_request_end"), "connection"),
     # Android kernels: file data IO with its path (no device field: unfiltered); planned when the kernel has them
@@ -208,6 +220,9 @@ TABLE_EVENTS: dict[str, tuple[str, ...]] = {
     "jbd2_run_stats": _named("jbd2", ("jbd2_run_stats",)),
     "fuse_event": _named("fuse", EVENT_SETS["fuse"].events),
     "android_fs_event": _named("android_fs", EVENT_SETS["android_fs"].events),
+    # one event per bio f2fs submits (no more than the block events of the same IO) and per checkpoint step
+    "f2fs_bio": _named("f2fs", ("f2fs_submit_write_bio", "f2fs_submit_read_bio")),
+    "f2fs_checkpoint": _named("f2fs", ("f2fs_write_checkpoint",)),
 }
 
 

@@ -115,9 +115,13 @@ def _check_can_trace(target: Target, request: RunRequest) -> None:
 
 
 def _check_target_stack(target: Target, request: RunRequest) -> None:
-    """A dir: stack (the target's own storage) is checked before the run directory exists: the host's phone
-    models do not apply to it, and a FUSE daemon over it needs its path, its build and root on the target."""
+    """The stack is checked before the run directory exists: a file system the target's kernel lacks (f2fs on a
+    host without it) is refused in one line; on a dir: stack (the target's own storage) the host's phone models
+    do not apply, and a FUSE daemon over it needs its path, its build and root on the target."""
     if request.stack.filesystem.name != "dir":
+        from mobiperf.stack.kernel_fs import require_filesystem
+
+        require_filesystem(target, request.stack.filesystem.name, str(request.stack))
         return
     from mobiperf.stack.directory import plan_device_stack, refuse_host_models
 

@@ -163,8 +163,8 @@ def plan_study(study: Study, config: Config) -> tuple[SweepDefinition, dict[str,
     cells = []
     for label, params in labelled:
         params = dict(params)
-        if config.target != "local":
-            params["target"] = config.target
+        if config.target != "local":   # a cell may stay on this host (ext4 beside a phone's f2fs)
+            params.setdefault("target", config.target)
         if config.device:
             params.setdefault("device", config.device)
         if config.cpu != "host":

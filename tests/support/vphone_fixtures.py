@@ -3,11 +3,12 @@ through the session's private adb server like the loopback devices (adb_fixtures
 
     vphone        session: Android 14 on Debian's 6.1 kernel, booted once, torn down in a finalizer
     vphone_612    session: the same userland on Debian's 6.12 kernel (Android 16's)
+    start_vphone  function: a factory for a phone of the test's own (another clock, one to kill, a disk more),
+                  ended after it
 
 The session's phones keep a wall clock far from the host's (FAR_RTC: QEMU's RTC at 2001; their monotonic clock
 starts at their own boot anyway), so a device time taken for a host time, or the reverse, shows in every test
 that reads a run (tests/vphone/test_vphone_run.py says so outright).
-    start_vphone  function: a factory for a phone of the test's own (another clock, one to kill), ended after it
 
 A PhoneDevice looks like a LoopbackDevice to the adb tests (serial, server, server_port, transport(), shell()).
 Where the host cannot run one (no root, no QEMU, an image that cannot be built: no network to Debian's mirror), the
@@ -94,11 +95,12 @@ def phone_problem(kernel: str) -> str | None:
     return None
 
 
-def start_phone(server: AdbServer, kernel: str = "6.1", *, rtc: str = DEFAULT_RTC) -> PhoneDevice:
+def start_phone(server: AdbServer, kernel: str = "6.1", *, rtc: str = DEFAULT_RTC, **machine) -> PhoneDevice:
+    """A phone booted and connected to `server` (machine: VirtualPhone's extra_disks and tcg_cpu)."""
     problem = phone_problem(kernel)
     if problem:
         pytest.skip(f"virtual phone ({kernel}): {problem}")
-    phone = boot_phone(ensure_image(kernel), rtc=rtc)
+    phone = boot_phone(ensure_image(kernel), rtc=rtc, **machine)
     device = PhoneDevice(server, phone)
     try:
         phone.connect(server.adb, server.port)

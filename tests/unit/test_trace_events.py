@@ -10,6 +10,7 @@ import pytest
 from mobiperf.analyzers import needed_tables, registry, table_sources
 from mobiperf.collectors.parse.android_fs import ANDROID_FS_EVENTS
 from mobiperf.collectors.parse.block_requests import KINDS
+from mobiperf.collectors.parse.f2fs_events import BIO_EVENTS
 from mobiperf.collectors.parse.ftrace_events import FSYNC_BODIES, FUSE_BODIES, JBD2_PHASES
 from mobiperf.collectors.plan import check_trace_choice, plan_collectors
 from mobiperf.core.errors import UsageError
@@ -38,8 +39,10 @@ def test_the_analyzers_needs_decide_the_events_of_a_run(tmp_path):
     fuse = {"fuse:fuse_request_send", "fuse:fuse_request_end"}
     assert planned(tmp_path, "ext4", [{"mountpoint": "/m"}], needed_tables()) == block | jbd2 | fsync | fuse
     assert planned(tmp_path, "ext4", [], needed_tables()) == block | jbd2 | fsync
-    assert planned(tmp_path, "f2fs", [], needed_tables()) == block | {"f2fs:f2fs_sync_file_enter",
-                                                                      "f2fs:f2fs_sync_file_exit"}
+    # f2fs: its fsyncs, its bios (node vs data) and its checkpoints (the journal layer), not its per-page events
+    assert planned(tmp_path, "f2fs", [], needed_tables()) == block | {
+        "f2fs:f2fs_sync_file_enter", "f2fs:f2fs_sync_file_exit", "f2fs:f2fs_submit_write_bio",
+        "f2fs:f2fs_submit_read_bio", "f2fs:f2fs_write_checkpoint"}
     # an analyzer set that reads no fsync or jbd2 table gets none of their events: the needs drive it
     without = needed_tables() - {"fsync_event", "jbd2_commit", "jbd2_run_stats"}
     assert planned(tmp_path, "ext4", [], without) == block
@@ -54,7 +57,8 @@ def test_every_table_an_analyzer_names_is_made_somewhere():
 @pytest.mark.parametrize("table,parsed", [
     ("block_event", set(KINDS)), ("fsync_event", set(FSYNC_BODIES)), ("jbd2_commit", set(JBD2_PHASES)),
     ("jbd2_run_stats", {"jbd2_run_stats"}), ("fuse_event", set(FUSE_BODIES)),
-    ("android_fs_event", set(ANDROID_FS_EVENTS))])
+    ("android_fs_event", set(ANDROID_FS_EVENTS)), ("f2fs_bio", set(BIO_EVENTS)),
+    ("f2fs_checkpoint", {"f2fs_write_checkpoint"})])
 def test_each_listed_event_is_parsed_into_its_table(table, parsed):
     assert {named.split(":", 1)[1] for named in TABLE_EVENTS[table]} <= parsed
 

@@ -12,10 +12,14 @@ Parts:
                       IOPS: fdatasync skips the inode's timestamp update, so a journal commit.
   external journal    the same workload with ext4's journal on a second loop device (mkfs.ext4 -J device=),
                       in the full study; and the other filesystems (the slides' "alternative filesystems").
+  f2fs beside ext4    the per-insert counts on f2fs too, block writes split by region (journal_modes_f2fs.py):
+                      on this host's kernel when it has f2fs; with -t adb:SERIAL the phone's /data (f2fs on the
+                      virtual phone), with ext4 beside it on this host.
 """
 
 from __future__ import annotations
 
+from mobiperf.orchestration.studies import journal_modes_f2fs
 from mobiperf.orchestration.study import Check, Config, Results, Row, Section, Study, check, ratio
 
 # The paper's numbers as stated on its slides (Galaxy S3, Android 4.0.4 ICS, Linux 3.0.15, ext4).
@@ -71,7 +75,7 @@ def cells(config: Config) -> list[tuple[str, dict[str, str]]]:
         out.append(("extj/fdatasync", {**rand, "sync": "fdatasync", "fs_journal": "external"}))
         for fs in ("xfs", "btrfs", "f2fs"):
             out.append((f"fs/{fs}", {**rand, "sync": "fsync", "fs": fs}))
-    return out
+    return out + journal_modes_f2fs.cells(config, sql, n)
 
 
 def _per_insert(res: Results, mode: str, metrics: tuple[str, ...], config: Config) -> tuple[float | None, str]:
@@ -177,7 +181,8 @@ def analyse(res: Results, config: Config) -> tuple[list[Section], list[Check]]:
         check("WAL inserts faster than TRUNCATE (slides: +116 %)", {"ratio": wal_vs_truncate},
               lambda ratio: ratio > 1.0, "WAL / TRUNCATE TPS = {ratio:.2f}"),
     ]
-    return sections, checks
+    f2fs_sections, f2fs_checks = journal_modes_f2fs.sections(res, config, _n(config))
+    return sections + f2fs_sections, checks + f2fs_checks
 
 
 STUDY = Study(

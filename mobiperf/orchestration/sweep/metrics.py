@@ -115,7 +115,7 @@ def generator_metrics(stdout: Path, notes: list[str]) -> list[Metric]:
 def syscall_count_metrics(run: RunDir, rep: int, stderr: Path) -> list[Metric]:
     """syscall.<name>: the calls `strace -c` counted (a cell with syscalls=on), from the parse stage's strace_count
     table; from the repetition's stderr where the run has no such table (not parsed, or parsed before the table
-    existed: the same parser)."""
+    existed: the same parser); without strace's table (a phone), from the traced calls."""
     try:
         if run.has_table("strace_count"):
             import polars as pl
@@ -125,10 +125,31 @@ def syscall_count_metrics(run: RunDir, rep: int, stderr: Path) -> list[Metric]:
                     for name, calls in table.select("syscall", "calls").iter_rows()]
     except UsageError:
         pass
-    if not stderr.exists():
+    counted = parse_strace_counts(stderr.read_text(errors="replace")) if stderr.exists() else {}
+    if counted:
+        return [metric(f"syscall.{name}", calls, "count") for name, calls in counted.items()]
+    return traced_syscall_counts(run, rep)
+
+
+def traced_syscall_counts(run: RunDir, rep: int) -> list[Metric]:
+    """syscall.<name> counted from the syscalls source's trace (a phone without strace): the workload's calls
+    (analyzers/syscall.py workload_syscalls: its threads and children, not the FUSE daemons nor mobiperf's
+    wrappers), each call once."""
+    if not run.has_table("syscall_io"):
         return []
-    return [metric(f"syscall.{name}", calls, "count")
-            for name, calls in parse_strace_counts(stderr.read_text(errors="replace")).items()]
+    import polars as pl
+
+    from mobiperf.analyzers.syscall import workload_syscalls
+
+    def table(name: str) -> pl.DataFrame | None:
+        return run.read_table(name).filter(pl.col("rep") == rep) if run.has_table(name) else None
+
+    try:
+        traced = run.read_table("syscall_io").filter((pl.col("rep") == rep) & (pl.col("source") == "ftrace"))
+        calls = workload_syscalls(traced, table("trace_marker"), table("task_role"), table("fuse_req"))
+    except UsageError:  # a table the run store refuses: no counts, not a failure
+        return []
+    return [metric(f"syscall.{name}", float(n), "count") for name, n in calls.group_by("syscall").len().iter_rows()]
 
 
 def timed_window_metrics(run: RunDir, rep: int = 0) -> list[Metric]:

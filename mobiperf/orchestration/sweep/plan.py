@@ -183,9 +183,10 @@ def _sqlite_workload(p: dict[str, str]) -> tuple[list[str], int]:
 
 
 def _command(p: dict[str, str], mobibench: list[str]) -> list[str]:
-    """The workload as the child runs it: under `strace -c` when asked, with the written files synced inside the
-    timed command."""
-    if p["syscalls"] == "on":
+    """The workload as the child runs it: under `strace -c` when asked (on this host; a phone has no strace: its
+    calls are counted from the syscalls source's trace, sweep/metrics.py), with the written files synced inside
+    the timed command."""
+    if p["syscalls"] == "on" and p["target"] == "local":
         # -c writes the per-syscall table to stderr when the workload ends (raw/rep0/stderr.txt)
         mobibench = ["strace", "-f", "-qq", "-c", "-U", "calls,name", "--", *mobibench]
     script = shlex.join(mobibench)

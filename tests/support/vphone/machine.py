@@ -129,11 +129,16 @@ class PhoneState:
 class VirtualPhone:
     """A booted phone. boot() -> connect(adb server) -> ... -> stop(); or detach() to leave it running."""
 
-    def __init__(self, image: Path, run_dir: Path, port: int, *, rtc: str = DEFAULT_RTC):
+    def __init__(self, image: Path, run_dir: Path, port: int, *, rtc: str = DEFAULT_RTC,
+                 extra_disks: dict[str, Path] | None = None, tcg_cpu: str | None = None):
         self.image = image
         self.run_dir = run_dir
         self.port = port
         self.rtc = rtc
+        # more read-only virtio disks, by the serial the guest sees in /sys/block/vd*/serial (mobiperf itself for
+        # a run inside the guest: tests/support/f2fs_guest.py), and the CPU model under TCG (-cpu max: AVX2)
+        self.extra_disks = dict(extra_disks or {})
+        self.tcg_cpu = tcg_cpu
         self.info = json.loads((image / "image.json").read_text())
         self.journal = UndoJournal(LocalTransport())
         self.process: subprocess.Popen | None = None
@@ -155,13 +160,17 @@ class VirtualPhone:
     def argv(self, accel: str) -> list[str]:
         image = self.image
         append = "console=ttyS0 quiet panic=1 rdinit=/init"
-        return [QEMU, "-name", f"vphone-{self.port}", "-accel", accel, *(["-cpu", "host"] if accel == "kvm" else []),
+        cpu = ["-cpu", "host"] if accel == "kvm" else ["-cpu", self.tcg_cpu] if self.tcg_cpu else []
+        extra = [arg for serial, disk in self.extra_disks.items() for arg in (
+            "-drive", f"file={disk},format=raw,if=none,id={serial},readonly=on",
+            "-device", f"virtio-blk-pci,drive={serial},serial={serial}")]
+        return [QEMU, "-name", f"vphone-{self.port}", "-accel", accel, *cpu,
                 "-smp", "1", "-m", MEMORY, "-nodefaults", "-no-user-config", "-no-reboot", "-display", "none",
                 "-kernel", str(image / "vmlinuz"), "-initrd", str(image / "initrd.cpio"), "-append", append,
                 "-drive", f"file={image / 'userdata.f2fs'},format=raw,if=none,id=userdata,snapshot=on",
                 "-device", "virtio-blk-pci,drive=userdata,serial=userdata",
                 "-drive", f"file={image / 'system.erofs'},format=raw,if=none,id=system,readonly=on",
-                "-device", "virtio-blk-pci,drive=system,serial=system",
+                "-device", "virtio-blk-pci,drive=system,serial=system", *extra,
                 "-nic", f"user,model=virtio-net-pci,restrict=on,hostfwd=tcp:127.0.0.1:{self.port}-:{GUEST_PORT}",
                 "-rtc", f"base={self.rtc}", "-serial", f"file:{self.console}",
                 "-pidfile", str(self.run_dir / "qemu.pid")]
@@ -303,14 +312,15 @@ def _start_ticks(pid: int) -> int | None:
 
 
 def boot_phone(image: Path, *, run_base: Path | None = None, port: int | None = None, accel: str = "auto",
-               rtc: str = DEFAULT_RTC, detached: bool = False) -> VirtualPhone:
-    """Boot a phone of image on a free port; on failure nothing of it is left."""
+               rtc: str = DEFAULT_RTC, detached: bool = False, **machine) -> VirtualPhone:
+    """Boot a phone of image on a free port; on failure nothing of it is left. machine: VirtualPhone's
+    extra_disks and tcg_cpu."""
     port = port or free_port()
     run_dir = (run_base or default_run_base()) / f"{port}"
     if run_dir.exists():
         raise BootError(f"{run_dir} exists: a phone on port {port} runs, or its leftovers wait for "
                         "`mobiperf doctor --fix`")
-    phone = VirtualPhone(image, run_dir, port, rtc=rtc)
+    phone = VirtualPhone(image, run_dir, port, rtc=rtc, **machine)
     try:
         phone.boot(accel=accel, detached=detached)
     except BaseException:
