@@ -82,8 +82,8 @@ def _analyzer(name: str, needs: tuple[str, ...], produces: str, run: Callable,
 
 
 def registry() -> list[Analyzer]:
-    from mobiperf.analyzers import (amplification, attribution, block_io, file_io, io_by_file, io_class, io_span,
-                                    latency, sqlite_txn, syscall, timed_window, waterfall)
+    from mobiperf.analyzers import (amplification, attribution, block_io, file_io, file_nest, io_by_file, io_class,
+                                    io_span, latency, sqlite_txn, syscall, timed_window, waterfall)
     from mobiperf.collectors.parse import pairing
 
     calls = ("trace_marker", "task_role", "fuse_req")
@@ -105,8 +105,10 @@ def registry() -> list[Analyzer]:
                   latency.summarize_fs_latency),
         _analyzer("fuse_latency", ("fuse_req",), "fuse_latency", latency.summarize_fuse_latency),
         _analyzer("io_span", ("syscall_io",), "io_span", io_span.nest_calls,
-                  optional=(*calls, "fsync_event", "jbd2_commit", "block_io")),
-        _analyzer("waterfall", ("io_span",), "waterfall", waterfall.build_waterfall),
+                  optional=(*calls, "fsync_event", "jbd2_commit", "block_io", "file_io")),
+        _analyzer("io_span+trace", ("block_io",), "io_span", file_nest.nest_device_trace,
+                  optional=("file_io", "fsync_event", "jbd2_commit", "fuse_req", "syscall_io")),
+        _analyzer("waterfall", ("io_span",), "waterfall", _waterfall_of_calls),
         _analyzer("layer_breakdown", ("waterfall",), "layer_breakdown", waterfall.break_down_layers),
         _analyzer("block_cause", ("io_span", "block_io"), "block_cause", waterfall.attribute_block_causes,
                   optional=("waterfall",)),
@@ -124,6 +126,17 @@ def registry() -> list[Analyzer]:
         _analyzer("sqlite_summary", ("sqlite_txn",), "sqlite_summary", sqlite_txn.sqlite_summary,
                   optional=("syscall_io", "trace_marker"), params=("sqlite_journal",)),
     ]
+
+
+def _waterfall_of_calls(io_span: pl.DataFrame) -> pl.DataFrame:
+    """The waterfall, where the trace has calls (or a phone's file-layer or sync events) to start nests from: a
+    trace of block events alone has only IO no call caused, and says which source would have given the calls."""
+    from mobiperf.analyzers.waterfall import build_waterfall
+    from mobiperf.core.errors import NotApplicable
+
+    if not io_span.filter(pl.col("call_id").is_not_null()).height:
+        raise NotApplicable(f"no syscall_io table; add {' or '.join(table_sources(['syscall_io']))} when collecting")
+    return build_waterfall(io_span)
 
 
 BREAKDOWNS = (

@@ -211,10 +211,12 @@ SYSCALL_CLASS = Schema("syscall_class", {
 FILE_IO = Schema("file_io", {
     "rep": I32, "ts": I64, "dur": I64, "pid": I32, "comm": STR, "op": STR, "path": STR, "file_type": STR,
     "size_bytes": I64, "offset_bytes": I64, "size_class": STR, "size_log2_bytes": I64, "locality": STR,
-    "locality_tolerant": STR, "locality_global": STR, "sync_mode": STR, "ino": I64,
+    "locality_tolerant": STR, "locality_global": STR, "sync_mode": STR, "ino": I64, "tid": I32, "thread": STR,
 }, "The file layer (Android's android_fs events): every file read where it missed the page cache and every"
    " write where it entered it, with its path and file type, size and locality per (process, file); dur from"
-   " its start to its end event (null if none was seen).")
+   " its start to its end event (null if none was seen). pid/comm: the process (tgid, command line); tid/thread:"
+   " the thread that did it (null in run directories analysed before they were kept).",
+   added=(("tid", None), ("thread", None)))
 
 IO_CLASS = Schema("io_class", {
     "rep": I32, "layer": STR, "op": STR, "size_class": STR, "locality": STR, "sync_mode": STR, "region": STR,
@@ -250,27 +252,32 @@ WATERFALL = Schema("waterfall", {
     "block_bytes": I64, "data_bytes": I64, "journal_bytes": I64, "metadata_bytes": I64, "flushes": I64,
     "block_ns": I64, "device_ns": I64, "other_ns": I64, "journal_ns": I64, "syscall_self_ns": I64,
     "fuse_self_ns": I64, "fs_self_ns": I64, "journal_self_ns": I64, "block_self_ns": I64, "device_self_ns": I64,
-    "fuse_requests": I64, "fuse_data_bytes": I64,
+    "fuse_requests": I64, "fuse_data_bytes": I64, "file_ns": I64, "file_self_ns": I64, "root_layer": STR,
 }, "Each call of the workload (analyzers/waterfall.py, io_span.py) with what it caused, layer by layer:"
-   " *_ns the inclusive time of each layer (fs_ns the lower file system's, also under FUSE; block_ns queue ->"
+   " *_ns the inclusive time of each layer (file_ns Android's android_fs spans; fs_ns the lower file system's,"
+   " also under FUSE; block_ns queue ->"
    " complete; device_ns issue -> complete), *_self_ns the exclusive time (the layer was the deepest active;"
-   " they add up to dur_ns), other_ns = syscall_self_ns; requests and bytes counted once per request.",
+   " they add up to dur_ns), other_ns = syscall_self_ns; requests and bytes counted once per request. root_layer:"
+   " the layer of the call (syscall; a phone's trace without calls: file or fs, syscall then naming it).",
    added=(("call_id", None), ("journal_ns", 0), ("syscall_self_ns", None), ("fuse_self_ns", 0),
           ("fs_self_ns", 0), ("journal_self_ns", 0), ("block_self_ns", 0), ("device_self_ns", 0),
-          ("fuse_requests", 0), ("fuse_data_bytes", 0)))
+          ("fuse_requests", 0), ("fuse_data_bytes", 0), ("file_ns", 0), ("file_self_ns", 0),
+          ("root_layer", "syscall")))
 
 IO_SPAN = Schema("io_span", {
     "rep": I32, "span_id": I64, "parent_id": I64, "call_id": I64, "layer": STR, "name": STR, "ts": I64,
     "end_ts": I64, "tid": I32, "comm": STR, "size_bytes": I64, "is_primary": BOOL, "op": STR, "region": STR,
     "dev_major": I32, "dev_minor": I32, "sector": I64, "fuse_unique": I64, "path": STR, "sync_mode": STR,
-    "file_type": STR, "source_row": I64,
+    "file_type": STR, "source_row": I64, "ino": I64,
 }, "The nest of intervals of every call (analyzers/io_span.py): layer syscall (the call), fuse (a request it"
    " sent), fs (a daemon's call into the lower file system, a sync_file), journal (a jbd2 commit it waited for),"
    " block (a request, queue -> complete), device (issue -> complete); each span clipped to its parent"
    " (parent_id), call_id the top call (null: IO no call caused, nested the same way). is_primary: the span's"
    " bytes count for this call (false for the second waiter of a shared commit). path, sync_mode and file_type"
    " of calls (sync_mode `none` for calls that are not IO) and block requests. source_row: the row in the"
-   " source table (the call's call_id, fuse_req, block_io).")
+   " source table (the call's call_id, fuse_req, block_io). A phone's trace without calls starts its nests at"
+   " layer file (Android's android_fs read/write, analyzers/file_nest.py) and at fs (sync_file); ino: the inode"
+   " of file and sync_file spans (null elsewhere).", added=(("ino", None),))
 
 IO_BACKGROUND = Schema("io_background", {
     "rep": I32, "scope": STR, "pid": I32, "comm": STR, "layer": STR, "name": STR, "count": I64, "bytes": I64,
