@@ -1,7 +1,9 @@
 """Analyzers: pure functions from event tables to result tables, registered with what they need and produce.
 
 Installed as mobiperf.analyzers. The registry below is what `mobiperf analyze` runs, in order; an analyzer's
-`needs` decide which events `collect` enables and which table is reported missing when a run lacks it.
+`needs` and `optional` tables decide which events `collect` enables (needed_tables(), through the events each
+table is made of, mobiperf.core.trace_events.TABLE_EVENTS) and which table is reported missing when a run lacks
+it.
 
 Optional inputs: an analyzer that can use more when it is there (block_io uses the layout snapshot, the
 waterfall the sync_file and FUSE events) lists those tables in `optional`; the pipeline passes each one that exists
@@ -18,21 +20,17 @@ from typing import Callable
 
 import polars as pl
 
-BLOCK_EVENTS = ("block:block_bio_queue", "block:block_getrq", "block:block_bio_backmerge",
-                "block:block_rq_insert", "block:block_rq_issue", "block:block_rq_complete")
+from mobiperf.core.trace_events import table_events
+
 SYSCALL_SOURCES = ("the syscalls source (`--source syscalls`, on by default in `mobiperf run`)",
                    "strace (`--source strace`: adds paths, slows every call)")
-TABLE_SOURCES = {
-    "block_event": BLOCK_EVENTS, "block_rq": BLOCK_EVENTS,
+# Tables no tracefs event makes; the others name their events (mobiperf.core.trace_events.TABLE_EVENTS, the list
+# collect enables them from).
+OTHER_SOURCES = {
     "syscall_io": SYSCALL_SOURCES,
     "file_extent": ("the layout snapshot (journal, metadata regions and FIEMAP extents of the workload's files)",),
-    "fsync_event": ("ext4:ext4_sync_file_enter", "ext4:ext4_sync_file_exit"),
-    "jbd2_run_stats": ("jbd2:jbd2_run_stats",),
-    "fuse_req": ("fuse:fuse_request_send", "fuse:fuse_request_end"),
     "trace_marker": ("ftrace (the generator writes its timed-window markers to trace_marker)",),
-    "jbd2_commit": ("jbd2:jbd2_start_commit", "jbd2:jbd2_end_commit"),
     "task_role": ("a `mobiperf run` (raw/tasks.json: the workload's root, the FUSE daemons, mobiperf)",),
-    "android_fs_event": ("android_fs:android_fs_dataread_start/end", "android_fs:android_fs_datawrite_start/end"),
 }
 
 
@@ -60,11 +58,16 @@ def table_sources(tables) -> tuple[str, ...]:
     return _sources(tuple(tables))
 
 
+def needed_tables() -> set[str]:
+    """Every table an analyzer reads, needed or optional: what `collect` enables events for (collectors/plan.py)."""
+    return {table for a in registry() for table in (*a.needs, *a.optional)}
+
+
 def _sources(needs: tuple[str, ...]) -> tuple[str, ...]:
     out: list[str] = []
     for need in needs:
         need = UPSTREAM.get(need, need)
-        for src in TABLE_SOURCES.get(need, ()):
+        for src in OTHER_SOURCES.get(need) or table_events(need):
             if src not in out:
                 out.append(src)
     return tuple(out)

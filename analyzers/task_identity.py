@@ -2,7 +2,7 @@
 
 A trace names threads (comm) everywhere but says which process a thread belongs to only in some places; each
 source is a row of the `task` table (collectors/parse: the tgid column of ftrace text, task_newtask events, the
-run's tasks.json, a /proc snapshot taken by `mobiperf record`, Perfetto's process_tree), and Android's
+run's tasks.json, a /proc snapshot taken when recording a phone, Perfetto's process_tree), and Android's
 android_fs start events carry the task's tgid (pid) and command line beside the thread's own id.
 
 thread_identities() keeps one row per (rep, tid): pid and thread from the most trusted source that says them

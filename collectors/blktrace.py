@@ -20,6 +20,7 @@ from pathlib import Path
 
 from mobiperf.collectors.collector import Collector
 from mobiperf.core.errors import TargetError
+from mobiperf.core.mounts import is_mounted, parse_proc_mounts
 from mobiperf.target.transport import BackgroundProcess, Transport
 from mobiperf.target.undo_journal import journal_for
 
@@ -96,8 +97,8 @@ class BlktraceCollector(Collector):
     def _start_tool(self) -> bool:
         if not self.transport.which("blktrace"):
             return False
-        mounts = self.transport.read_file("/proc/self/mounts").decode(errors="replace")
-        if " /sys/kernel/debug debugfs " not in mounts:
+        mounts = parse_proc_mounts(self.transport.read_file("/proc/self/mounts").decode(errors="replace"))
+        if not is_mounted("/sys/kernel/debug", mounts, fstype="debugfs"):
             self._debugfs_entry = self._journal.record("mount", path="/sys/kernel/debug")
             if self.transport.run(["mount", "-t", "debugfs", "debugfs", "/sys/kernel/debug"],
                                   timeout=10).returncode != 0:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from mobiperf.collectors.collector import Collector
 from mobiperf.core.errors import TargetError
+from mobiperf.core.mounts import Mount, parse_proc_mounts
 from mobiperf.target.transport import Transport
 
 VM_KNOBS = ("dirty_ratio", "dirty_background_ratio", "dirty_expire_centisecs", "dirty_writeback_centisecs",
@@ -47,10 +48,8 @@ class FactsCollector(Collector):
             if queue["scheduler"] and "[" in queue["scheduler"]:
                 queue["scheduler"] = queue["scheduler"].split("[")[1].split("]")[0]
             facts["device"] = {"path": self.device, **queue}
-        mounts = self._cat("/proc/self/mounts") or ""
-        facts["mounts"] = [line for line in mounts.splitlines() if len(line.split()) > 3 and (
-            (self.device and line.split()[0] == self.device)
-            or (self.mount_root and line.split()[1].startswith(self.mount_root)))]
+        facts["mounts"] = [line for line in (self._cat("/proc/self/mounts") or "").splitlines()
+                           if any(self._is_stack_mount(m) for m in parse_proc_mounts(line))]
         governors = {}
         listing = self._run(["ls", "/sys/devices/system/cpu"]) or ""
         for cpu in sorted(c for c in listing.split() if re.fullmatch(r"cpu\d+", c)):
@@ -76,6 +75,11 @@ class FactsCollector(Collector):
             return run_facts(android_facts(self.transport))
         except TargetError:
             return None
+
+    def _is_stack_mount(self, mount: Mount) -> bool:
+        """A mount of the stack's device, or at or under its mount root."""
+        return bool((self.device and mount.source == self.device)
+                    or (self.mount_root and mount.mountpoint.startswith(self.mount_root)))
 
     def _cat(self, path: str) -> str | None:
         try:

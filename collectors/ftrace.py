@@ -6,16 +6,16 @@ way out saves the events' format files and the per-CPU overrun counts, then remo
 top level of tracefs changes, so other tracing users are undisturbed. Only where a kernel has no instances does
 it fall back to the top level, and then it restores every setting it touched.
 
-Event sets (EVENT_SETS): block (the request life cycle, filtered to the stack's devices; plug/unplug carry no
-device and come only when asked), ext4, jbd2, f2fs (filtered to the devices), fuse (filtered to the stack's FUSE
-connections), writeback (filtered to the devices' bdi), android_fs (Android kernels' file IO events with paths;
-every run on a kernel that has them gets them), and syscalls. The syscalls set traces only the workload:
-it runs in a second instance whose set_event_pid holds the workload's pid, with event-fork on so its children are
-added as they are forked. The pid is known before the first system call because the workload is wrapped in
-`sh -c 'echo $$ > .../set_event_pid && echo 1 > .../tracing_on && exec "$@"'`: the shell writes its own pid, turns
-the instance on, and then becomes the workload. (A common_pid filter set after the start would miss the first calls and every child, and filters
-cannot follow forks.) Its own instance because set_event_pid filters every event of an instance, and block
-completions run in interrupt or kworker context, not in the workload's pids.
+Event sets (mobiperf.core.trace_events.EVENT_SETS): block (the request life cycle, filtered to the stack's devices;
+plug/unplug carry no device and come only when asked), ext4, jbd2, f2fs (filtered to the devices), fuse (filtered
+to the stack's FUSE connections), writeback (filtered to the devices' bdi), android_fs (Android kernels' file IO
+events with paths; every run on a kernel that has them gets them), and syscalls. The syscalls set traces only the
+workload: it runs in a second instance whose set_event_pid holds the workload's pid, with event-fork on so its
+children are added as they are forked. The pid is known before the first system call because the workload is
+wrapped in `sh -c 'echo $$ > .../set_event_pid && echo 1 > .../tracing_on && exec "$@"'`: the shell writes its own
+pid, turns the instance on, and then becomes the workload. (A common_pid filter set after the start would miss the
+first calls and every child, and filters cannot follow forks.) Its own instance because set_event_pid filters
+every event of an instance, and block completions run in interrupt or kworker context, not in the workload's pids.
 
 raw_pages reads the per-CPU trace_pipe_raw files instead (binary pages, exact ns timestamps, decoded by
 parse/ftrace_raw.py with the saved format files); buffer_percent is set to 0 so the blocked readers drain every
@@ -36,18 +36,12 @@ from pathlib import Path
 
 from mobiperf.collectors.collector import Collector
 from mobiperf.core.errors import TargetError, UsageError
+from mobiperf.core.mounts import parse_mountinfo
 from mobiperf.core.run_stop import storage_full
 from mobiperf.core.signals import shielded
+from mobiperf.core.trace_events import BLOCK_EVENTS, DEVICELESS_EVENTS, EVENT_SETS
 from mobiperf.target.transport import BackgroundProcess, Transport
 from mobiperf.target.undo_journal import journal_for, new_instance_name
-
-# Block events of the request life cycle, in the order a request meets them.
-BLOCK_EVENTS = ("block_bio_queue", "block_bio_backmerge", "block_bio_frontmerge", "block_getrq",
-                "block_rq_insert", "block_rq_merge", "block_rq_issue", "block_rq_requeue", "block_rq_complete",
-                "block_split", "block_plug", "block_unplug")
-# Events that carry no device: a device filter cannot apply to them.
-DEVICELESS_EVENTS = {"block_plug", "block_unplug"}
-
 
 def kernel_dev_t(major: int, minor: int) -> int:
     """dev as ftrace and blktrace encode it: MINORBITS = 20 (not glibc's makedev)."""
@@ -391,40 +385,6 @@ def parse_event_names(names: list[str]) -> list[EventSpec]:
     return specs
 
 
-# Events of each set, by tracefs system. Sets filtered to the stack's devices name the field that carries them.
-EVENT_SETS: dict[str, tuple[str, tuple[str, ...], str | None]] = {
-    # set: (system, events, filter field: "dev" = kernel dev_t, "bdi" = the bdi name, "connection" = the FUSE
-    # connection (the kernel dev_t of the FUSE mount, 0:N), None = unfiltered)
-    "ext4": ("ext4", ("ext4_sync_file_enter", "ext4_sync_file_exit", "ext4_writepages", "ext4_writepages_result",
-                      "ext4_ext_map_blocks_exit", "ext4_free_blocks", "ext4_discard_blocks"), "dev"),
-    "jbd2": ("jbd2", ("jbd2_start_commit", "jbd2_commit_locking", "jbd2_commit_flushing", "jbd2_commit_logging",
-                      "jbd2_end_commit", "jbd2_run_stats"), "dev"),
-    "f2fs": ("f2fs", ("f2fs_sync_file_enter", "f2fs_sync_file_exit", "f2fs_write_checkpoint",
-                      "f2fs_issue_flush"), "dev"),
-    "fuse": ("fuse", ("fuse_request_send", "fuse_request_end"), "connection"),
-    # Android kernels: file data IO with its path (no device field: unfiltered); planned when the kernel has them
-    "android_fs": ("android_fs", ("android_fs_dataread_start", "android_fs_dataread_end",
-                                  "android_fs_datawrite_start", "android_fs_datawrite_end"), None),
-    "writeback": ("writeback", ("writeback_dirty_folio", "writeback_dirty_page", "writeback_start",
-                                "writeback_written", "writeback_single_inode"), "bdi"),
-    "syscalls": ("syscalls", tuple(f"sys_{edge}_{call}" for call in (
-        "read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "preadv2", "pwritev2",
-        "lseek", "fsync", "fdatasync", "msync", "sync_file_range", "fallocate", "sync", "syncfs", "io_submit",
-        "io_uring_enter",
-        # what parse/fd_flags.py needs to know each fd's open flags (O_SYNC, O_DSYNC, O_DIRECT)
-        "open", "openat", "openat2", "creat", "close", "close_range", "dup", "dup2", "dup3", "fcntl", "clone",
-        "clone3", "fork", "vfork", "execve",
-        "unlink", "unlinkat", "rename", "renameat", "renameat2",
-        # metadata calls that send FUSE requests and start journal handles: the calls of the layer model
-        "ftruncate", "truncate", "mkdir", "mkdirat", "rmdir", "fchown", "fchownat", "fchmod", "fchmodat",
-        "utimensat", "access", "faccessat", "faccessat2", "newfstatat", "newfstat", "statx", "getdents64")
-        for edge in ("enter", "exit")), None),
-}
-# The cheap sets a run gets without asking: one event per fsync, journal commit or FUSE request, not per page.
-LIGHT_EVENTS = {"ext4": ("ext4_sync_file_enter", "ext4_sync_file_exit"), "jbd2": EVENT_SETS["jbd2"][1],
-                "f2fs": ("f2fs_sync_file_enter", "f2fs_sync_file_exit"), "fuse": EVENT_SETS["fuse"][1]}
-
-
 def kernel_hz(transport: Transport) -> int | None:
     """CONFIG_HZ from the target's /proc/config.gz (None where the kernel does not expose its config)."""
     import gzip
@@ -441,10 +401,10 @@ def kernel_hz(transport: Transport) -> int | None:
 def event_set_specs(set_name: str, available: dict[str, list[str]], devices: list[tuple[int, int]], *,
                     only: tuple[str, ...] | None = None,
                     fuse_connections: list[int] | None = None) -> tuple[list[EventSpec], list[str]]:
-    """The EventSpecs of a set that this kernel has, and the names of those it lacks."""
-    if set_name not in EVENT_SETS:
-        raise UsageError(f"unknown event set {set_name!r}; sets are block, {', '.join(EVENT_SETS)}")
-    system, names, field = EVENT_SETS[set_name]
+    """The EventSpecs of a set (mobiperf.core.trace_events.EVENT_SETS, checked by plan.check_trace_choice) that this
+    kernel has, and the names of those it lacks; only: the set's events to take (None: all)."""
+    event_set = EVENT_SETS[set_name]
+    system, names, field = event_set.system, event_set.events, event_set.filter_field
     have = set(available.get(system, []))
     wanted = [n for n in names if only is None or n in only]
     if field == "dev":
@@ -478,10 +438,8 @@ def fuse_connection(transport: Transport, mountpoint: str) -> int | None:
         text = transport.read_file("/proc/self/mountinfo").decode(errors="replace")
     except TargetError:
         return None
-    for line in text.splitlines():
-        fields = line.split()
-        if len(fields) > 4 and fields[4] == mountpoint and ":" in fields[2]:
-            major, minor = fields[2].split(":", 1)
-            if major.isdigit() and minor.isdigit():
-                return kernel_dev_t(int(major), int(minor))
+    for mount in parse_mountinfo(text):
+        major, _, minor = (mount.dev or "").partition(":")
+        if mount.mountpoint == mountpoint and major.isdigit() and minor.isdigit():
+            return kernel_dev_t(int(major), int(minor))
     return None

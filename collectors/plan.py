@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mobiperf.collectors.collector import Collector
+from mobiperf.core.trace_events import TABLE_EVENTS, USER_EVENT_SETS, events_for_tables
 
 if TYPE_CHECKING:
     from mobiperf.stack.facts import StackFacts
@@ -17,41 +18,55 @@ SOURCES = ("ftrace", "ftrace_raw", "syscalls", "strace", "blktrace", "layout", "
 # layer-by-layer model (analyzers/io_span.py); strace adds paths but slows every call, so it comes only when asked.
 DEFAULT_SOURCES = ("ftrace", "syscalls", "layout", "facts")
 BATCH_INTERVAL_S = 0.2
-EVENT_SET_NAMES = ("block", "ext4", "jbd2", "f2fs", "fuse", "writeback", "android_fs")
+EVENT_SET_NAMES = USER_EVENT_SETS   # what --event-set names (mobiperf.core.trace_events)
+# The filesystems' and layers' tracefs systems: a stack gets the events of the systems it has.
+FS_SYSTEMS = {"ext4": ("ext4", "jbd2"), "f2fs": ("f2fs",)}
 
 
 RECORDERS = ("auto", "perfetto", "tracefs")
 
 
+def check_trace_choice(sources=None, event_sets=None) -> None:
+    """The trace sources and event sets asked for, when mobiperf has them; UsageError naming the valid ones. The
+    one check of them: the pipeline calls it before a run directory exists, plan_collectors before planning."""
+    from mobiperf.core.errors import UsageError
+
+    for kind, asked, valid in (("trace source", sources or (), SOURCES), ("event set", event_sets or (),
+                                                                          EVENT_SET_NAMES)):
+        unknown = [a for a in asked if a not in valid]
+        if unknown:
+            raise UsageError(f"unknown {kind} {', '.join(unknown)}; choose from {', '.join(valid)}")
+
+
 def plan_collectors(target: Target, stack: StackFacts, raw_dir: Path, *, extra_events=(), sources=None,
-                    event_sets=None, notes: list[str] | None = None, recorder: str = "auto") -> list[Collector]:
+                    event_sets=None, notes: list[str] | None = None, recorder: str = "auto",
+                    tables=None) -> list[Collector]:
     """The collectors of one repetition, from what was asked and what the target offers.
 
     sources: any of SOURCES (default DEFAULT_SOURCES). ftrace_raw is ftrace read as binary per-CPU pages
     (trace_pipe_raw: exact ns timestamps, no text formatting in the kernel) with the same events, each decoded by
     its saved format (ftrace wins if both are asked). ftrace always traces the block events of the stack's
     devices; event_sets adds whole sets (ext4, jbd2, f2fs, fuse, writeback); without event_sets a run gets the
-    light events of its stack (fsync enter/exit and jbd2 commits of its filesystem, FUSE requests of a FUSE
-    layer), which cost one event per call, not per page. Events this kernel lacks are skipped and named in
+    events of the tables the analyzers need (tables: the pipeline passes mobiperf.analyzers.needed_tables();
+    None: every table of mobiperf.core.trace_events.TABLE_EVENTS) of the systems its stack has (ext4 and jbd2,
+    or f2fs, for its filesystem; fuse for a FUSE layer): fsync enter/exit, jbd2 commits, FUSE requests, which
+    cost one event per call, not per page. Events this kernel lacks are skipped and named in
     `notes` (the pipeline can put them in run.json); asking for a source the target cannot provide is an error.
     Order matters for wrap_command: the syscalls wrapper sits inside strace, so strace sees the workload exec.
     recorder: how the ftrace source records (collectors/perfetto.py choose_recorder): auto takes the device's
     perfetto on an adb target that has one, tracefs otherwise; the choice and its reason go into the collector's
     summary in run.json.
     """
-    from mobiperf.core.errors import UsageError
-
+    check_trace_choice(sources, event_sets)
     notes = notes if notes is not None else []
     wanted = tuple(DEFAULT_SOURCES if sources is None else sources)
-    unknown = [s for s in wanted if s not in SOURCES]
-    if unknown:
-        raise UsageError(f"unknown trace source(s) {', '.join(unknown)}; sources are {', '.join(SOURCES)}")
     collectors: list[Collector] = []
     if "facts" in wanted:
         from mobiperf.collectors.facts import FactsCollector
         collectors.append(FactsCollector(target.transport, stack.device, stack.workdir.rsplit("/", 1)[0]))
     if "ftrace" in wanted or "ftrace_raw" in wanted:  # the same events, read as text or as binary pages
-        events = _ftrace_events(target, stack, event_sets, notes) + list(extra_events)
+        events = _ftrace_events(target, stack, event_sets, TABLE_EVENTS if tables is None else tables, notes)
+        events += list(extra_events)
         collectors.append(_ftrace_recorder(target, events, raw_dir, raw_pages="ftrace" not in wanted,
                                            recorder=recorder))
     if "syscalls" in wanted:
@@ -76,24 +91,23 @@ def _batch_interval(target: Target) -> float | None:
     return BATCH_INTERVAL_S if target.is_local else None
 
 
-def _ftrace_events(target: Target, stack: StackFacts, event_sets, notes: list[str]) -> list:
-    """The ftrace source's events: the block events of the stack's devices, and the asked (or light) sets."""
-    from mobiperf.collectors.ftrace import LIGHT_EVENTS, block_event_specs, event_set_specs, fuse_connection
-    from mobiperf.core.errors import UsageError
+def _ftrace_events(target: Target, stack: StackFacts, event_sets, tables, notes: list[str]) -> list:
+    """The ftrace source's events: the block events of the stack's devices, and the asked sets, or else the events
+    of the tables asked for that the stack's systems make."""
+    from mobiperf.collectors.ftrace import block_event_specs, event_set_specs, fuse_connection
 
     devices = stack.traced_devices
     available = target.caps.events
     events = block_event_specs(devices)
     if event_sets is None:
-        sets = {"ext4": ("ext4", "jbd2"), "f2fs": ("f2fs",)}.get(stack.filesystem, ())
-        sets += ("fuse",) if stack.layers else ()
-        chosen = [(name, LIGHT_EVENTS.get(name)) for name in sets]
+        wanted = events_for_tables(tables)
+        systems = FS_SYSTEMS.get(stack.filesystem, ()) + (("fuse",) if stack.layers else ())
+        chosen = [(name, wanted[name]) for name in systems if name in wanted]
+        android_fs = "android_fs" in wanted
     else:
-        bad = [s for s in event_sets if s not in EVENT_SET_NAMES]
-        if bad:
-            raise UsageError(f"unknown event set(s) {', '.join(bad)}; sets are {', '.join(EVENT_SET_NAMES)}")
         chosen = [(name, None) for name in event_sets if name != "block"]
-    if available.get("android_fs") and "android_fs" not in [name for name, _ in chosen]:
+        android_fs = True
+    if android_fs and available.get("android_fs") and "android_fs" not in [name for name, _ in chosen]:
         chosen.append(("android_fs", None))  # file IO with paths: what an Android kernel offers instead of strace
     mounts = [layer.get("mountpoint") for layer in stack.layers]
     connections = [c for c in (fuse_connection(target.transport, m) for m in mounts if m) if c is not None]

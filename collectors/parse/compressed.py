@@ -15,7 +15,8 @@ Containers, told apart by their first bytes (never by the file name):
               backslash) are removed. Copies where they were already removed (trappy's test data) read as they are.
               The `dummy-0000 [000] 0.0: 0: trace_event_clock_sync` line systrace appends is dropped.
     current   `<script class="trace-data" type="application/text">` blocks: ftrace text as it is, base64 of
-              gzip (trace2html), or JSON (Chrome trace events: not an IO trace, skipped).
+              gzip (trace2html), JSON (Chrome trace events: not an IO trace, skipped), or a process dump (`PROCESS
+              DUMP` then `ps` output: the block systrace writes before the ftrace block on Android 9-10; skipped).
 Everything is streamed into files of the destination directory (a 1 GB trace never sits in memory), nested
 containers (a .zip holding a .html.gz) are opened up to MAX_DEPTH deep. What is not a container comes back as it is.
 """
@@ -283,6 +284,8 @@ def _trace_data_kind(path: Path) -> str:
         return "empty"
     if head[:1] in (b"{", b"["):
         return "json"
+    if head.startswith(b"PROCESS DUMP"):  # systrace's `ps` listing of the device's processes, not a trace
+        return "process-dump"
     if head.startswith(b"H4sI"):
         return "base64-gzip"
     return "text"

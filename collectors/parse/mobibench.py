@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from pathlib import Path
 
 from mobiperf.core.errors import ParseError
 
@@ -173,3 +174,21 @@ def parse_mobibench_result(stdout: str) -> Metrics:
         if math.isnan(metric["value"]):
             metric["value"] = math.nan  # normalise "-nan" from a zero-length CPU sample
     return metrics
+
+
+# What only the generator prints: its result header (Mobibench's own spelling) or its JSON's version key.
+GENERATOR_MARKS = ("[Messurement Result]", '"mobibench_version"')
+
+
+def read_generator_output(path: Path) -> Metrics:
+    """The generator's figures from a file its output went to (a repetition's stdout.txt): {} when the file is
+    missing or holds another workload's output; MobibenchOutputError when it is the generator's output but not a
+    result (the run reported an error, the output was cut short). The one reader of a run's generator output:
+    the run's metrics and a sweep unit's both come from it."""
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return {}
+    if not any(mark in text for mark in GENERATOR_MARKS):
+        return {}
+    return parse_mobibench_result(text)

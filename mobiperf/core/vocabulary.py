@@ -11,10 +11,12 @@
     ACCESS_MODES      the workload generator's -a codes (reference-impl/mobibench/mb.h, enum mb_access)
     SYNC_MODES        its -y codes (enum mb_sync)
     SQLITE_JOURNALS   its -j codes (mb_db.c, mb_journal_sql, in order)
-    SQLITE_SYNC       its -s codes (SQLite's PRAGMA synchronous levels)
+    SQLITE_SYNC       its -s codes (SQLite's PRAGMA synchronous levels; the generator also takes 3, EXTRA)
+    SQLITE_OPS        its -d codes: a SQLite workload's name -> the operation
     WORKLOADS         what a sweep cell runs: the generator's file IO, or its SQLite inserts/updates/deletes
 
-The C side is checked against these names by tests/unit/test_vocabulary.py, which reads the C sources.
+tests/unit/test_vocabulary.py holds the C side to these names: it reads the presets, enums and tables of the C
+sources, asks the built daemons to take each preset (and refuse one they lack), and reads the generator's -h.
 """
 
 from __future__ import annotations
@@ -39,4 +41,5 @@ SYNC_MODES = {"buffered": 0, "osync": 1, "fsync": 2, "direct": 3, "osync-direct"
               "mmap-async": 6, "mmap-sync": 7, "fdatasync": 8}
 SQLITE_JOURNALS = {"delete": 0, "truncate": 1, "persist": 2, "wal": 3, "memory": 4, "off": 5}
 SQLITE_SYNC = {"off": 0, "normal": 1, "full": 2}
-WORKLOADS = ("file", "sqlite-insert", "sqlite-update", "sqlite-delete")
+SQLITE_OPS = {"sqlite-insert": 0, "sqlite-update": 1, "sqlite-delete": 2}
+WORKLOADS = ("file", *SQLITE_OPS)

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mobiperf.analyzers import needed_tables
 from mobiperf.collectors.clock import read_clock_offset
 from mobiperf.collectors.plan import plan_collectors, task_ids
 from mobiperf.core.binaries import reference_bin_dir
@@ -40,7 +41,7 @@ def collect_repetition(target: Target, request: RunRequest, rundir: RunDir, rep:
         notes: list[str] = []
         collectors = plan_collectors(target, stack, raw, extra_events=request.extra_events,
                                      sources=request.sources, event_sets=request.event_sets, notes=notes,
-                                     recorder=request.recorder)
+                                     recorder=request.recorder, tables=needed_tables())
         argv, env = _workload_command(target, request.command, active)
         argv = stack.wrap_workload(argv)   # the phone's CPU share, innermost: collectors' wrappers stay outside
         env["MOBIPERF_WORKDIR"] = stack.workdir

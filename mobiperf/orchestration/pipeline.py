@@ -94,7 +94,7 @@ def _run_stages(target: Target, request: RunRequest, rundir: RunDir, where: dict
 
 def _check_can_trace(target: Target, request: RunRequest) -> None:
     """Refuse before anything is created: a run that cannot trace would only leave a broken run directory."""
-    from mobiperf.collectors.plan import EVENT_SET_NAMES, SOURCES
+    from mobiperf.collectors.plan import check_trace_choice
 
     caps = target.caps
     # A phone gets root (adb root, su) or says how to get it; this host's user is who ran mobiperf.
@@ -105,11 +105,7 @@ def _check_can_trace(target: Target, request: RunRequest) -> None:
     if not caps.tracefs_path or not caps.tracefs_writable:
         raise TargetError("tracing needs a writable tracefs: run as root (tracefs is mounted at "
                           "/sys/kernel/tracing when absent)")
-    for kind, asked, valid in (("trace source", request.sources or (), SOURCES),
-                               ("event set", request.event_sets or (), EVENT_SET_NAMES)):
-        unknown = [a for a in asked if a not in valid]
-        if unknown:
-            raise UsageError(f"unknown {kind} {', '.join(unknown)}; choose from {', '.join(valid)}")
+    check_trace_choice(request.sources, request.event_sets)
     for ev in request.extra_events:
         if not target.transport.exists(f"{caps.tracefs_path}/{ev.path}/format"):
             known = caps.events.get(ev.system)
@@ -275,19 +271,11 @@ class _TablesOnDemand(dict):
 
 def workload_metrics(rundir: RunDir, rep: int) -> list[dict]:
     """The workload's own figures, when it is the Mobibench-compatible generator."""
-    stdout = rundir.path / "raw" / f"rep{rep}" / "stdout.txt"
-    if not stdout.exists():
-        return []
-    text = stdout.read_text(errors="replace")
-    if "[Messurement Result]" not in text:
-        return []
+    from mobiperf.collectors.parse.mobibench import MobibenchOutputError, read_generator_output
+
     try:
-        from mobiperf.collectors.parse.mobibench import parse_mobibench_result
-    except ImportError:
-        return []
-    try:
-        parsed = parse_mobibench_result(text)
-    except ValueError:
+        parsed = read_generator_output(rundir.path / "raw" / f"rep{rep}" / "stdout.txt")
+    except MobibenchOutputError:   # the generator's output, but no result (it failed): the run says so elsewhere
         return []
     return [metrics_mod.metric(name, v["value"], v["unit"]) for name, v in parsed.items()]
 

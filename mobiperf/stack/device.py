@@ -42,6 +42,7 @@ from typing import Any
 
 from mobiperf.core import signals
 from mobiperf.core.errors import StackError, TargetError, UsageError
+from mobiperf.core.mounts import Mount, is_mounted, mount_of, parse_mountinfo, parse_proc_mounts
 from mobiperf.core.vocabulary import FUSE_LAYERS
 from mobiperf.stack.facts import StackFacts, fuse_device_fds
 from mobiperf.stack.options import StackOptions
@@ -212,8 +213,7 @@ class DeviceFuseStack:
                   'echo "$p" && kill -0 "$p" 2>/dev/null && echo alive; true')
         text = self.transport.run(["sh", "-c", script], timeout=30).text
         mounts, _, tail = text.partition("@@pid")
-        mounted = any(len(f) > 1 and f[1].replace("\\040", " ") == mountpoint
-                      for f in (line.split() for line in mounts.splitlines()))
+        mounted = is_mounted(mountpoint, parse_proc_mounts(mounts))
         words = tail.split()
         pid = int(words[0]) if words and words[0].isdigit() else None
         return mounted, pid, "alive" in words
@@ -333,10 +333,8 @@ def check_fuse_path(transport: Transport, spec: str, path: str, facts: dict) -> 
     script = (f"p={shlex.quote(path)}; while [ -n \"$p\" ] && [ ! -e \"$p\" ]; do p=${{p%/*}}; done; "
               'readlink -f "${p:-/}"')
     resolved = transport.run(["sh", "-c", script], timeout=30).text.strip() or "/"
-    from mobiperf.target.android import mount_of
-
-    mount = mount_of(resolved, facts.get("mounts") or [])
-    fstype = (mount or {}).get("fstype", "")
+    mount = mount_of(resolved, [Mount(**m) for m in facts.get("mounts") or []])
+    fstype = mount.fstype if mount else ""
     on_view = any(p == s or p.startswith(s + "/") for p in (path, resolved) for s in SHARED_STORAGE)
     if on_view or fstype.split(".")[0] in VIEW_FSTYPES:
         raise UsageError(
@@ -373,21 +371,21 @@ def directory_facts(transport: Transport, path: str, spec: str) -> StackFacts:
     """StackFacts of an existing directory on a target: its mount, and the block devices under it (the mount's
     device, the partition's disk, device-mapper slaves). A directory on FUSE or sdcardfs (a phone's /sdcard) has no
     block device of its own: the data partition under /data is traced instead."""
-    mounts = [line.split() for line in transport.read_file("/proc/self/mountinfo").decode().splitlines()]
-    mount = _mount_of(path, mounts)
-    if mount[2].startswith("0:"):  # fuse, sdcardfs, tmpfs: no block device of its own
-        data = _mount_of("/data/", mounts)
-        if data[2].startswith("0:"):
-            raise StackError(f"{path} is on {_fstype(mount)}, which has no block device to trace")
+    mounts = parse_mountinfo(transport.read_file("/proc/self/mountinfo").decode(errors="replace"))
+    mount = _mount_holding(path, mounts)
+    if not mount.has_block_device:  # fuse, sdcardfs, tmpfs: no block device of its own
+        data = _mount_holding("/data/", mounts)
+        if not data.has_block_device:
+            raise StackError(f"{path} is on {mount.fstype}, which has no block device to trace")
         mount = data
-    devices = _device_chain(transport, mount[2], path)
+    devices = _device_chain(transport, mount.dev, path)
     major, minor = devices[0]
     disk = transport.run(["sh", "-c", f"basename $(readlink -f /sys/dev/block/{major}:{minor})"],
                          timeout=30).text.strip()
     knob = transport.run(["cat", f"/sys/block/{disk}/queue/scheduler"], timeout=30).text
     scheduler = knob[knob.find("[") + 1:knob.find("]")] if "[" in knob else knob.strip()
     return StackFacts(spec=spec, workdir=path, device=f"/dev/{disk}", dev_major=major, dev_minor=minor,
-                      filesystem=_fstype(mount), mount_options=mount[5], scheduler=scheduler, image_size_bytes=0,
+                      filesystem=mount.fstype, mount_options=mount.options, scheduler=scheduler, image_size_bytes=0,
                       extra_devices=devices[1:])
 
 
@@ -405,20 +403,12 @@ def _device_chain(transport: Transport, major_minor: str, path: str) -> list[tup
     return found
 
 
-def _mount_of(path: str, mountinfo: list[list[str]]) -> list[str]:
-    """The mountinfo entry whose mount point is the longest prefix of path."""
-    best = None
-    for fields in mountinfo:
-        point = fields[4].rstrip("/") + "/"
-        if (path.rstrip("/") + "/").startswith(point) and (best is None or len(point) > len(best[4].rstrip("/") + "/")):
-            best = fields
-    if best is None:
+def _mount_holding(path: str, mounts: list[Mount]) -> Mount:
+    """The mount a path lives on; StackError when none holds it."""
+    mount = mount_of(path.rstrip("/") or "/", mounts)
+    if mount is None:
         raise StackError(f"{path} is on no mount")
-    return best
-
-
-def _fstype(mountinfo_fields: list[str]) -> str:
-    return mountinfo_fields[mountinfo_fields.index("-") + 1]
+    return mount
 
 
 def _in_main_thread() -> bool:

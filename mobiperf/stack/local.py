@@ -33,6 +33,7 @@ from typing import Any
 from mobiperf.core import signals
 from mobiperf.core.binaries import reference_bin_dir
 from mobiperf.core.errors import StackError, TargetError, UsageError
+from mobiperf.core.mounts import is_mounted, parse_proc_mounts
 from mobiperf.core.units import parse_size
 from mobiperf.core.vocabulary import FUSE_LAYERS, RAW
 from mobiperf.stack.device_settings import reset_loop_device
@@ -290,7 +291,7 @@ class LocalStack:
 
     def _is_mounted(self, path: str) -> bool:
         mounts = self.transport.read_file("/proc/self/mounts").decode(errors="replace")
-        return any(line.split()[1] == path for line in mounts.splitlines() if len(line.split()) > 1)
+        return is_mounted(path, parse_proc_mounts(mounts))
 
     # --- teardown ---
 

@@ -19,6 +19,7 @@ from typing import Iterator, Sequence
 
 from mobiperf.core.binaries import reference_bin_dir
 from mobiperf.core.errors import TargetError
+from mobiperf.core.mounts import Mount, mount_of, parse_mountinfo, parse_proc_mounts
 from mobiperf.target.transport import Transport
 
 log = logging.getLogger(__name__)
@@ -97,35 +98,6 @@ def _sections(text: str) -> dict[str, list[str]]:
     return sections
 
 
-def _unescape_mount_field(field: str) -> str:
-    # /proc/mounts writes space, tab, newline and backslash as \040 \011 \012 \134.
-    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
-        field = field.replace(code, char)
-    return field
-
-
-def parse_mounts(lines: Sequence[str]) -> list[dict]:
-    mounts = []
-    for line in lines:
-        parts = line.split()
-        if len(parts) < 4:
-            continue
-        mounts.append({"source": _unescape_mount_field(parts[0]), "mountpoint": _unescape_mount_field(parts[1]),
-                       "fstype": parts[2], "options": parts[3]})
-    return mounts
-
-
-def mount_of(path: str, mounts: Sequence[dict]) -> dict | None:
-    """The mount a (resolved) path lives on: the last-mounted one with the longest matching mountpoint."""
-    best = None
-    for m in mounts:
-        mp = m["mountpoint"]
-        inside = path == mp or path.startswith(mp.rstrip("/") + "/") or mp == "/"
-        if inside and (best is None or len(mp) >= len(best["mountpoint"])):
-            best = m
-    return best
-
-
 def storage_layer(fstype: str | None) -> str | None:
     """How the shared storage (/sdcard) is served: "fuse" (Android 11+ and before 8), "sdcardfs" (8-10), "esdfs",
     or None when it is a plain filesystem or missing."""
@@ -166,16 +138,6 @@ def parse_block_devices(lines: Sequence[str]) -> dict[str, dict]:
     return found
 
 
-def mount_devices(lines: Sequence[str]) -> dict[str, str]:
-    """/proc/self/mountinfo -> {mountpoint: "major:minor"} (the last mount on a mountpoint wins)."""
-    found = {}
-    for line in lines:
-        parts = line.split()
-        if len(parts) > 4:
-            found[_unescape_mount_field(parts[4])] = parts[2]
-    return found
-
-
 def device_chain(dev: str | None, block: dict[str, dict]) -> list[str]:
     """The block devices under a mount's major:minor, top first: e.g. dm-48 (/data's dm-default-key), its slave
     sda34, that partition's disk sda. Empty for mounts without a block device (fuse, tmpfs, overlay)."""
@@ -193,13 +155,14 @@ def device_chain(dev: str | None, block: dict[str, dict]) -> list[str]:
     return chain
 
 
-def _mount_summary(path: str, mounts: Sequence[dict], devs: dict[str, str], block: dict[str, dict]) -> dict | None:
+def _mount_summary(path: str, mounts: Sequence[Mount], devs: dict[str, str], block: dict[str, dict]) -> dict | None:
     m = mount_of(path, mounts)
     if m is None:
         return None
-    chain = device_chain(devs.get(m["mountpoint"]), block)
+    chain = device_chain(devs.get(m.mountpoint), block)
     disks = [n for n in chain if not block[n]["slaves"] and not block[n]["parent"]]
-    return dict(m, block_devices=chain, disks=disks)
+    return {"source": m.source, "mountpoint": m.mountpoint, "fstype": m.fstype, "options": m.options,
+            "block_devices": chain, "disks": disks}
 
 
 def parse_android_facts(text: str) -> dict:
@@ -223,7 +186,7 @@ def parse_android_facts(text: str) -> dict:
         props[key] = value.strip()
     is_android = bool(s.get("android")) and props.get("ro.build.version.sdk", "").isdigit()
     tracefs_path, instances = _tracefs(s.get("tracefs", []))
-    mounts = parse_mounts(s.get("mounts", []))
+    mounts = parse_proc_mounts("\n".join(s.get("mounts", [])))
     users = [{"pid": int(pid), "name": name} for pid, _, name in (line.partition(" ") for line in s.get("tracers", []))
              if pid.isdigit()]
     return {
@@ -237,7 +200,7 @@ def parse_android_facts(text: str) -> dict:
         "tracefs_users": users,
         **_data(s, mounts, is_android),
         "schedulers": parse_schedulers(s.get("schedulers", [])),
-        "mounts": [m for m in mounts if m["fstype"].startswith(DATA_FS_PREFIXES)],
+        "mounts": [m.as_fact() for m in mounts if m.fstype.startswith(DATA_FS_PREFIXES)],
     }
 
 
@@ -289,45 +252,46 @@ def _selinux(lines: list[str]) -> str:
     return selinux
 
 
-def _sdcard(s: dict[str, list[str]], props: dict[str, str], is_android: bool, mounts: list[dict]) -> dict:
+def _sdcard(s: dict[str, list[str]], props: dict[str, str], is_android: bool, mounts: list[Mount]) -> dict:
     """Where /sdcard resolves, the mount under it and how it is served (FUSE, passthrough, sdcardfs ...)."""
     sdcard_path = (s.get("sdcard") or [None])[0]
     sdcard_mount = mount_of(sdcard_path, mounts) if sdcard_path else None
     passthrough = props.get("persist.sys.fuse.passthrough.enable") or None
-    layer = storage_layer(sdcard_mount["fstype"]) if sdcard_mount else None
+    layer = storage_layer(sdcard_mount.fstype) if sdcard_mount else None
     passthrough_on = {"true": True, "1": True, "false": False, "0": False}.get(passthrough or "") if is_android \
         else None
     return {
         "sdcard_path": sdcard_path,
-        "sdcard_fstype": sdcard_mount["fstype"] if sdcard_mount else None,
+        "sdcard_fstype": sdcard_mount.fstype if sdcard_mount else None,
         "sdcard_layer": layer,
         "sdcard_implementation": _sdcard_implementation(layer, sdcard_mount, passthrough_on),
         "fuse_passthrough": passthrough_on,
     }
 
 
-def _data(s: dict[str, list[str]], mounts: list[dict], is_android: bool) -> dict:
+def _data(s: dict[str, list[str]], mounts: list[Mount], is_android: bool) -> dict:
     """The /data mount and its block devices, and the default work directory with the mount holding it."""
     # Android mounts /data on its own; a plain /data directory on a host's root filesystem says nothing.
-    data_mount = next((m for m in reversed(mounts) if m["mountpoint"] == "/data"), None)
-    devs = mount_devices(s.get("mountinfo", []))
+    data_mount = next((m for m in reversed(mounts) if m.mountpoint == "/data"), None)
+    # the last mount on a mount point wins: it hides the others
+    devs = {m.mountpoint: m.dev for m in parse_mountinfo("\n".join(s.get("mountinfo", [])))}
     block = parse_block_devices(s.get("block", []))
     return {
-        "data_fstype": data_mount["fstype"] if data_mount else None,
-        "data_source": data_mount["source"] if data_mount else None,
-        "data_options": data_mount["options"] if data_mount else None,
+        "data_fstype": data_mount.fstype if data_mount else None,
+        "data_source": data_mount.source if data_mount else None,
+        "data_options": data_mount.options if data_mount else None,
         "data_block_devices": device_chain(devs.get("/data"), block) if data_mount else [],
         "default_workdir": DEFAULT_WORKDIR[is_android],
         "workdir_mount": _mount_summary(DEFAULT_WORKDIR[is_android], mounts, devs, block),
     }
 
 
-def _sdcard_implementation(layer: str | None, mount: dict | None, passthrough: bool | None) -> str | None:
+def _sdcard_implementation(layer: str | None, mount: Mount | None, passthrough: bool | None) -> str | None:
     if mount is None:
         return None
     if layer == "fuse":
         return "fuse-passthrough" if passthrough else "fuse"
-    return layer or f"direct {mount['fstype']}"
+    return layer or f"direct {mount.fstype}"
 
 
 def run_facts(facts: dict) -> dict:

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from mobiperf.core.errors import MobiperfError
 from mobiperf.core.lifeline import OWNER_ENV, kill_owned, owned_processes as local_owned_processes
+from mobiperf.core.mounts import parse_mountinfo
 
 RETRY_S = 10.0
 
@@ -98,7 +99,7 @@ def pid_files(transport, pid_dir: str | None) -> list[str]:
 
 def _mounts(transport) -> list[str]:
     text = transport.read_file("/proc/self/mountinfo").decode(errors="replace")
-    return [line.split()[4].replace("\\040", " ") for line in text.splitlines() if len(line.split()) > 4]
+    return [m.mountpoint for m in parse_mountinfo(text)]
 
 
 def _mount_there(transport, entry: Entry) -> str | None:

@@ -11,7 +11,8 @@ consumes the buffer), so both views hold the very same events. It saves the layo
 With fuse_dir (a FUSE mount, e.g. bfuse_mounted()), dd writes there as well and the fuse events are traced.
 
 The instance is removed in a finally block, also when the workload fails. Run as a script to refresh the
-fixture: `python tests/support/ftrace_raw_capture.py tests/fixtures/ftrace/raw-6.18-rawdec`.
+fixture: `python tests/support/ftrace_raw_capture.py raw-6.18-rawdec`, then `tar -czf raw-6.18-rawdec.tar.gz
+raw-6.18-rawdec` into tests/fixtures/ftrace/ (the archive holds the folder).
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ def test_every_module_imports_from_the_install_and_finds_the_installed_binaries(
     count, package_file, bin_dir = done.stdout.split()
     sources = [p for top in ("mobiperf", "collectors", "analyzers", "reports") for p in (REPO / top).rglob("*.py")
                if p.name != "__main__.py" and p != REPO / "mobiperf" / "__init__.py"]   # walk_packages: below it
-    assert int(count) == len(sources)    # the whole package, collectors/analyzers/reports included
+    assert int(count) == len(sources)    # the whole package, collectors, analyzers and reports included
     assert Path(package_file).is_relative_to(fresh_venv)    # not the checkout
     assert Path(bin_dir) == fresh_venv / "share" / "mobiperf" / "bin"
     assert {"mobibench", "bfuse", "fjord", "devmodel", "fuse_wakeup.so"} <= {p.name for p in Path(bin_dir).iterdir()}

@@ -1,4 +1,4 @@
-"""`pip install .` (not only -e) must give a working package: collectors/analyzers/reports live inside mobiperf."""
+"""`pip install .` (not only -e) must give a working package: collectors, analyzers and reports live inside mobiperf."""
 
 import os
 import socket
@@ -19,7 +19,7 @@ def test_wheel_maps_top_level_dirs_into_the_package(tmp_path):
                    "mobiperf/analyzers/locality.py", "mobiperf/reports/figures.py", "mobiperf/target/transport.py",
                    "mobiperf/commands/__init__.py"):
         assert module in names, f"{module} missing from the wheel"
-    # The PyPI names collectors/analyzers/reports must never be installed as top-level packages.
+    # The PyPI names collectors, analyzers and reports must never be installed as top-level packages.
     assert not any(n.split("/")[0] in ("collectors", "analyzers", "reports") for n in names)
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "mobiperf = mobiperf.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()

@@ -12,7 +12,7 @@ from mobiperf.collectors.plan import plan_collectors
 from mobiperf.collectors.ftrace import EVENT_SETS, event_set_specs
 from mobiperf.target.target import Target
 
-ANDROID_FS = list(EVENT_SETS["android_fs"][1])
+ANDROID_FS = list(EVENT_SETS["android_fs"].events)
 
 
 def planned_events(tmp_path: Path, available: dict, event_sets=None) -> list[tuple[str, str, str | None]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mobiperf.collectors.parse.mobibench import MobibenchOutputError, parse_mobibench_result
+from mobiperf.collectors.parse.mobibench import MobibenchOutputError, parse_mobibench_result, read_generator_output
 
 DASHES = "-" * 41
 
@@ -263,3 +263,18 @@ def test_parse_rejects_what_is_not_a_result(text, message):
         parse_mobibench_result(text)
     with pytest.raises(MobibenchOutputError):
         parse_mobibench_result(text)
+
+
+def test_a_runs_generator_output_is_read_in_one_place(tmp_path):
+    """read_generator_output: the figures of a stdout file when the generator wrote it, {} for another workload's
+    output or no file, an error for the generator's output without a result (run metrics and sweep units alike)."""
+    out = tmp_path / "stdout.txt"
+    assert read_generator_output(out) == {}
+    out.write_text("1+0 records in\n1+0 records out\n")                      # dd's output: not the generator's
+    assert read_generator_output(out) == {}
+    out.write_text(SAMPLE)
+    assert read_generator_output(out) == parse_mobibench_result(SAMPLE)
+    assert read_generator_output(out)["workload.elapsed"]["unit"] == "s"
+    out.write_text(SAMPLE.replace("Err string : No error", "Err string : File write error"))
+    with pytest.raises(MobibenchOutputError, match="the run failed: File write error"):
+        read_generator_output(out)

@@ -94,14 +94,11 @@ def workload_time_metrics(workload_ns: int, plan: CellPlan) -> dict[str, float]:
 def generator_metrics(stdout: Path, notes: list[str]) -> dict[str, float]:
     """The Mobibench-compatible generator's own figures from its output ({} for another workload); output that
     does not parse is a note."""
-    text = stdout.read_text(errors="replace") if stdout.exists() else ""
-    if "[Messurement Result]" not in text and '"mobibench_version"' not in text:  # Mobibench's own spelling
-        return {}
-    from mobiperf.collectors.parse.mobibench import parse_mobibench_result
+    from mobiperf.collectors.parse.mobibench import MobibenchOutputError, read_generator_output
 
     try:
-        return {name: float(v["value"]) for name, v in parse_mobibench_result(text).items()}
-    except ValueError as e:
+        return {name: float(v["value"]) for name, v in read_generator_output(stdout).items()}
+    except MobibenchOutputError as e:
         notes.append(f"workload output not parsed: {e}")
         return {}
 

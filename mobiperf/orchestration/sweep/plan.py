@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mobiperf.core.units import parse_duration_ns, parse_size
-from mobiperf.core.vocabulary import ACCESS_MODES, PRESETS, RAW, SQLITE_JOURNALS, SQLITE_SYNC, SYNC_MODES
+from mobiperf.core.vocabulary import ACCESS_MODES, PRESETS, RAW, SQLITE_JOURNALS, SQLITE_OPS, SQLITE_SYNC, SYNC_MODES
 from mobiperf.orchestration.run_request import RunRequest, write_request
 from mobiperf.orchestration.sweep.params import (_DAEMON_OPTION_NAMES, DEFAULTS, FUSE_OPTIONS, TARGET_DIR,
                                                  TARGET_HOST_ONLY)
@@ -23,7 +23,6 @@ from mobiperf.stack.cpu_share import parse_cpu_share
 from mobiperf.stack.dirty_limit import parse_dirty_limit
 from mobiperf.stack.spec import Layer, StackSpec, check_stack, parse_image_size
 
-SQLITE_OPS = {"sqlite-insert": 0, "sqlite-update": 1, "sqlite-delete": 2}   # the generator's -d codes
 WRITES = ("seq-write", "rand-write", "append")
 
 
