@@ -31,6 +31,7 @@ OTHER_SOURCES = {
     "file_extent": ("the layout snapshot (journal, metadata regions and FIEMAP extents of the workload's files)",),
     "trace_marker": ("ftrace (the generator writes its timed-window markers to trace_marker)",),
     "task_role": ("a `mobiperf run` (raw/tasks.json: the workload's root, the FUSE daemons, mobiperf)",),
+    "inode_path": ("the layout snapshot's inode listing, or a recorded app's data directory listing",),
 }
 
 
@@ -85,8 +86,9 @@ def _analyzer(name: str, needs: tuple[str, ...], produces: str, run: Callable,
 
 
 def registry() -> list[Analyzer]:
-    from mobiperf.analyzers import (amplification, attribution, block_io, file_io, file_nest, io_by_file, io_class,
-                                    io_span, latency, sqlite_txn, syscall, timed_window, waterfall)
+    from mobiperf.analyzers import (amplification, attribution, block_io, blocked, file_io, file_nest, io_by_file,
+                                    io_by_owner, io_class, io_span, latency, sqlite_txn, syscall, timed_window,
+                                    waterfall)
     from mobiperf.collectors.parse import pairing
 
     calls = ("trace_marker", "task_role", "fuse_req")
@@ -118,8 +120,12 @@ def registry() -> list[Analyzer]:
         _analyzer("io_background", ("io_span",), "io_background", waterfall.summarize_background,
                   optional=("task_role", "syscall_io")),
         _analyzer("span_owner", ("io_span",), "span_owner", attribution.attribute_spans,
-                  optional=("task", "android_fs_event", "task_role", "syscall_io")),
+                  optional=("task", "android_fs_event", "task_role", "syscall_io", "sched_switch", "inode_path")),
         _analyzer("io_by_file", ("io_span", "span_owner"), "io_by_file", io_by_file.sum_io_by_file),
+        _analyzer("io_by_owner", ("io_span", "span_owner"), "io_by_owner", io_by_owner.sum_io_by_owner),
+        _analyzer("blocked", ("sched_switch",), "blocked", blocked.summarize_blocked,
+                  optional=("sched_wakeup", "sched_blocked_reason", "io_span", "span_owner", "task",
+                            "android_fs_event", "task_role", "syscall_io")),
         _analyzer("amplification", ("syscall_class", "block_io"), "amplification",
                   amplification.measure_amplification, optional=("fuse_req",)),
         _analyzer("sqlite_txn", ("fsync_event", "block_io", "trace_marker"), "sqlite_txn",
@@ -158,9 +164,29 @@ BREAKDOWNS = (
 )
 
 
-def breakdown_tables(results: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
-    """The tables `mobiperf analyze` prints, by title, from the results of one analysis."""
-    out = {title: results[name] for name, title in BREAKDOWNS if name in results}
+WHO_TITLES = {"io_by_owner": "Who: IO time by process, thread and file (top 10, every repetition; the layer that "
+                              "took most of it)",
+              "blocked": "Who waited: time in uninterruptible sleep by thread (top 10; main: tid == pid; what most "
+                         "of it waited on)"}
+
+
+def who_tables(results: dict[str, pl.DataFrame], *, text: bool = False) -> dict[str, pl.DataFrame]:
+    """The who tables (analyzers/who.py) of one analysis, by title: what `mobiperf analyze` prints first (text:
+    names beside their ids, for a terminal)."""
+    from mobiperf.analyzers.who import as_text, top_blocked, top_files
+
+    out = {}
+    if "io_by_owner" in results and len(results["io_by_owner"]):
+        out[WHO_TITLES["io_by_owner"]] = top_files(results["io_by_owner"])
+    if "blocked" in results and len(results["blocked"]):
+        out[WHO_TITLES["blocked"]] = top_blocked(results["blocked"])
+    return {title: as_text(df) for title, df in out.items()} if text else out
+
+
+def breakdown_tables(results: dict[str, pl.DataFrame], *, text: bool = False) -> dict[str, pl.DataFrame]:
+    """The tables `mobiperf analyze` prints, by title, from the results of one analysis: who first."""
+    out = who_tables(results, text=text)
+    out.update({title: results[name] for name, title in BREAKDOWNS if name in results})
     if "block_cause" in results:  # one row per request is for machines; print counts per cause
         out[dict(BREAKDOWNS)["block_cause"]] = results["block_cause"].group_by("rep", "op", "cause", "region").agg(
             count=pl.len(), bytes=pl.col("size_bytes").sum()).sort("rep", "op", "cause", "region")

@@ -2,11 +2,12 @@
 
 A trace names threads (comm) everywhere but says which process a thread belongs to only in some places; each
 source is a row of the `task` table (collectors/parse: the tgid column of ftrace text, task_newtask events, the
-run's tasks.json, a /proc snapshot taken when recording a phone, Perfetto's process_tree), and Android's
+run's tasks.json, a /proc snapshot taken when recording a phone, systrace's `ps` listings (process_dump.py),
+Perfetto's process_tree), and Android's
 android_fs start events carry the task's tgid (pid) and command line beside the thread's own id.
 
 thread_identities() keeps one row per (rep, tid): pid and thread from the most trusted source that says them
-(SOURCE_RANK: a snapshot of /proc and Perfetto's process tree, which read the kernel's own task lists, before the
+(SOURCE_RANK: a snapshot of /proc or `ps` and Perfetto's process tree, which read the kernel's own task lists, before the
 run's own notes, before what single events imply, before the names the thread's events carry); process from the
 same order, else the name of the group leader (the thread whose tid is the pid), else null.
 Limits: a tid reused by a new thread during one trace keeps its first identity.
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import polars as pl
 
-SOURCE_RANK = {"proc": 0, "perfetto": 1, "tasks.json": 2, "trace": 3, "task_newtask": 4, "android_fs": 5,
+SOURCE_RANK = {"proc": 0, "ps": 0, "perfetto": 1, "tasks.json": 2, "trace": 3, "task_newtask": 4, "android_fs": 5,
                "events": 6}
 IDENTITY = {"rep": pl.Int32, "tid": pl.Int32, "pid": pl.Int32, "thread": pl.Utf8, "process": pl.Utf8}
 

@@ -44,9 +44,10 @@ def _union_ns(spans: pl.DataFrame, key: list[str]) -> pl.DataFrame:
         .sum().alias("_union"))
 
 
-def _layer_times(spans: pl.DataFrame) -> pl.DataFrame:
-    """Per call: inclusive (<layer>_incl) and exclusive (<layer>_self) ns of every layer."""
-    key = ["rep", "call_id"]
+def layer_times(spans: pl.DataFrame, nest: str = "call_id") -> pl.DataFrame:
+    """Per nest (rep and the `nest` column: a call's call_id, or span_owner's root_id for every nest): inclusive
+    (<layer>_incl) and exclusive (<layer>_self) ns of every layer."""
+    key = ["rep", nest]
     spans = spans.with_columns(_rank=pl.col("layer").replace_strict(RANK, return_dtype=pl.Int8))
     out = spans.filter(pl.col("parent_id").is_null()).select(key).unique()
     covers = []
@@ -83,7 +84,7 @@ def build_waterfall(io_span: pl.DataFrame) -> pl.DataFrame:
         # a phone's roots (file_nest.py): a sync_file's fsync/fdatasync, `-` for file and FUSE roots
         pl.coalesce("sync_mode", "op", pl.lit("-")).alias("sync_mode"), "size_bytes",
         (pl.col("end_ts") - pl.col("ts")).alias("dur_ns"))
-    out = calls.join(_layer_times(spans), on=["rep", "call_id"], how="left") \
+    out = calls.join(layer_times(spans), on=["rep", "call_id"], how="left") \
         .join(_caused_counts(spans), on=["rep", "call_id"], how="left")
     out = out.with_columns([pl.col(c).fill_null(0).cast(pl.Int64) for c in COUNTS])
     return out.sort("rep", "ts", "call_id").select(

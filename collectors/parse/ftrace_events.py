@@ -16,6 +16,7 @@ event family, written from the kernels' TP_printk formats (see specs/trace-forma
   the kernel's own text  sys_write(fd: 1, buf: 7ffd, count: 5)   sys_write -> 0x5  (hex without 0x)
   raw_syscalls           NR %ld (%lx, %lx, ...) / NR %ld = %ld  (names are ABI-specific: kept as nr_<N>)
   android_fs_data*       entry_name %s, offset %llu, bytes %d, ... / ino %lu, offset %llu, bytes %d (android_fs.py)
+  sched_*, task_*        prev_comm=%s prev_pid=%d ... prev_state=%s ==> next_comm=%s ... (sched.py)
 
 Lines that match no pattern are counted per event, never dropped silently.
 """
@@ -28,6 +29,7 @@ import polars as pl
 
 from mobiperf.collectors.parse.android_fs import ANDROID_FS_EVENTS, parse_android_fs_events
 from mobiperf.collectors.parse.fd_flags import CLONE_FILES, arm_bits_as_x86, track_open_flags
+from mobiperf.collectors.parse.sched import SCHED_EVENTS, parse_sched_events
 from mobiperf.core.schema import FS_EVENT, FSYNC_EVENT, FUSE_EVENT, JBD2_COMMIT, JBD2_RUN_STATS, SYSCALL_IO
 
 _DEV = r"dev (?P<major>\d+),(?P<minor>\d+) "
@@ -60,7 +62,7 @@ SYSCALL_ARG_BYTES = {  # which argument of an IO syscall is its size and which i
     "sync_file_range": ("nbytes", "offset"),
 }
 # Every event this module reads (the ftrace text parser hands it these rows).
-KNOWN_EVENTS = {*FSYNC_BODIES, "jbd2_run_stats", *JBD2_PHASES, *FUSE_BODIES, *ANDROID_FS_EVENTS}
+KNOWN_EVENTS = {*FSYNC_BODIES, "jbd2_run_stats", *JBD2_PHASES, *FUSE_BODIES, *ANDROID_FS_EVENTS, *SCHED_EVENTS}
 
 
 def is_known_event(name: str) -> bool:
@@ -122,6 +124,7 @@ def parse_other_events(head: pl.DataFrame, rep: int) -> tuple[dict[str, pl.DataF
     android_fs = parse_android_fs_events(head, rep, unparsed)  # android_fs.py
     if android_fs is not None:
         tables["android_fs_event"] = android_fs
+    tables.update(parse_sched_events(head, rep, unparsed))  # sched.py
 
     ev = pl.col("event")
     fs_rows = head.filter(pl.any_horizontal(ev.str.starts_with(p) for p in FS_EVENT_PREFIXES)

@@ -154,14 +154,38 @@ BLKTRACE_EVENT = Schema("blktrace_event", dict(BLOCK_EVENT.columns),
                         "blktrace records of a run that also has ftrace block events (which stay in block_event):"
                         " the same columns, kept apart so no request is counted twice.")
 
+SCHED_SWITCH = Schema("sched_switch", {
+    "rep": I32, "ts": I64, "cpu": I32, "prev_tid": I32, "prev_comm": STR, "prev_state": STR, "next_tid": I32,
+    "next_comm": STR,
+}, "The scheduler's context switches (sched_switch): the thread that left the CPU, the state it left in"
+   " (prev_state as the kernel prints it: R, R+, S, D, D|K ...: D is uninterruptible sleep) and the thread that"
+   " took it (collectors/parse/sched.py).")
+
+SCHED_WAKEUP = Schema("sched_wakeup", {
+    "rep": I32, "ts": I64, "cpu": I32, "tid": I32, "comm": STR, "waker_tid": I32, "event": STR,
+}, "A sleeping thread woken (sched_waking: the waker starts to wake it, event waking; sched_wakeup: it is"
+   " runnable, event wakeup): tid the woken thread, waker_tid the thread whose context the event ran in.")
+
+SCHED_BLOCKED_REASON = Schema("sched_blocked_reason", {
+    "rep": I32, "ts": I64, "tid": I32, "is_io_wait": BOOL, "caller": STR,
+}, "Android's sched_blocked_reason: where a thread in uninterruptible sleep was blocked (caller, the kernel"
+   " function, symbolized as the text prints it) and whether it was an IO wait; traced when the thread wakes.")
+
 TASK = Schema("task", {
     "rep": I32, "tid": I32, "pid": I32, "thread": STR, "process": STR, "source": STR,
 }, "Who a thread is, as a trace or the capture said it: tid its thread id, pid its process (the thread group id;"
    " null where the source does not say), thread its name (comm), process the process's name (its command line's"
    " first word where known, else the group leader's comm; null where unknown). source: tasks.json (the run's"
    " workload root and FUSE daemons), trace (the tgid column of ftrace text), task_newtask (a thread or process"
-   " created during the trace), proc (a /proc snapshot taken by `mobiperf record`), perfetto (process_tree"
-   " packets). A thread may appear once per source; analyzers/task_identity.py decides.")
+   " created or renamed during the trace), ps (systrace's process dump), proc (a /proc snapshot taken when"
+   " recording), perfetto (process_tree packets). A thread may appear once per source;"
+   " analyzers/task_identity.py decides.")
+
+INODE_PATH = Schema("inode_path", {
+    "rep": I32, "ino": I64, "path": STR, "source": STR,
+}, "A file's inode and its path, from a listing taken on the device (collectors/parse/inodes.py): source layout"
+   " (the layout snapshot's find), listing (a recorded app's data directory). The file systems' events name files"
+   " by inode only.")
 
 GENERIC_EVENT = Schema("generic_event", {
     **_EV, "event": STR, "body": STR,
@@ -170,7 +194,8 @@ GENERIC_EVENT = Schema("generic_event", {
 
 TABLES = {s.name: s for s in (BLOCK_EVENT, BLOCK_RQ, TRACE_MARKER, FSYNC_EVENT, JBD2_RUN_STATS, JBD2_COMMIT,
                               FUSE_EVENT, FUSE_REQ, SYSCALL_IO, STRACE_COUNT, TASK_ROLE, FS_EVENT, FILE_EXTENT,
-                              BLKTRACE_EVENT, GENERIC_EVENT, ANDROID_FS_EVENT, TASK)}
+                              BLKTRACE_EVENT, GENERIC_EVENT, ANDROID_FS_EVENT, TASK, SCHED_SWITCH,
+                              SCHED_WAKEUP, SCHED_BLOCKED_REASON, INODE_PATH)}
 
 # --- result tables ---
 
@@ -329,7 +354,7 @@ SQLITE_SUMMARY = Schema("sqlite_summary", {
 
 SPAN_OWNER = Schema("span_owner", {
     "rep": I32, "span_id": I64, "scope": STR, "process": STR, "pid": I32, "thread": STR, "tid": I32, "path": STR,
-    "file_type": STR, "path_from": STR,
+    "file_type": STR, "path_from": STR, "root_id": I64,
 }, "Whose each io_span row is (analyzers/attribution.py), one row per io_span row (same rep, span_id): the"
    " thread whose call (or file operation) the span's nest starts from, by causality: the call's thread for"
    " everything it caused (FUSE requests, the daemon's calls, the journal commits it waited for, block requests,"
@@ -337,7 +362,17 @@ SPAN_OWNER = Schema("span_owner", {
    " its process (pid null where no source says; process then the thread's name), scope as in block_io"
    " (analyzers/scope.py). path: the top-most path on the way down to the span (the app's own name of the file"
    " where the call has one; else the file layer's, an inode's, the layout snapshot's), null where none is known;"
-   " file_type from it (analyzers/file_type.py); path_from the layer whose span gave the path.")
+   " file_type from it (analyzers/file_type.py); path_from the layer whose span gave the path; root_id the"
+   " span_id of the nest's root.", added=(("root_id", None),))
+
+IO_BY_OWNER = Schema("io_by_owner", {
+    "rep": I32, "scope": STR, "process": STR, "pid": I32, "thread": STR, "tid": I32, "path": STR,
+    "file_type": STR, "layer": STR, "self_ns": I64, "nests": I64, "block_bytes": I64,
+}, "Where each owner's IO time went (analyzers/io_by_owner.py): per process, thread, file (the path of the nest's"
+   " root, span_owner) and layer, the exclusive time of the layer summed over the owner's nests (the time it was"
+   " the deepest active one, as in the waterfall: the layers of an owner's file add up to the time its calls,"
+   " file operations or background requests on it took); nests the nests with time in the layer; block_bytes the"
+   " bytes of the nests' block requests (counted once, on the block row).")
 
 IO_BY_FILE = Schema("io_by_file", {
     "rep": I32, "scope": STR, "process": STR, "pid": I32, "thread": STR, "tid": I32, "path": STR,
@@ -352,7 +387,17 @@ IO_BY_FILE = Schema("io_by_file", {
    " device). Calls that are neither IO nor on a"
    " file (getpid, futex...) are left out. path null: the IO of no known file.")
 
+BLOCKED = Schema("blocked", {
+    "rep": I32, "scope": STR, "process": STR, "pid": I32, "thread": STR, "tid": I32, "waited_on": STR,
+    "count": I64, "blocked_ns": I64,
+}, "Per thread, its time in uninterruptible sleep (sched_switch prev_state D until its wake-up) by what it waited"
+   " on (analyzers/blocked.py): the deepest layer of its own nests active then (block: a block request in flight,"
+   " journal: a commit its sync waited for, fuse: the FUSE reply, fs, file, call), else the kernel function of"
+   " Android's sched_blocked_reason (caller:NAME), else unknown; count the intervals with time on it. The causes"
+   " of a thread add up to its time in D. scope, process and pid as in span_owner.")
+
 RESULTS = {s.name: s for s in (BLOCK_IO, PAIRING_SUMMARY, SYSCALL_CLASS, FILE_IO, IO_CLASS, IO_SHARE,
                                LATENCY_SUMMARY, SYSCALL_LATENCY, FS_LATENCY, FUSE_LATENCY, IO_SPAN, WATERFALL,
                                BLOCK_CAUSE, LAYER_BREAKDOWN, IO_BACKGROUND, AMPLIFICATION,
-                               WINDOW_BLOCK, SQLITE_TXN, SQLITE_SUMMARY, SPAN_OWNER, IO_BY_FILE)}
+                               WINDOW_BLOCK, SQLITE_TXN, SQLITE_SUMMARY, SPAN_OWNER, IO_BY_FILE, BLOCKED,
+                               IO_BY_OWNER)}

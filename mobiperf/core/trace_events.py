@@ -60,6 +60,11 @@ EVENT_SETS: dict[str, EventSet] = {
                                           "android_fs_datawrite_start", "android_fs_datawrite_end"), None),
     "writeback": EventSet("writeback", ("writeback_dirty_folio", "writeback_dirty_page", "writeback_start",
                                         "writeback_written", "writeback_single_inode"), "bdi"),
+    # the scheduler: who ran, who slept uninterruptibly and where (sched_blocked_reason: Android kernels); every
+    # context switch of the machine (no field to filter on), so only when asked (`--event-set sched`, `record`)
+    "sched": EventSet("sched", ("sched_switch", "sched_waking", "sched_wakeup", "sched_blocked_reason"), None),
+    # threads and processes born or renamed during the trace: who is who (one event per thread: every run)
+    "task": EventSet("task", ("task_newtask", "task_rename"), None),
     # the syscalls source's set (an instance of its own, the workload's pids): not an --event-set choice
     "syscalls": EventSet("syscalls", SYSCALL_EVENTS, None),
 }
@@ -83,6 +88,10 @@ TABLE_EVENTS: dict[str, tuple[str, ...]] = {
     "jbd2_run_stats": _named("jbd2", ("jbd2_run_stats",)),
     "fuse_event": _named("fuse", EVENT_SETS["fuse"].events),
     "android_fs_event": _named("android_fs", EVENT_SETS["android_fs"].events),
+    "sched_switch": _named("sched", ("sched_switch",)),
+    "sched_wakeup": _named("sched", ("sched_waking", "sched_wakeup")),
+    "sched_blocked_reason": _named("sched", ("sched_blocked_reason",)),
+    "task": _named("task", EVENT_SETS["task"].events),
 }
 
 
