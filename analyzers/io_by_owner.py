@@ -9,6 +9,7 @@ operations, or background requests) on that file took. That is what the report's
   self_ns       the layer's exclusive time, summed over the owner's nests on the file
   nests         the nests that spent time in the layer
   block_bytes   the bytes of those nests' block requests (primary: a shared commit's once), on the block row only
+A call that is neither IO nor on a file and caused nothing below it (wait4, futex, nanosleep) is left out.
 Limits: a nest whose root has no path takes the top-most path below it (span_owner), so one call without a path
 whose spans name two files is counted under the first.
 """
@@ -30,7 +31,13 @@ def sum_io_by_owner(io_span: pl.DataFrame, span_owner: pl.DataFrame) -> pl.DataF
     block = pl.col("layer") == "block"
     moved = spans.filter(block & pl.col("is_primary").fill_null(True)).group_by("rep", "root_id").agg(
         pl.col("size_bytes").fill_null(0).sum().alias("_block_bytes"))
-    roots = span_owner.filter(pl.col("span_id") == pl.col("root_id")).select(*OWNER, "root_id")
+    # a call that is neither IO nor on a file and caused nothing (wait4, futex, nanosleep) is no IO time
+    idle = io_span.filter((pl.col("layer") == "syscall") & (pl.col("path").fill_null("") == "")
+                          & (pl.col("sync_mode").fill_null("none") == "none")).select("rep", "span_id")
+    deep = spans.filter(pl.col("parent_id").is_not_null()).select("rep", pl.col("root_id").alias("span_id")).unique()
+    idle = idle.join(deep, on=["rep", "span_id"], how="anti")
+    roots = span_owner.filter(pl.col("span_id") == pl.col("root_id")).join(idle, on=["rep", "span_id"], how="anti")
+    roots = roots.select(*OWNER, "root_id")
     per_nest = roots.join(times, on=["rep", "root_id"]).join(moved, on=["rep", "root_id"], how="left")
     long = pl.concat([per_nest.select(
         *OWNER, pl.lit(layer).alias("layer"), pl.col(f"{layer}_self").alias("self_ns"),
