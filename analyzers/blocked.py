@@ -18,8 +18,9 @@ counted:
   call      inside one of the thread's calls, none of the layers below active (a lock, a page fault, readahead
             of another task's)
 Time in D outside every nest of the thread goes to the kernel function it blocked in where Android's
-sched_blocked_reason names it (the event of that thread between the switch and the thread's return to a CPU;
-`caller:` and the function, without its offset), else `unknown`. count is the number of intervals that spent time
+sched_blocked_reason names it (the event of that thread between the switch and the thread's return to a CPU; the
+function without its offset, after `io:` when the kernel counted the wait as IO wait (iowait=1: io_schedule),
+else after `caller:`), else `unknown`. count is the number of intervals that spent time
 on that cause; blocked_ns the time. The causes of one thread add up to its time in D.
 """
 
@@ -130,7 +131,8 @@ def _outside_nests(parts: pl.DataFrame, sched_blocked_reason: pl.DataFrame | Non
         return outside.with_columns(waited_on=pl.lit("unknown"))
     reasons = sched_blocked_reason.select(
         "rep", "tid", pl.col("ts").alias("at"),
-        (pl.lit("caller:") + pl.col("caller").str.replace(r"\+0x[0-9a-f]+/0x[0-9a-f]+$", "")).alias("_why"))
+        (pl.when(pl.col("is_io_wait")).then(pl.lit("io:")).otherwise(pl.lit("caller:"))
+         + pl.col("caller").str.replace(r"\+0x[0-9a-f]+/0x[0-9a-f]+$", "")).alias("_why"))
     named = outside.sort("start").join_asof(reasons.sort("at"), left_on="back", right_on="at", by=KEY,
                                             strategy="backward", check_sortedness=False)
     return named.with_columns(waited_on=pl.when(pl.col("at") >= pl.col("start")).then(pl.col("_why"))

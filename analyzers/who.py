@@ -5,9 +5,11 @@ top_files     per (process, thread, file) of io_by_owner, over every repetition:
               all layers added up: the time the owner's calls or file operations on the file took, or its
               background requests), block_bytes, and the layer that took most of it with its share; the top N by
               time, then one row `(N more)` holding the rest
-top_blocked   per thread of blocked: blocked_ns (its time in D), the cause that took most of it with its share,
+top_blocked   per thread of blocked: io_ns (its time in D waiting on IO: on its own nests' requests, commits and
+              FUSE replies, or in a kernel IO wait, io:FUNC), blocked_ns (all its time in D), the cause that took
+              most of it with its share,
               and its role: `main` (tid == pid, not a kernel thread: an app's main thread draws its frames), `ui`
-              (RenderThread, hwuiTask), else empty; the top N, then the rest folded
+              (RenderThread, hwuiTask), else empty; the top N by IO wait, then the rest folded
 The workload's rows come first (a run's workload, a recorded app's processes), then the rest, each by time; the
 scope column says whose each row is (workload, fuse_daemon, kernel, other, mobiperf). as_text() puts each
 name beside its id and the dominant layer beside its share, for a terminal's width.
@@ -22,6 +24,8 @@ TOP_N = 10
 _background = pl.col("scope") != "workload"
 OWNER = ["scope", "process", "pid", "thread", "tid"]
 UI_THREADS = ("RenderThread", "hwuiTask0", "hwuiTask1")
+# What blocked names that is IO: the layers of a thread's own nests, and the kernel's IO waits (io:FUNC)
+IO_WAITS = ("block", "journal", "fs", "file", "fuse")
 
 
 def top_files(io_by_owner: pl.DataFrame, n: int = TOP_N) -> pl.DataFrame:
@@ -40,16 +44,18 @@ def top_files(io_by_owner: pl.DataFrame, n: int = TOP_N) -> pl.DataFrame:
 
 def top_blocked(blocked: pl.DataFrame, n: int = TOP_N) -> pl.DataFrame:
     per = blocked.group_by(*OWNER, "waited_on").agg(pl.col("blocked_ns").sum(), pl.col("count").sum())
+    on_io = pl.col("waited_on").is_in(list(IO_WAITS)) | pl.col("waited_on").str.starts_with("io:")
     total = per.group_by(OWNER).agg(
-        blocked_ns=pl.col("blocked_ns").sum(), count=pl.col("count").sum(),
+        blocked_ns=pl.col("blocked_ns").sum(), io_ns=pl.col("blocked_ns").filter(on_io).sum(),
+        count=pl.col("count").sum(),
         waited_on=pl.col("waited_on").sort_by("blocked_ns", descending=True).first(),
         _top=pl.col("blocked_ns").max())
     role = (pl.when((pl.col("tid") == pl.col("pid")) & (pl.col("scope") != "kernel")).then(pl.lit("main"))
             .when(pl.col("thread").is_in(list(UI_THREADS))).then(pl.lit("ui")).otherwise(pl.lit("")))
     ranked = total.with_columns(role=role, waited_on_share=pl.col("_top") / pl.col("blocked_ns")).sort(
-        [_background, "blocked_ns", "tid"], descending=[False, True, False]).select(
-        *OWNER, "role", "blocked_ns", "count", "waited_on", "waited_on_share")
-    return _fold(ranked, n, ["blocked_ns", "count"], "thread")
+        [_background, "io_ns", "blocked_ns", "tid"], descending=[False, True, True, False]).select(
+        *OWNER, "role", "io_ns", "blocked_ns", "count", "waited_on", "waited_on_share")
+    return _fold(ranked, n, ["io_ns", "blocked_ns", "count"], "thread")
 
 
 def _fold(ranked: pl.DataFrame, n: int, sums: list[str], label: str) -> pl.DataFrame:
@@ -76,4 +82,5 @@ def as_text(who: pl.DataFrame) -> pl.DataFrame:
                           pl.col("path").fill_null("(no file)").alias("file"), "time_ns", "block_bytes",
                           mostly("top_layer", "top_layer_share").alias("mostly"))
     return who.select("scope", named("process", "pid").alias("process"), named("thread", "tid").alias("thread"),
-                      "role", "blocked_ns", "count", mostly("waited_on", "waited_on_share").alias("mostly_on"))
+                      "role", "io_ns", "blocked_ns", "count",
+                      mostly("waited_on", "waited_on_share").alias("mostly_on"))

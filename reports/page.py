@@ -5,8 +5,10 @@ Every figure and table says what it aggregates over the repetitions: the tiles a
 values (with their range, the spread that matters when judging a change), most figures pool every request of
 every repetition, and the access pattern shows one repetition, named.
 
-Every section declares the result tables it needs; a section whose table is absent is replaced by a line naming
-the table and why it is absent (the analyzer's own reason from run.json when it was skipped). An incomplete or
+Every section declares the result tables it needs; a section none of whose tables the run has is left out, with
+one line in the summary naming the table and why it is absent (the analyzer's own reason from run.json when it
+was skipped). The first section after the summary is who: the processes, threads and files the IO time went to
+(reports/who_page.py). An incomplete or
 failed run says so in the title, in a banner and in the sticky navigation bar.
 """
 
@@ -23,6 +25,7 @@ from mobiperf.core.exit_status import describe_exit_statuses
 from mobiperf.core.metrics import format_quantity, format_value, metric_key
 from mobiperf.reports import figures
 from mobiperf.reports.html import esc, figure_div, missing, page, status_label, table_html
+from mobiperf.reports.who_page import header_facts, page_title, who_section
 from mobiperf.core.units import format_duration_ns, format_size
 
 # Per-request FUSE table: an event table, shown when the caller passes it along with the results.
@@ -41,6 +44,7 @@ class Section:
     anchor: str
     title: str
     render: Callable[[dict[str, Any], dict[str, pl.DataFrame]], str]
+    needs: tuple[str, ...] = ()  # any one of these tables fills it; with none, it is left out with one line
 
 
 def first_table(tables: dict[str, pl.DataFrame], names: tuple[str, ...]) -> tuple[str | None, pl.DataFrame | None]:
@@ -55,7 +59,7 @@ def absence_reason(meta: dict[str, Any], table: str) -> str:
     run, which cannot be collected again, what its traces lack instead of what to enable)."""
     why = _absence_reason(meta, table)
     if meta.get("target", {}).get("target") == "ingested":
-        why = re.sub(r"; enable .* when collecting$", "; the ingested traces have no such events", why)
+        why = re.sub(r"; (?:enable|add) .* when collecting$", "; the ingested traces have no such events", why)
     return why
 
 
@@ -111,10 +115,7 @@ def _need(meta, tables, *names: str) -> str | None:
 def _summary(meta: dict[str, Any], tables: dict[str, pl.DataFrame]) -> str:
     target = meta.get("target", {})
     reps = meta.get("repetitions", [])
-    facts = [("workload", " ".join(meta.get("command", [])) or "?"), ("stack", meta.get("stack")),
-             ("scheduler", meta.get("scheduler") or "default"),
-             ("target", " ".join(str(x) for x in (target.get("target"), target.get("model"),
-                                                   f"kernel {target.get('kernel')}") if x)),
+    facts = [*header_facts(meta), ("stack", meta.get("stack")), ("scheduler", meta.get("scheduler") or "default"),
              ("repetitions", f"{len(reps)} ({describe_exit_statuses(r.get('exit_code') for r in reps)})"
               if reps else "none recorded"),
              ("status", meta.get("status"))]
@@ -405,13 +406,14 @@ def _metadata(meta, tables) -> str:
 
 SECTIONS = (
     Section("summary", "Summary", _summary),
-    Section("characterisation", "IO characterisation", _characterisation),
-    Section("latency", "Latency by layer", _latency),
-    Section("access", "Block access pattern", _access_pattern),
-    Section("throughput", "Throughput", _throughput),
-    Section("sqlite", "SQLite transactions", _sqlite),
-    Section("fuse", "FUSE requests", _fuse),
-    Section("syscalls", "System calls (Table 3)", _syscalls),
+    Section("who", "Who: processes, threads, files", who_section, needs=("io_by_owner", "blocked")),
+    Section("characterisation", "IO characterisation", _characterisation, needs=("io_class",)),
+    Section("latency", "Latency by layer", _latency, needs=("block_io",)),
+    Section("access", "Block access pattern", _access_pattern, needs=("block_io",)),
+    Section("throughput", "Throughput", _throughput, needs=("block_io",)),
+    Section("sqlite", "SQLite transactions", _sqlite, needs=("sqlite_txn", "sqlite_summary")),
+    Section("fuse", "FUSE requests", _fuse, needs=(*FUSE_REQUESTS, "fuse_latency")),
+    Section("syscalls", "System calls (Table 3)", _syscalls, needs=("syscall_class", "fuse_latency", "block_io")),
     Section("run", "Run metadata", _metadata),
 )
 
@@ -430,14 +432,19 @@ def status_banner(meta: dict[str, Any]) -> str:
 
 def render_report(meta: dict[str, Any], tables: dict[str, pl.DataFrame]) -> str:
     """The HTML page of a run, from run.json and the result tables that exist."""
-    parts = [f"<h1>{esc(meta.get('stack', '?'))}: {esc(' '.join(meta.get('command', [])[:1]) or 'run')}</h1>",
+    parts = [f"<h1>{esc(page_title(meta))}</h1>",
              f"<p class='sub'>{esc(meta.get('id'))} · {esc(' '.join(meta.get('command', [])))}</p>",
              status_banner(meta)]
-    for section in SECTIONS:
+    shown = [s for s in SECTIONS if not s.needs or any(t in tables for t in s.needs)]
+    left_out = [f"{s.title}: {absence_reason(meta, s.needs[-1])}" for s in SECTIONS if s not in shown]
+    for section in shown:
         try:
             content = section.render(meta, tables)
         except Exception as e:  # one broken figure must not take the whole report down; say which and why
             content = missing(section.title, f"it could not be drawn ({type(e).__name__}: {e})")
+        if section.anchor == "summary" and left_out:  # what this trace cannot fill, one line each
+            content += ("<h3>Not in this report</h3><ul class='sub'>"
+                        + "".join(f"<li>{esc(line)}</li>" for line in left_out) + "</ul>")
         parts.append(f'<section id="{section.anchor}"><h2>{esc(section.title)}</h2>{content}</section>')
     status = status_label([meta.get("status")])
-    return page(f"mobiperf: {meta.get('id')}", [(s.anchor, s.title) for s in SECTIONS], "".join(parts), status)
+    return page(f"mobiperf: {meta.get('id')}", [(s.anchor, s.title) for s in shown], "".join(parts), status)

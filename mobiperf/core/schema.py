@@ -393,7 +393,8 @@ BLOCKED = Schema("blocked", {
 }, "Per thread, its time in uninterruptible sleep (sched_switch prev_state D until its wake-up) by what it waited"
    " on (analyzers/blocked.py): the deepest layer of its own nests active then (block: a block request in flight,"
    " journal: a commit its sync waited for, fuse: the FUSE reply, fs, file, call), else the kernel function of"
-   " Android's sched_blocked_reason (caller:NAME), else unknown; count the intervals with time on it. The causes"
+   " Android's sched_blocked_reason (io:NAME for an IO wait, caller:NAME otherwise), else unknown; count the"
+   " intervals with time on it. The causes"
    " of a thread add up to its time in D. scope, process and pid as in span_owner.")
 
 RESULTS = {s.name: s for s in (BLOCK_IO, PAIRING_SUMMARY, SYSCALL_CLASS, FILE_IO, IO_CLASS, IO_SHARE,
