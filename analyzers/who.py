@@ -84,3 +84,17 @@ def as_text(who: pl.DataFrame) -> pl.DataFrame:
     return who.select("scope", named("process", "pid").alias("process"), named("thread", "tid").alias("thread"),
                       "role", "io_ns", "blocked_ns", "count",
                       mostly("waited_on", "waited_on_share").alias("mostly_on"))
+
+
+def data_file_share(io_span: pl.DataFrame, span_owner: pl.DataFrame) -> float | None:
+    """The share of the data requests (block reads and writes of region data, or of every region on a trace
+    without a layout) whose owner has a file: what `make demo` promises at least 95 % of."""
+    blocks = io_span.filter((pl.col("layer") == "block") & pl.col("op").is_in(["read", "write"])
+                            & pl.col("is_primary").fill_null(True))
+    if blocks.filter(pl.col("region") == "data").height:
+        blocks = blocks.filter(pl.col("region") == "data")
+    if not blocks.height:
+        return None
+    owned = blocks.join(span_owner.select("rep", "span_id", pl.col("path").alias("_owner_path")),
+                        on=["rep", "span_id"], how="left")
+    return owned["_owner_path"].is_not_null().sum() / owned.height

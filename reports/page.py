@@ -270,10 +270,22 @@ def _access_pattern(meta, tables) -> str:
     if "file_type" in block_io.columns:
         known = block_io.filter(~pl.col("file_type").is_in(["unknown", "none", ""]) & (pl.col("size_bytes") > 0))
         if len(known):
-            share = len(known) / max(1, block_io.filter(pl.col("size_bytes") > 0).height)
             out += figure_div(figures.fig_lba_scatter(block_io, "file_type"), "fig-lba-file-type")
-            out += f"<p class='sub'>{100 * share:.0f}% of the data requests are attributed to a file.</p>"
+            out += (f"<p class='sub'>coloured by file type where the layout snapshot's extents name the file "
+                    f"({len(known):,} requests).</p>")
+    share = _attributed_share(tables)
+    if share is not None:
+        out += (f"<p class='sub'>{100 * share:.0f}% of the data requests are attributed to a file (by the call,"
+                " file operation or inode whose nest they are in: the who section).</p>")
     return out
+
+
+def _attributed_share(tables) -> float | None:
+    if "io_span" not in tables or "span_owner" not in tables:
+        return None
+    from mobiperf.analyzers.who import data_file_share
+
+    return data_file_share(tables["io_span"], tables["span_owner"])
 
 
 def _throughput(meta, tables) -> str:

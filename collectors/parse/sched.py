@@ -16,8 +16,9 @@ comm may hold spaces (`Jit thread pool`): each field ends where the next ` name=
 pattern are counted per event, never dropped silently.
 
 task rows: a task_newtask makes its child known, a thread of the parent's process when clone_flags has
-CLONE_THREAD (pid: the parent's tgid where the line says it, else unknown), else a process of its own (pid = its
-tid); its comm names it (a task_rename renames it: the last name wins for the thread).
+CLONE_THREAD (pid: the parent's tgid where the line says it, else unknown, with the parent's tid in parent_tid for
+analyzers/task_identity.py to follow), else a process of its own (pid = its tid); its comm names it (a task_rename
+renames it: the last name wins for the thread).
 """
 
 from __future__ import annotations
@@ -75,17 +76,20 @@ def _task_rows(rows: pl.DataFrame, events: set[str], rep: int, unparsed: dict[st
             _thread=(pl.col("flags").str.to_integer(base=16, strict=False) & CLONE_THREAD) != 0, _tgid=tgid)
         frames.append(got.select(
             pl.col("tid").cast(pl.Int32), pl.when(pl.col("_thread")).then(pl.col("_tgid"))
-            .otherwise(pl.col("tid")).cast(pl.Int32).alias("pid"), pl.col("comm_").alias("thread"), "ts"))
+            .otherwise(pl.col("tid")).cast(pl.Int32).alias("pid"), pl.col("comm_").alias("thread"), "ts",
+            pl.when(pl.col("_thread") & pl.col("_tgid").is_null()).then(pl.col("pid")).cast(pl.Int32)
+            .alias("parent_tid")))
     if "task_rename" in events:
         got = _extract(rows, "task_rename", RENAME_BODY, unparsed)
         frames.append(got.select(pl.col("tid").cast(pl.Int32), pl.lit(None, pl.Int32).alias("pid"),
-                                 pl.col("new").alias("thread"), "ts"))
+                                 pl.col("new").alias("thread"), "ts", pl.lit(None, pl.Int32).alias("parent_tid")))
     if not frames:
         return None
     seen = pl.concat(frames).sort("ts").group_by("tid", maintain_order=True).agg(
-        pl.col("pid").drop_nulls().first(), pl.col("thread").last())
+        pl.col("pid").drop_nulls().first(), pl.col("thread").last(), pl.col("parent_tid").drop_nulls().first())
     return TASK.validate(seen.select(pl.lit(rep, pl.Int32).alias("rep"), "tid", "pid", "thread",
-                                     pl.lit(None, pl.Utf8).alias("process"), pl.lit("task_newtask").alias("source")))
+                                     pl.lit(None, pl.Utf8).alias("process"), pl.lit("task_newtask").alias("source"),
+                                     "parent_tid"))
 
 
 def _extract(rows: pl.DataFrame, event: str, pattern: str, unparsed: dict[str, int]) -> pl.DataFrame:

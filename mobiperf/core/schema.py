@@ -172,14 +172,15 @@ SCHED_BLOCKED_REASON = Schema("sched_blocked_reason", {
    " function, symbolized as the text prints it) and whether it was an IO wait; traced when the thread wakes.")
 
 TASK = Schema("task", {
-    "rep": I32, "tid": I32, "pid": I32, "thread": STR, "process": STR, "source": STR,
+    "rep": I32, "tid": I32, "pid": I32, "thread": STR, "process": STR, "source": STR, "parent_tid": I32,
 }, "Who a thread is, as a trace or the capture said it: tid its thread id, pid its process (the thread group id;"
    " null where the source does not say), thread its name (comm), process the process's name (its command line's"
    " first word where known, else the group leader's comm; null where unknown). source: tasks.json (the run's"
    " workload root and FUSE daemons), trace (the tgid column of ftrace text), task_newtask (a thread or process"
    " created or renamed during the trace), ps (systrace's process dump), proc (a /proc snapshot taken when"
-   " recording), perfetto (process_tree packets). A thread may appear once per source;"
-   " analyzers/task_identity.py decides.")
+   " recording), perfetto (process_tree packets). parent_tid: for a thread task_newtask made (CLONE_THREAD) in a"
+   " trace that does not say its tgid, the thread that made it (its process is that thread's); else null. A thread"
+   " may appear once per source; analyzers/task_identity.py decides.", added=(("parent_tid", None),))
 
 INODE_PATH = Schema("inode_path", {
     "rep": I32, "ino": I64, "path": STR, "source": STR,
