@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from mobiperf.analyzers.intervals import merged
 from mobiperf.analyzers.io_span import LAYERS, RANK
 from mobiperf.analyzers.scope import with_scope
 from mobiperf.analyzers.task_identity import thread_identities
@@ -89,8 +90,12 @@ def _split_by_nest(iv: pl.DataFrame, io_span: pl.DataFrame | None, span_owner: p
     spans = io_span.select("rep", "span_id", "layer", "ts", "end_ts").join(
         span_owner.select("rep", "span_id", "tid"), on=["rep", "span_id"]).filter(pl.col("end_ts") > pl.col("ts"))
     spans = spans.join(iv.select(KEY).unique(), on=KEY)  # only the threads that blocked
-    covered = {rank: _covered(iv, _union(spans.filter(pl.col("layer").replace_strict(RANK, default=-1) >= rank)))
-               for rank in range(len(LAYERS) + 1)}
+    spans = spans.with_columns(_rank=pl.col("layer").replace_strict(RANK, default=-1))
+    # cover(>= rank) only changes at the ranks the trace has: compute those, the others take the next one up
+    present = sorted(set(spans["_rank"].unique().to_list()) - {-1})
+    by_rank = {rank: _covered(iv, _union(spans.filter(pl.col("_rank") >= rank))) for rank in present}
+    none = pl.Series([0] * iv.height, dtype=pl.Int64)
+    covered = {rank: next((by_rank[r] for r in present if r >= rank), none) for rank in range(len(LAYERS) + 1)}
     parts = [total.with_columns(waited_on=pl.lit("_outside"), blocked_ns=pl.col("blocked_ns") - covered[0])]
     for rank, layer in enumerate(LAYERS):
         parts.append(total.with_columns(waited_on=pl.lit(WAITED_ON[layer]),
@@ -101,12 +106,8 @@ def _split_by_nest(iv: pl.DataFrame, io_span: pl.DataFrame | None, span_owner: p
 def _union(spans: pl.DataFrame) -> pl.DataFrame:
     """(rep, tid, s, e, before): the union of the spans per thread as disjoint intervals, with the covered length
     before each."""
-    iv = spans.select(*KEY, pl.col("ts").alias("s"), pl.col("end_ts").alias("e")).sort(*KEY, "s")
-    iv = iv.with_columns(_reach=pl.col("e").cum_max().shift(1).over(KEY))
-    iv = iv.with_columns(_new=(pl.col("_reach").is_null() | (pl.col("s") > pl.col("_reach"))).cum_sum().over(KEY))
-    merged = iv.group_by(*KEY, "_new").agg(pl.col("s").min(), pl.col("e").max()).sort(*KEY, "s")
-    return merged.with_columns(
-        before=(pl.col("e") - pl.col("s")).cum_sum().shift(1, fill_value=0).over(KEY)).drop("_new")
+    joined = merged(spans, KEY).sort(*KEY, "s")
+    return joined.with_columns(before=(pl.col("e") - pl.col("s")).cum_sum().shift(1, fill_value=0).over(KEY))
 
 
 def _covered(iv: pl.DataFrame, merged: pl.DataFrame) -> pl.Series:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from mobiperf.analyzers.intervals import union_ns
 from mobiperf.analyzers.io_span import LAYERS, RANK
 from mobiperf.analyzers.scope import with_scope
 
@@ -37,11 +38,7 @@ COUNTS = ("block_requests", "block_bytes", "data_bytes", "journal_bytes", "metad
 
 def _union_ns(spans: pl.DataFrame, key: list[str]) -> pl.DataFrame:
     """Per key: the length of the union of the spans' [ts, end_ts] intervals (column `_union`)."""
-    iv = spans.filter(pl.col("end_ts") > pl.col("ts")).select(*key, "ts", "end_ts").sort(*key, "ts")
-    iv = iv.with_columns(_reach=pl.col("end_ts").cum_max().shift(1).over(key))
-    return iv.group_by(key).agg(
-        (pl.col("end_ts") - pl.max_horizontal("ts", pl.col("_reach").fill_null(pl.col("ts")))).clip(lower_bound=0)
-        .sum().alias("_union"))
+    return union_ns(spans, key)
 
 
 def layer_times(spans: pl.DataFrame, nest: str = "call_id") -> pl.DataFrame:

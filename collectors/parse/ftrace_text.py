@@ -194,10 +194,10 @@ _CATEGORICAL = [c for c, t in BLOCK_EVENT.columns.items() if t == pl.Categorical
 def _parse_chunk(data: bytes, offset: int, line_base: int, rep: int, got: _Pieces) -> int:
     """Rows of one chunk of whole lines (line numbers from line_base) into got; returns its number of lines."""
     buf = np.frombuffer(data, np.uint8)
-    n_lines, names, block_cols, text_cols, (bad, bad_s, bad_e), n_all = _scan(data, buf)
+    newlines = _scanner()[0].find_newlines(buf)
+    n_lines, names, block_cols, text_cols, (bad, bad_s, bad_e), n_all = _scan(data, buf, newlines)
     if TGID_COLUMN.search(data[:TGID_PROBE_BYTES]):  # atrace's `comm-pid (tgid) [cpu]`: who is whose thread
-        scan = _scanner()[0]
-        pids, tgids = scan.scan_tgids(buf, scan.find_newlines(buf))
+        pids, tgids = _scanner()[0].scan_tgids(buf, newlines)
         got.tgids.append(pl.DataFrame({"tid": pids, "pid": tgids}).unique())
     if len(bad) and not data.endswith(b"\n") and bad_e[-1] >= len(data.rstrip(b"\r")):
         got.truncated_at = offset + int(bad_s[-1])  # a cut last line: keep everything before it, say so
@@ -315,14 +315,14 @@ def _widen(span: tuple[int, int] | None, lo, hi) -> tuple[int, int] | None:
 PARALLEL_MIN_BYTES = 8 << 20
 
 
-def _scan(data: bytes, buf: np.ndarray):
+def _scan(data: bytes, buf: np.ndarray, newlines: np.ndarray | None = None):
     """scan_trace over a buffer of whole lines, in one line range per CPU (the scanner releases the GIL), joined.
 
     Returns (n_lines, event names, block columns, text columns, bad lines, lines in the buffer): scan_trace's
     tables with the event ids of every range mapped to one numbering, in file order (n_lines leaves blank and
     comment lines out, the last count does not)."""
     scan, known_hash, known_kind = _scanner()
-    newlines = scan.find_newlines(buf)
+    newlines = scan.find_newlines(buf) if newlines is None else newlines
     total = scan.line_count(buf, newlines)
     parts = min(os.cpu_count() or 1, max(1, len(buf) // PARALLEL_MIN_BYTES), total) or 1
     bounds = [total * i // parts for i in range(parts + 1)]

@@ -23,18 +23,20 @@ renames it: the last name wins for the thread).
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from mobiperf.core.schema import SCHED_BLOCKED_REASON, SCHED_SWITCH, SCHED_WAKEUP, TASK
 
 CLONE_THREAD = 0x10000
-SWITCH_BODY = (r"^prev_comm=(?P<prev_comm>.*) prev_pid=(?P<prev_pid>-?\d+) prev_prio=(?P<prev_prio>-?\d+) "
-               r"prev_state=(?P<prev_state>\S+) ==> next_comm=(?P<next_comm>.*) next_pid=(?P<next_pid>-?\d+) "
-               r"next_prio=(?P<next_prio>-?\d+)$")
-WAKE_BODY = r"^comm=(?P<comm_>.*) pid=(?P<tid>-?\d+) prio=(?P<prio>-?\d+)(?: success=\d+)? target_cpu=(?P<cpu_>\d+)"
+SWITCH_FIELDS = {"prev_comm": r"^prev_comm=(.*?) prev_pid=", "prev_pid": r" prev_pid=(-?\d+) prev_prio=",
+                 "prev_state": r" prev_state=(\S+) ==> ", "next_comm": r" ==> next_comm=(.*?) next_pid=",
+                 "next_pid": r" next_pid=(-?\d+) next_prio=-?\d+$"}
+WAKE_FIELDS = {"comm_": r"^comm=(.*?) pid=-?\d+ prio=", "tid": r" pid=(-?\d+) prio=-?\d+ (?:success=\d+ )?target_cpu="}
 BLOCKED_BODY = r"^pid=(?P<tid>-?\d+) iowait=(?P<iowait>\d+) caller=(?P<caller>\S+)"
 NEWTASK_BODY = r"^pid=(?P<tid>-?\d+) comm=(?P<comm_>.*) clone_flags=(?P<flags>[0-9a-fA-F]+) oom_score_adj=-?\d+"
 RENAME_BODY = r"^pid=(?P<tid>-?\d+) oldcomm=(?P<old>.*) newcomm=(?P<new>.*) oom_score_adj=-?\d+"
+SCAN_MIN_ROWS = 20_000  # below this, the patterns (numba's start-up costs more than they take)
 SCHED_EVENTS = ("sched_switch", "sched_waking", "sched_wakeup", "sched_blocked_reason", "task_newtask", "task_rename")
 
 
@@ -46,11 +48,11 @@ def parse_sched_events(head: pl.DataFrame, rep: int, unparsed: dict[str, int]) -
         return out
     rows = head.filter(pl.col("event").is_in(list(events)))
     if "sched_switch" in events:
-        got = _extract(rows, "sched_switch", SWITCH_BODY, unparsed)
+        got = _fields(rows, "sched_switch", SWITCH_FIELDS, unparsed)
         out["sched_switch"] = SCHED_SWITCH.validate(got.select(
             pl.lit(rep, pl.Int32).alias("rep"), "ts", "cpu", pl.col("prev_pid").cast(pl.Int32).alias("prev_tid"),
             "prev_comm", "prev_state", pl.col("next_pid").cast(pl.Int32).alias("next_tid"), "next_comm"))
-    wakes = [(_extract(rows, ev, WAKE_BODY, unparsed), ev.removeprefix("sched_")) for ev in
+    wakes = [(_fields(rows, ev, WAKE_FIELDS, unparsed), ev.removeprefix("sched_")) for ev in
              ("sched_waking", "sched_wakeup") if ev in events]
     if wakes:
         out["sched_wakeup"] = SCHED_WAKEUP.validate(pl.concat([got.select(
@@ -90,6 +92,42 @@ def _task_rows(rows: pl.DataFrame, events: set[str], rep: int, unparsed: dict[st
     return TASK.validate(seen.select(pl.lit(rep, pl.Int32).alias("rep"), "tid", "pid", "thread",
                                      pl.lit(None, pl.Utf8).alias("process"), pl.lit("task_newtask").alias("source"),
                                      "parent_tid"))
+
+
+def _fields(rows: pl.DataFrame, event: str, fields: dict[str, str], unparsed: dict[str, int]) -> pl.DataFrame:
+    """The event's rows with one column per field: by the compiled scanner (sched_scan.py) where they are many,
+    else each by a short anchored pattern of its own; a row missing any field is counted as unparsed."""
+    of = rows.filter(pl.col("event") == event)
+    if len(of) >= SCAN_MIN_ROWS:
+        got = _scanned(of, event)
+    else:
+        got = of.with_columns([pl.col("body").str.extract(pattern, 1).alias(name)
+                               for name, pattern in fields.items()])
+    ok = got.filter(pl.all_horizontal(pl.col(name).is_not_null() for name in fields)).drop("body")
+    if len(ok) < len(got):
+        unparsed[event] = unparsed.get(event, 0) + len(got) - len(ok)
+    return ok
+
+
+def _scanned(of: pl.DataFrame, event: str) -> pl.DataFrame:
+    """_fields' columns by the compiled scanner (the same fields its patterns find)."""
+    from mobiperf.collectors.parse.sched_scan import body_buffers, scan_switch, scan_wake, span_strings
+
+    buf, offsets = body_buffers(of["body"])
+    if event == "sched_switch":
+        pids, spans = scan_switch(buf, offsets, len(of))
+        ok = pids[:, 0] >= 0
+        cols = {"prev_comm": span_strings(buf, np.where(ok, spans[:, 0], -1), spans[:, 1], "prev_comm"),
+                "prev_pid": pl.Series("prev_pid", pids[:, 0]).set(pl.Series(~ok), None),
+                "prev_state": span_strings(buf, np.where(ok, spans[:, 2], -1), spans[:, 3], "prev_state"),
+                "next_comm": span_strings(buf, np.where(ok, spans[:, 4], -1), spans[:, 5], "next_comm"),
+                "next_pid": pl.Series("next_pid", pids[:, 1]).set(pl.Series(~ok), None)}
+    else:
+        tids, spans = scan_wake(buf, offsets, len(of))
+        ok = tids >= 0
+        cols = {"comm_": span_strings(buf, np.where(ok, spans[:, 0], -1), spans[:, 1], "comm_"),
+                "tid": pl.Series("tid", tids).set(pl.Series(~ok), None)}
+    return of.with_columns(**cols)
 
 
 def _extract(rows: pl.DataFrame, event: str, pattern: str, unparsed: dict[str, int]) -> pl.DataFrame:
