@@ -32,6 +32,8 @@ OTHER_SOURCES = {
     "trace_marker": ("ftrace (the generator writes its timed-window markers to trace_marker)",),
     "task_role": ("a `mobiperf run` (raw/tasks.json: the workload's root, the FUSE daemons, mobiperf)",),
     "inode_path": ("the layout snapshot's inode listing, or a recorded app's data directory listing",),
+    "task": ("the trace's own thread identities (ftrace's tgid column, Perfetto's process tree, the task events, "
+             "a run's raw/tasks.json and /proc snapshots)",),
 }
 
 

@@ -58,8 +58,10 @@ def layer_metrics(results: dict[str, pl.DataFrame], rep: int) -> list[Metric]:
         if name not in results:
             continue
         for row in results[name].filter(pl.col("rep") == rep).iter_rows(named=True):
+            # the phase named after its layer is the layer's own time: latency.syscall.p50, not .syscall.syscall.
+            name = prefix if row["phase"] == prefix.rsplit(".", 1)[1] else f"{prefix}.{row['phase']}"
             for stat in ("p50", "p99"):
-                out.append(metric(f"{prefix}.{row['phase']}.{stat}", row[f"{stat}_ns"], "ns", op=row["op"]))
+                out.append(metric(f"{name}.{stat}", row[f"{stat}_ns"], "ns", op=row["op"]))
     if "layer_breakdown" in results:  # where a synchronous call's time goes (exclusive and inclusive shares)
         lb = results["layer_breakdown"].filter((pl.col("rep") == rep) & pl.col("sync_mode").is_in(SYNC_MODES)
                                                & (pl.col("total_ns") > 0))

@@ -127,7 +127,8 @@ def _sync_period(inodes: list[int], max_period: int = 16) -> int:
 
 
 def transactions_from_syncs(fsync_event: pl.DataFrame, block_io: pl.DataFrame,
-                            trace_marker: pl.DataFrame | None = None, sqlite_journal: str | None = None) -> pl.DataFrame:
+                            trace_marker: pl.DataFrame | None = None,
+                            sqlite_journal: str | None = None) -> pl.DataFrame:
     """sqlite_txn from the sync_file events alone (see the module docstring: the rhythm of the syncs)."""
     from mobiperf.analyzers.latency import sync_file_calls
 

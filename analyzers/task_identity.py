@@ -7,10 +7,11 @@ Perfetto's process_tree), and Android's
 android_fs start events carry the task's tgid (pid) and command line beside the thread's own id.
 
 thread_identities() keeps one row per (rep, tid): pid and thread from the most trusted source that says them
-(SOURCE_RANK: a snapshot of /proc or `ps` and Perfetto's process tree, which read the kernel's own task lists, before the
-run's own notes, before what single events imply, before the names the thread's events carry); process from the
-same order, else the name of the group leader (the thread whose tid is the pid), else null. A thread task_newtask
-made with CLONE_THREAD in a trace without tgids is its creator's process's (parent_tid, followed).
+(SOURCE_RANK: a snapshot of /proc or `ps` and Perfetto's process tree, which read the kernel's own task lists,
+before the run's own notes, before what single events imply, before the names the thread's events carry);
+process from the same order, else the name of the group leader (the thread whose tid is the pid), else null. A
+thread task_newtask made with CLONE_THREAD in a trace without tgids is its creator's process's (parent_tid,
+followed).
 Limits: a tid reused by a new thread during one trace keeps its first identity.
 """
 

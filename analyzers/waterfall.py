@@ -6,7 +6,8 @@ unlinks and renames that send FUSE requests or journal metadata), or, on a phone
 of its nests (an android_fs read or write, a sync_file: analyzers/file_nest.py; `syscall` then names it). Per call:
   dur_ns                   the call, enter -> exit
   fuse_ns, file_ns, fs_ns, journal_ns, block_ns, device_ns
-                           inclusive time of each layer (file_ns: Android's android_fs spans): the union of its spans (fs_ns is the lower file system's
+                           inclusive time of each layer (file_ns: Android's android_fs spans): the union of its
+                           spans (fs_ns is the lower file system's
                            time, the daemon's calls and the sync_file inside them on a FUSE stack, the call's own
                            sync_file on a native one; block_ns queue -> complete; device_ns issue -> complete)
   *_self_ns                exclusive time: the time that layer was the deepest one active. syscall_self_ns +

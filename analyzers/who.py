@@ -12,7 +12,8 @@ top_blocked   per thread of blocked: io_ns (its time in D waiting on IO: on its 
               (RenderThread, hwuiTask), else empty; the top N by IO wait, then the rest folded
 The workload's rows come first (a run's workload, a recorded app's processes), then the rest, each by time; the
 scope column says whose each row is (workload, fuse_daemon, kernel, other, mobiperf). as_text() puts each
-name beside its id and the dominant layer beside its share, for a terminal's width.
+name beside its id (a process's main thread in the file table: `main`) and the dominant layer beside its share,
+for a terminal's width.
 """
 
 from __future__ import annotations
@@ -77,8 +78,9 @@ def as_text(who: pl.DataFrame) -> pl.DataFrame:
     def mostly(what: str, share: str) -> pl.Expr:
         return pl.col(what) + " " + (pl.col(share) * 100).round(0).cast(pl.Int64).cast(pl.Utf8) + "%"
 
-    if "path" in who.columns:
-        return who.select("scope", named("process", "pid").alias("process"), named("thread", "tid").alias("thread"),
+    if "path" in who.columns:  # a process's main thread is "main": its name and id are the process's own
+        thread = pl.when(pl.col("tid") == pl.col("pid")).then(pl.lit("main")).otherwise(named("thread", "tid"))
+        return who.select("scope", named("process", "pid").alias("process"), thread.alias("thread"),
                           pl.col("path").fill_null("(no file)").alias("file"), "time_ns", "block_bytes",
                           mostly("top_layer", "top_layer_share").alias("mostly"))
     return who.select("scope", named("process", "pid").alias("process"), named("thread", "tid").alias("thread"),

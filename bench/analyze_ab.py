@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 SWAPPED = {"mobiperf.collectors.parse.fifo": "collectors/parse/fifo.py",
            "mobiperf.collectors.parse.pairing_kernel": "collectors/parse/pairing_kernel.py",
            "mobiperf.collectors.parse.pairing": "collectors/parse/pairing.py",
-           "mobiperf.collectors.parse.blktrace": "collectors/parse/blktrace.py"}
+           "mobiperf.collectors.parse.blktrace_compiled": "collectors/parse/blktrace_compiled.py"}
 
 
 def use_modules_of(src: Path) -> None:

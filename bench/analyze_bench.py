@@ -136,7 +136,7 @@ def run_mobiperf(stem: Path) -> tuple[float, dict]:
     from mobiperf.analyzers.io_class import count_io_classes, share_io
     from mobiperf.analyzers.latency import summarize_block_latency
     from mobiperf.collectors.parse.pairing import pair_block_requests
-    from mobiperf.collectors.parse.blktrace_reader import parse_blktrace
+    from mobiperf.collectors.parse.blktrace import parse_blktrace
 
     files = sorted(stem.parent.glob(f"{stem.name}.blktrace.*"))
     r0 = resource.getrusage(resource.RUSAGE_SELF)

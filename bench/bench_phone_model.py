@@ -5,7 +5,7 @@ FUSE wake-up). The bench also measures libfuse's passthrough_ll, which no mobipe
 pieces are put together here from the same mechanisms, alike for every daemon:
 
   device       the loop device's image is served by the device model (reference-impl/bin/devmodel, profile
-               emmc-2012: 40 MB/s sequential writes), mobiperf.stack.devmodel.ThrottledStore
+               emmc-2012: 40 MB/s sequential writes), mobiperf.stack.device_model.ThrottledStore
   dirty        a 64 MiB dirty page limit on that loop device (mobiperf.stack.dirty_limit.DirtyLimit)
   cpu          one 25 % CPU share (mobiperf.stack.cpu_share.CpuShare) that the writer and the daemon join
   fuse_wakeup  fuse_wakeup.so preloaded into the daemon, FUSE_WAKEUP_NS=430000: each request arrives 430 us late
@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from mobiperf.stack.cpu_share import CpuShare  # noqa: E402
-from mobiperf.stack.devmodel import ThrottledStore  # noqa: E402
+from mobiperf.stack.device_model import ThrottledStore  # noqa: E402
 from mobiperf.stack.dirty_limit import DirtyLimit  # noqa: E402
 from mobiperf.stack.phone import resolve_phone  # noqa: E402
 from mobiperf.target.transport import LocalTransport  # noqa: E402

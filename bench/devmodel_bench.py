@@ -30,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from mobiperf.stack.devmodel import PROFILES, ThrottledStore  # noqa: E402
+from mobiperf.stack.device_model import PROFILES, ThrottledStore  # noqa: E402
 
 MiB = 1 << 20
 DAEMON = REPO / "reference-impl" / "bin" / "devmodel"

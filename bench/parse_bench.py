@@ -65,7 +65,8 @@ def make_blktrace(events, path: Path) -> int:
     """block_event rows -> blk_io_trace v0x07 records (U carries its request count as a big-endian PDU)."""
     import polars as pl
 
-    ev = events.with_columns(action=pl.col("event").cast(pl.Utf8).replace_strict(ACTION, default=0, return_dtype=pl.Int64))
+    ev = events.with_columns(
+        action=pl.col("event").cast(pl.Utf8).replace_strict(ACTION, default=0, return_dtype=pl.Int64))
     ev = ev.filter(pl.col("action") > 0)
     dev_major = int(ev.filter(pl.col("dev_major") >= 0)["dev_major"][0])
     dev_minor = int(ev.filter(pl.col("dev_major") >= 0)["dev_minor"][0])
@@ -116,7 +117,8 @@ def make_perfetto(events, path: Path) -> int:
         table[k, 0] = event_field(name)
         for j, f in enumerate(wanted, 1):
             table[k, j] = layout.fields[f].number if f in layout.fields else 0
-    code = events["event"].cast(pl.Utf8).replace_strict({n: k for k, n in enumerate(names)}, return_dtype=pl.Int64).to_numpy()
+    code = events["event"].cast(pl.Utf8).replace_strict({n: k for k, n in enumerate(names)},
+                                                       return_dtype=pl.Int64).to_numpy()
 
     def strings(col: str):
         arr = events[col].to_arrow().cast(pa.large_string())
@@ -276,12 +278,13 @@ def main() -> None:
         events = parse_ftrace_text(text).block_event
         blk = work / "trace.blkbin"
         n_records = make_blktrace(events, blk)
-        warm = f"from mobiperf.collectors.parse.ftrace_text import parse_ftrace_text\nparse_ftrace_text({str(FIXTURE)!r})\n"
+        warm = ("from mobiperf.collectors.parse.ftrace_text import parse_ftrace_text\n"
+                f"parse_ftrace_text({str(FIXTURE)!r})\n")
         ft = timed_child(warm + f"t = time.perf_counter(); c = time.process_time(); "
                          f"r = parse_ftrace_text({str(text)!r}); "
                          "RESULT = {'wall_s': time.perf_counter() - t, 'cpu_s': time.process_time() - c, "
                          "'rows': len(r.block_event)}")
-        warm_b = ("from mobiperf.collectors.parse.blktrace_reader import parse_blktrace\n"
+        warm_b = ("from mobiperf.collectors.parse.blktrace import parse_blktrace\n"
                   f"parse_blktrace([{str(REPO / 'tests/fixtures/blktrace/loop-dd-4k-direct.blkbin')!r}])\n")
         bt = timed_child(warm_b + f"from pathlib import Path\nt = time.perf_counter(); c = time.process_time(); "
                          f"r = parse_blktrace([Path({str(blk)!r})]); "

@@ -25,7 +25,8 @@ sys.path.insert(0, str(REPO))
 from mobiperf.orchestration.study import Config, Results, plan_study, get_study, run_study  # noqa: E402
 from mobiperf.orchestration.sweep import SweepDir, format_rows  # noqa: E402
 
-PEERS = [("raw", "raw device (NOOP)", 40.0), ("native", "ext4, no FUSE", 40.0), ("legacy", "legacy FUSE (4 KiB, 1 thread)", 7.0),
+PEERS = [("raw", "raw device (NOOP)", 40.0), ("native", "ext4, no FUSE", 40.0),
+         ("legacy", "legacy FUSE (4 KiB, 1 thread)", 7.0),
          ("nobuf", "512 KiB unit, no buffer", 33.1), ("bfuse", "bFUSE (8 MiB buffer, 10 ms)", 37.0)]
 
 

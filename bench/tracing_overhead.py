@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from mobiperf.collectors.plan import plan_collectors  # noqa: E402
-from mobiperf.stack.local import LocalStack  # noqa: E402
+from mobiperf.stack.emulated import EmulatedStack  # noqa: E402
 from mobiperf.stack.options import StackOptions  # noqa: E402
 from mobiperf.stack.spec import parse_stack_spec  # noqa: E402
 from mobiperf.target.target import Target  # noqa: E402
@@ -47,7 +47,7 @@ TARGETS = {"sequential writes": 5.0, "fsync-heavy writes": 10.0}
 def one_run(target: Target, argv: list[str], traced: bool) -> tuple[float, float]:
     transport = target.transport
     with tempfile.TemporaryDirectory(prefix="mobiperf-overhead-") as raw, \
-            LocalStack(target, parse_stack_spec("ext4"), StackOptions(image_size=512 << 20)) as stack, \
+            EmulatedStack(target, parse_stack_spec("ext4"), StackOptions(image_size=512 << 20)) as stack, \
             contextlib.ExitStack() as active:
         collectors = plan_collectors(target, stack, Path(raw)) if traced else []
         for c in collectors:

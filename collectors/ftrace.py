@@ -218,7 +218,8 @@ class FtraceCollector(Collector):
         stats_name = ("ftrace_raw" if self.raw_pages else self.trace_name.rsplit(".", 1)[0]) + "_stats.json"
         (self.out_dir / stats_name).write_text(json.dumps(self.stats.__dict__, indent=2) + "\n")
         return {"clock": self.stats.clock, "lost_events": self.stats.lost_events, "per_cpu": self.stats.per_cpu,
-                "trace": "ftrace_raw/" if self.raw_pages else self.trace_name, "events": [f"{e.system}:{e.name}" for e in self.events],
+                "trace": "ftrace_raw/" if self.raw_pages else self.trace_name,
+                "events": [f"{e.system}:{e.name}" for e in self.events],
                 **self.recorder}
 
     # --- set-up and clean-up ---

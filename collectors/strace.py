@@ -1,7 +1,8 @@
 """strace collection: the workload runs under `strace -f -ttt -T -y`, its log lands in raw/strace.log.
 
 -f follows forks and prefixes each line with the pid, -ttt gives epoch timestamps in microseconds (in nanoseconds
-where strace has --absolute-timestamps/--syscall-times), -T each call's duration, -y the path behind every fd. The log is written on the target (a file in the raw directory locally, the
+where strace has --absolute-timestamps/--syscall-times), -T each call's duration, -y the path behind every fd. The
+log is written on the target (a file in the raw directory locally, the
 device's work directory over adb) and brought back at stop(). strace slows every system call down: it is for
 finding out *which* calls a workload makes, not for timing small ones; compare with the ftrace syscalls source.
 """

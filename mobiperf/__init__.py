@@ -1,6 +1,8 @@
 """mobiperf: where does a phone's storage IO time go, layer by layer, and did a change help?"""
 
-__version__ = "0.1.0"
+from mobiperf.core.version import VERSION
+
+__version__ = VERSION
 
 
 def load_store(path):

@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from mobiperf.core.errors import MobiperfError, UsageError
-from mobiperf.core.sequential import MAX_REPEAT, parse_repeat
+from mobiperf.core.stopping_rule import MAX_REPEAT, parse_repeat
 
 
 def _examples(*lines: str) -> str:
@@ -183,7 +183,8 @@ def cmd_probe(target: str, fmt: str) -> None:
         users = ", ".join(f"{u['name']} ({u['pid']})" for u in android.get("tracefs_users") or []) or "none"
         click.echo(f"tracefs     owner {android.get('tracefs_owner') or '-'}  other users: {users}")
         click.echo(f"storage     /sdcard: {android.get('sdcard_implementation') or '-'}  "
-                   f"/data: {android.get('data_fstype') or '-'} on {' > '.join(android.get('data_block_devices') or [])}")
+                   f"/data: {android.get('data_fstype') or '-'} on "
+                   f"{' > '.join(android.get('data_block_devices') or [])}")
         click.echo(f"workdir     {android.get('default_workdir')}")
 
 
@@ -257,7 +258,7 @@ def cmd_run(target, stack_spec, scheduler, repeat, min_effect, primary, output, 
             recorder=recorder, timeout=timeout, no_report=no_report, scope=scope, command=command)
     auto = request.auto
     if request.device:
-        from mobiperf.stack.devmodel import resolve_profile
+        from mobiperf.stack.device_model import resolve_profile
 
         resolve_profile(request.device)  # an unknown profile is a usage error before anything is set up
     out = output or Path(os.path.abspath(default_run_path(request)))
@@ -457,7 +458,7 @@ def cmd_show(rundir: Path, fmt: str) -> None:
 
     meta = RunDir.open(rundir).read_meta()
     if fmt == "json":
-        click.echo(json.dumps(meta, indent=2))
+        click.echo(json.dumps(meta.to_json(), indent=2))
         return
     if fmt == "csv":
         click.echo("metric,labels,value,unit")

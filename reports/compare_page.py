@@ -76,13 +76,13 @@ def _verdict_section(result: CompareResult) -> str:
 
 
 def _guards_section(result: CompareResult) -> str:
-    rows, attrs = [], []
+    rows = []
     for pair in result.pairs:
         checks = {g.key: g for g in (pair.verdict.guards if pair.verdict else [])}
         for r in pair.guards:
             g = checks[r.key]
             c = r.result
-            status = (f"<span class='failed-guard'>FAILED</span>" if g.failed else "<span class='ok-guard'>ok</span>")
+            status = ("<span class='failed-guard'>FAILED</span>" if g.failed else "<span class='ok-guard'>ok</span>")
             rows.append([(esc(pair.new.label), None), (esc(r.key), None), (f"{100 * g.limit:g}%", g.limit),
                          (esc(_change(c)), _num(c.change)), (esc(_p(c)), _num(c.p_value)),
                          (esc(row_verdict_text(c)), None), (status, int(g.failed))])

@@ -113,7 +113,6 @@ def _need(meta, tables, *names: str) -> str | None:
 # --- sections ---
 
 def _summary(meta: dict[str, Any], tables: dict[str, pl.DataFrame]) -> str:
-    target = meta.get("target", {})
     reps = meta.get("repetitions", [])
     facts = [*header_facts(meta), ("stack", meta.get("stack")), ("scheduler", meta.get("scheduler") or "default"),
              ("repetitions", f"{len(reps)} ({describe_exit_statuses(r.get('exit_code') for r in reps)})"

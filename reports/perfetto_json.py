@@ -82,7 +82,8 @@ def block_events(block_io: pl.DataFrame, rep: int) -> Iterator[dict]:
                             "file_type", "path", "comm", "pid", "dev_major", "dev_minor") if c in rows.columns]
     for lane, r in zip(lanes, rows.iter_rows(named=True)):
         size = r["size_bytes"]
-        label = r["op"] if not size else f"{r['op']} {size // 1024 if size >= 1024 else size}{'k' if size >= 1024 else 'B'}"
+        label = (r["op"] if not size
+                 else f"{r['op']} {size // 1024 if size >= 1024 else size}{'k' if size >= 1024 else 'B'}")
         if r.get("locality") in ("sequential", "random"):
             label += f" {r['locality'][:3]}"
         args = {c: r[c] for c in arg_cols if r[c] is not None and r[c] != ""}

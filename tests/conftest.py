@@ -9,6 +9,7 @@ seconds without root):
     system/     real stacks, tracefs, loop devices, cgroups, studies                       marker: root
     fuse/       the FUSE daemons (bfuse, fjord, fusecore, the device model) on real mounts     marker: fuse
     adb/        the adb path, against the loopback adbd and the Android-shaped device         marker: adb
+    vphone/     the virtual phone (a QEMU guest with a kernel of its own, tests/support/vphone)   marker: vphone
     support/    helpers (fixtures, the loopback adbd, oracles, synthetic runs), not tests
 
 A test anywhere that skips without root (needs_root) or without FUSE (needs_fuse) is marked root or fuse too;
@@ -31,7 +32,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent / "support"))
 
 # Fixture modules that test modules also import (as pytest_plugins and for their helpers): rewrite their asserts.
-pytest.register_assert_rewrite("adb_fixtures", "android_device")
+pytest.register_assert_rewrite("adb_fixtures", "android_device", "vphone_fixtures")
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE_IMPL = REPO / "reference-impl"
@@ -111,7 +112,7 @@ def clean_machine():
     assert not leftovers, f"left behind: {leftovers}"
 
 
-FOLDER_MARKERS = {"system": ("root",), "fuse": ("fuse",), "adb": ("adb",)}
+FOLDER_MARKERS = {"system": ("root",), "fuse": ("fuse",), "adb": ("adb",), "vphone": ("vphone", "adb", "root")}
 SKIP_MARKERS = {"needs root": "root", "needs /dev/fuse": "fuse"}
 
 

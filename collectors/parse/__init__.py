@@ -198,7 +198,7 @@ def _parse_block_traces(raw: Path, rep: int, labels: dict, add, out: ParsedRaw, 
     table = "blktrace_event" if has_ftrace_blocks else "block_event"
     if (raw / "blktrace").is_dir():
         from mobiperf.collectors.parse.blktrace_format import blktrace_files
-        from mobiperf.collectors.parse.blktrace_reader import parse_blktrace
+        from mobiperf.collectors.parse.blktrace import parse_blktrace
 
         for group in blktrace_files(raw / "blktrace"):
             blk = parse_blktrace(group, rep)
@@ -242,16 +242,9 @@ def derive_tables(tables: dict[str, pl.DataFrame]) -> tuple[dict[str, pl.DataFra
 
     derived, summary = {}, {}
     if "block_event" in tables:
-        from mobiperf.collectors.parse.pairing import summarize_pairing
-
+        # the pairing's own counts; what was matched for what the trace holds is the pairing_summary analyzer's
         derived["block_rq"], pairing = pair_block_requests(tables["block_event"])
         summary["block_pairing"] = pairing.as_dict()
-        per_rep = summarize_pairing(derived["block_rq"])
-        if len(per_rep):  # matched for what the trace holds (an issue/complete capture: D2C), not only Q..C
-            matched = int(per_rep["matched"].sum())
-            summary["block_pairing"].update(
-                matched=matched, matched_for=" | ".join(sorted(set(per_rep["matched_for"]))),
-                matched_share=round(matched / pairing.requests, 6) if pairing.requests else 1.0)
     if "fuse_event" in tables:
         from mobiperf.collectors.parse.fuse_requests import pair_fuse_requests
 

@@ -1,5 +1,5 @@
 """blktrace records (struct blk_io_trace, versions 0x07 and 0x08, either byte order): their layout, the notes,
-rwbs and sequence gaps (blktrace_reader.parse_blktrace picks a decoder by size).
+rwbs and sequence gaps (blktrace.parse_blktrace picks a decoder by size).
 
 Two decoders make the same rows (tests hold them equal): blktrace.py compiles its passes with numba (for large
 sets: millions of records a second) and blktrace_numpy.py walks and gathers with numpy (for small sets, where

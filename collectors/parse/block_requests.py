@@ -71,7 +71,7 @@ FLUSH_SECTOR = -2  # the shared key of sectorless requests
 KINDS = {"block_bio_queue": 0, "block_split": 1, "block_getrq": 2, "block_bio_backmerge": 3,
          "block_bio_frontmerge": 4, "block_rq_merge": 5, "block_rq_insert": 6, "block_rq_issue": 7,
          "block_rq_requeue": 8, "block_rq_complete": 9, "block_rq_error": 9}
-Q, X, G, M, F, RM, I, D, R, C = range(10)
+Q, X, G, M, F, RM, I, D, R, C = range(10)  # noqa: E741 - blktrace's action letters (I: insert)
 
 
 @dataclass
@@ -88,7 +88,7 @@ class PairingStats:
 
     def as_dict(self) -> dict:
         return {"requests": self.requests, "fully_matched": self.fully_matched,
-                "matched_share": round(self.matched_share, 6),
+                "fully_matched_share": round(self.matched_share, 6),
                 "redispatches": self.redispatches,
                 "unmatched": {k: v for k, v in sorted(self.unmatched.items()) if v},
                 "ignored": {k: v for k, v in sorted(self.ignored.items()) if v}}

@@ -3,7 +3,8 @@
 Two numba-compiled passes over the file's bytes (a numpy uint8 array):
 
   scan_trace      one pass over every line: comm span, pid, cpu, timestamp (ns), event name (span and hash) and
-                  the start of the body (after `event:`, or the `(args)` / `-> ret` of the kernel's syscall lines). The header is found structurally: the first `-digits` followed by
+                  the start of the body (after `event:`, or the `(args)` / `-> ret` of the kernel's syscall lines).
+                  The header is found structurally: the first `-digits` followed by
                   spaces, an optional `(tgid)` and `[cpu]`; then an optional flags column (irq-info, 4 or 5
                   characters, or trace-cmd's latency flags), `secs.frac:` (6 digits from the kernel, 9 from
                   trace-cmd -t or converters), `event:`.

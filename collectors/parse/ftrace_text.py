@@ -31,7 +31,8 @@ from mobiperf.collectors.parse.ftrace_events import is_known_event, known_event_
 from mobiperf.core.errors import ParseError
 from mobiperf.core.schema import BLOCK_EVENT, TASK, TRACE_MARKER
 
-HEADER = (r"^\s*(?:\S+:\s+)?(?P<comm>.*)-(?P<pid>\d+)\s+(?:\(\s*(?P<tgid>[-\d]+)\)\s+)?\[(?P<cpu>\d+)\]\s+(?:\S{1,8}\s+)?"
+HEADER = (r"^\s*(?:\S+:\s+)?(?P<comm>.*)-(?P<pid>\d+)\s+(?:\(\s*(?P<tgid>[-\d]+)\)\s+)?\[(?P<cpu>\d+)\]\s+"
+          r"(?:\S{1,8}\s+)?"
           r"(?P<secs>\d+)\.(?P<usecs>\d+):\s+(?P<event>\w+)(?P<sep>:\s*| |)(?P<body>.*?)\r?$")
 _DEV = r"^(?P<major>\d+),(?P<minor>\d+) (?P<rwbs>\S+) "
 _IOPRIO = r"(?: \S+,\S*,\S+)?"

@@ -7,7 +7,8 @@ who asked and who served (daemon_tid), which is how analyzers/io_span.py nests t
 
 Data bytes (what moved between the page cache and the daemon) come from the message lengths minus the fixed
 headers of the FUSE protocol (include/uapi/linux/fuse.h): a WRITE carries fuse_in_header (40 bytes) and
-fuse_write_in (40) before its data; a READ's reply carries fuse_out_header (16) before the data read. A send without an end
+fuse_write_in (40) before its data; a READ's reply carries fuse_out_header (16) before the data read. A send without
+an end
 (still in flight when tracing stopped) keeps null end_ts and dur; an end without a send (sent before tracing
 started) is counted, not kept.
 """

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-Q, X, G, M, F, RM, I, D, R, C = range(10)
+Q, X, G, M, F, RM, I, D, R, C = range(10)  # noqa: E741 - blktrace's action letters (I: insert)
 QUEUED, ENDS, PENDING, ISSUED = 0, 1, 2, 3
 NULL = np.iinfo(np.int64).min
 # stats slots

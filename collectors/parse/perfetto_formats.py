@@ -256,7 +256,8 @@ FORMATS = (
         REC->ret
 """),
     *(("android_fs", template.format(name=f"android_fs_{io}_{end}"))
-      for io in ("dataread", "datawrite") for end, template in (("start", _ANDROID_FS_START), ("end", _ANDROID_FS_END))),
+      for io in ("dataread", "datawrite")
+      for end, template in (("start", _ANDROID_FS_START), ("end", _ANDROID_FS_END))),
 )
 
 

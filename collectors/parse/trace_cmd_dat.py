@@ -30,7 +30,8 @@ it is a ParseError that says so); a malformed header raises ParseError with the 
 compressed section: the section's offset and the offset in its decompressed data). Timestamps are the ring
 buffer's: trace-cmd's OFFSET/TSC2NSEC/TIME_SHIFT options (guest/host syncing, TSC clocks) are not applied, and a
 warning says so when the file has them. The per-CPU stats trace-cmd saved (CPUSTAT options) of the buffer read
-go to ftrace_raw_stats.json as the ftrace collector writes it (overruns count as lost events). Only the formats of the event types in the pages are written (trace-cmd
+go to ftrace_raw_stats.json as the ftrace collector writes it (overruns count as lost events). Only the formats of
+the event types in the pages are written (trace-cmd
 saves all ~2300 of a kernel; reading them all takes longer than decoding a small trace): all_formats=True for all.
 """
 
@@ -39,7 +40,6 @@ from __future__ import annotations
 import json
 import mmap
 import re
-import struct
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path

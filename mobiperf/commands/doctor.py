@@ -32,7 +32,7 @@ def cmd_doctor(target: str, fix: bool, other_hosts: bool, fmt: str) -> None:
     """Find (and with --fix undo) what mobiperf processes that were killed left on the target."""
     from mobiperf.core import signals
     from mobiperf.cli import _transport, is_root
-    from mobiperf.stack.device_settings import stale_loop_devices
+    from mobiperf.stack.queue_settings import stale_loop_devices
     from mobiperf.core.errors import TargetError
     from mobiperf.target.leftovers import recover
 

@@ -22,11 +22,9 @@ text parser reads).
 from __future__ import annotations
 
 import json
-import platform
 import re
 import shutil
 import subprocess
-from datetime import datetime, timezone
 from pathlib import Path
 
 import click
@@ -212,7 +210,8 @@ def _trace_cmd_dat(dat: Path, raw: Path, warnings: list[str]) -> Path | None:
         warnings.append(f"ingest: {dat}: buffer{'s' if len(got.read) > 1 else ''} "
                         f"{', '.join(repr(n) for n in got.read)} read" + (", merged by time" if len(got.read) > 1
                                                                           else "")
-                        + (f"; also in the file, not read (no events, or another clock): {', '.join(others)}" if others else ""))
+                        + (f"; also in the file, not read (no events, or another clock): {', '.join(others)}"
+                           if others else ""))
     warnings += [f"ingest: {dat}: {w}" for w in got.warnings]
     return None
 
@@ -261,19 +260,16 @@ def ingest(inputs: list[Path], out: Path, *, kind: str = "auto", label: str | No
 
     An ingest that fails before its traces are parsed, or whose traces hold no event mobiperf reads, leaves no
     run directory behind (the same -o can be used again) and says why in one line naming the user's file."""
-    from mobiperf import __version__
-    from mobiperf.orchestration import pipeline
+    from mobiperf.core.run_facts import new_run_meta
     from mobiperf.core.runstore import RunDir
+    from mobiperf.orchestration import pipeline
 
     missing = [str(p) for p in inputs if not p.exists()]
     if missing:
         raise UsageError(f"no such file: {', '.join(missing)}")
-    rundir = RunDir.create(out, {
-        "id": out.name, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "mobiperf": __version__, "host": platform.node(),
-        "target": {"target": "ingested", "label": label, "inputs": [str(p) for p in inputs]},
-        "stack": label or "ingested", "scheduler": None, "command": [], "repetitions": [], "warnings": [],
-    })
+    rundir = RunDir.create(out, new_run_meta(
+        out.name, target={"target": "ingested", "label": label, "inputs": [str(p) for p in inputs]},
+        stack=label or "ingested", command=[], warnings=[]))
     raw = rundir.raw_dir(0)
     try:
         notes: list[str] = []

@@ -2,7 +2,8 @@
 `mobiperf query STORE "SQL"`: SQL across every run of a store (mobiperf.core.store_query, embedded DuckDB).
 
 A run directory (run.json at its top) and a store (a directory of run directories, or an fsspec URL) are told
-apart by content. Over one run, every event table (tables/*.parquet) and result table (results/*.parquet) of the run is registered under its
+apart by content. Over one run, every event table (tables/*.parquet) and result table (results/*.parquet) of the run
+is registered under its
 name (block_event, block_rq, block_io, syscall_class, waterfall, ...) in a Polars SQL context; the tables are
 scanned lazily, so a query that reads one column of one table does not load the others.
 """

@@ -17,7 +17,7 @@ Examples:
   mobiperf record -t adb:SERIAL --app com.example.notes --duration 30s -o runs/notes
   mobiperf record -t adb:SERIAL -o runs/phone          (until Ctrl-C: use the phone, then stop)
   mobiperf record -t local --duration 10s -o runs/host  (this host's own devices, system-wide)
-  mobiperf analyze runs/notes                           (the same top processes, threads and files again)
+  mobiperf record -t adb:SERIAL --app com.example.notes --no-report -o runs/quick   (the tables, no HTML page)
 """
 
 

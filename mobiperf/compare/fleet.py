@@ -25,7 +25,7 @@ from mobiperf.core.errors import UsageError
 
 HEADLINE_PATTERNS = ("run.workload_time", "e2e.*", "workload.*", "block.requests", "block.bytes",
                      "block.sequential_share", "latency.d2c.p50", "latency.d2c.p99", "latency.q2c.p99",
-                     "latency.fs.sync_file.p99", "latency.syscall.syscall.p99")
+                     "latency.fs.sync_file.p99", "latency.syscall.p99")
 GROUP_KEYS = ("kernel", "stack", "target", "workload", "scheduler", "device", "host", "program", "status",
               "model", "android_version", "scope", "mobiperf")
 

@@ -25,7 +25,8 @@ from mobiperf.core import stats
 from mobiperf.compare import verdict
 from mobiperf.core.errors import UsageError
 from mobiperf.core.exit_status import describe_exit_status
-from mobiperf.core.metrics import metric_key
+from mobiperf.core.metrics import metric
+from mobiperf.core.run_facts import RunMeta
 from mobiperf.core.runstore import RunDir
 from mobiperf.core.units import format_size
 
@@ -229,35 +230,36 @@ def load_group(path: Path | str, label: str | None = None) -> RunGroup:
     return group
 
 
-def _add_run_samples(group: RunGroup, run: RunDir, meta: dict) -> None:
+def _add_run_samples(group: RunGroup, run: RunDir, meta: RunMeta) -> None:
     name = run.path.name
     if meta.get("status") == "incomplete":
         group.warnings.append(f"run {name} is INCOMPLETE (interrupted before all stages finished)")
-    reps = meta.get("repetitions", [])
+    reps = meta.repetitions
     usable = []
     for rec in reps:
-        if rec.get("exit_code", 0) != 0:
-            group.warnings.append(f"run {name}: repetition {rec.get('index')} failed "
-                                  f"({describe_exit_status(rec.get('exit_code'))}) and is left out")
+        if rec.exit_code not in (0, None):
+            group.warnings.append(f"run {name}: repetition {rec.index} failed "
+                                  f"({describe_exit_status(rec.exit_code)}) and is left out")
         else:
             usable.append(rec)
     if reps and not usable:
         group.warnings.append(f"run {name}: every repetition failed; it contributes no values")
         return
-    per_rep = [rec.get("metrics") for rec in usable]
+    per_rep = [rec.metrics for rec in usable]
     if not usable or any(m is None for m in per_rep):
         # An old or partial run.json: only the medians are known, i.e. one value per metric.
         group.warnings.append(f"run {name} has no per-repetition metrics; its medians count as one repetition")
-        per_rep = [meta.get("metrics", [])]
-    for rec, metrics in zip(usable or [{}], per_rep):
-        metrics = list(metrics)
-        if "workload_ns" in rec:
-            metrics.append({"name": WORKLOAD_TIME, "labels": {}, "value": float(rec["workload_ns"]), "unit": "ns"})
+        per_rep = [meta.metrics or []]
+    for rec, metrics in zip(usable or [None], per_rep):
+        metrics = list(metrics or [])
+        if rec is not None and rec.workload_ns is not None:
+            metrics.append(metric(WORKLOAD_TIME, rec.workload_ns, "ns"))
         for m in metrics:
-            key = metric_key(m)
-            group.samples.setdefault(key, []).append(float(m["value"]))
-            group.units[key] = m.get("unit", "")
-            group.names[key] = (m["name"], dict(m.get("labels", {})))
+            if m.value is None:
+                continue
+            group.samples.setdefault(m.key, []).append(float(m.value))
+            group.units[m.key] = m.unit
+            group.names[m.key] = (m.name, dict(m.labels))
 
 
 # --- comparability ---

@@ -6,7 +6,8 @@ looked for, in this order:
 
   1. $MOBIPERF_BIN, when it is set: a directory laid out like reference-impl/bin (taken as given, even empty:
      an explicit choice is never second-guessed)
-  2. the install's data directory, <data>/share/mobiperf/bin, where `make -C reference-impl install` puts them;
+  2. the install's data directory, <data>/share/mobiperf/bin, where `pip install .` (the wheel builds them,
+     setup.py) and `make -C reference-impl install` put them;
      <data> is sysconfig's "data" path of the running Python: the virtual environment's prefix, or /usr/local
      for a system-wide `pip install`
   3. reference-impl/bin of the source tree this package sits in (a checkout, an editable install)
@@ -26,7 +27,8 @@ INSTALL_SUBDIR = Path("share") / "mobiperf" / "bin"
 
 
 def installed_bin_dir() -> Path:
-    """<data>/share/mobiperf/bin of the running Python (where `make -C reference-impl install` puts the binaries)."""
+    """<data>/share/mobiperf/bin of the running Python (where the wheel and `make -C reference-impl install` put the
+    binaries)."""
     return Path(sysconfig.get_path("data")) / INSTALL_SUBDIR
 
 

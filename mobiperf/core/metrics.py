@@ -1,35 +1,49 @@
 """Metrics: named numbers with a unit and labels, the currency of run.json, `show` and `compare`.
 
-A metric is {"name": "latency.d2c.p99", "labels": {"op": "write"}, "value": 812345.0, "unit": "ns"}. Each
-repetition has its own list; the run's list is the median over repetitions of each (name, labels).
+A metric is a typed record (mobiperf.core.run_facts.Metric): name "latency.d2c.p99", labels {"op": "write"},
+value 812345.0, unit "ns"; run.json writes it as that dict. Each repetition has its own list; the run's list is the
+median over repetitions of each (name, labels), with n, the number of repetitions it is the median of.
 """
 
 from __future__ import annotations
 
 import statistics
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
-Metric = dict[str, Any]
+from mobiperf.core.run_facts import Metric
 
 
 def metric(name: str, value: float, unit: str, **labels: str) -> Metric:
-    return {"name": name, "labels": labels, "value": float(value), "unit": unit}
+    return Metric(name=name, labels=labels, value=float(value), unit=unit)
 
 
-def metric_key(m: Metric) -> str:
-    labels = ",".join(f"{k}={v}" for k, v in sorted(m.get("labels", {}).items()))
-    return f"{m['name']}{{{labels}}}" if labels else m["name"]
+def as_metric(m: Metric | Mapping[str, Any]) -> Metric:
+    """A metric record from a record or the dict run.json (or older code) holds."""
+    return m if isinstance(m, Metric) else Metric.from_dict(dict(m))
+
+
+def metric_key(m: Metric | Mapping[str, Any]) -> str:
+    return as_metric(m).key
 
 
 def median_metrics(per_rep: Iterable[list[Metric]]) -> list[Metric]:
     groups: dict[str, list[Metric]] = {}
     for metrics in per_rep:
-        for m in metrics:
-            groups.setdefault(metric_key(m), []).append(m)
+        for m in map(as_metric, metrics):
+            groups.setdefault(m.key, []).append(m)
     out = []
     for ms in groups.values():
         first = ms[0]
-        out.append({**first, "value": statistics.median(m["value"] for m in ms), "n": len(ms)})
+        values = [m.value for m in ms if m.value is not None]
+        out.append(
+            Metric(
+                name=first.name,
+                labels=dict(first.labels),
+                value=statistics.median(values) if values else None,
+                unit=first.unit,
+                n=len(ms),
+            )
+        )
     return out
 
 

@@ -25,9 +25,9 @@ class Mount:
     mountpoint: str
     fstype: str
     source: str
-    options: str                   # the mount's options (mountinfo: the per-mount ones)
-    dev: str | None = None         # "major:minor" of the mounted device (mountinfo only; "0:N" for FUSE, tmpfs)
-    root: str | None = None        # the directory of the filesystem mounted there (mountinfo only)
+    options: str  # the mount's options (mountinfo: the per-mount ones)
+    dev: str | None = None  # "major:minor" of the mounted device (mountinfo only; "0:N" for FUSE, tmpfs)
+    root: str | None = None  # the directory of the filesystem mounted there (mountinfo only)
 
     def as_fact(self) -> dict[str, str]:
         """The mount as run.json's facts keep it: source, mountpoint, fstype, options (and dev, root if known)."""
@@ -53,9 +53,16 @@ def parse_mountinfo(text: str) -> list[Mount]:
         sep = fields.index("-", 6)
         if len(fields) < sep + 3:
             continue
-        mounts.append(Mount(mountpoint=unescape_mount_field(fields[4]), fstype=fields[sep + 1],
-                            source=unescape_mount_field(fields[sep + 2]), options=fields[5], dev=fields[2],
-                            root=unescape_mount_field(fields[3])))
+        mounts.append(
+            Mount(
+                mountpoint=unescape_mount_field(fields[4]),
+                fstype=fields[sep + 1],
+                source=unescape_mount_field(fields[sep + 2]),
+                options=fields[5],
+                dev=fields[2],
+                root=unescape_mount_field(fields[3]),
+            )
+        )
     return mounts
 
 
@@ -65,8 +72,14 @@ def parse_proc_mounts(text: str) -> list[Mount]:
     for line in text.splitlines():
         fields = line.split()
         if len(fields) >= 4:
-            mounts.append(Mount(mountpoint=unescape_mount_field(fields[1]), fstype=fields[2],
-                                source=unescape_mount_field(fields[0]), options=fields[3]))
+            mounts.append(
+                Mount(
+                    mountpoint=unescape_mount_field(fields[1]),
+                    fstype=fields[2],
+                    source=unescape_mount_field(fields[0]),
+                    options=fields[3],
+                )
+            )
     return mounts
 
 

@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from mobiperf.core.errors import MobiperfError
+from mobiperf.core.run_facts import Repetition, RunMeta
 from mobiperf.core.signals import signal_name
 
 STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS}
@@ -102,15 +103,15 @@ def partial_record(rundir, rep: int, reason: str, exc: BaseException) -> dict:
     return record
 
 
-def add_missing_repetitions(meta: dict, rundir) -> None:
+def add_missing_repetitions(meta: RunMeta, rundir) -> None:
     """A raw directory without a record (its mobiperf was killed before writing one) gets a record saying so."""
-    if meta.get("status") != "incomplete":
+    if meta.status != "incomplete":
         return
-    known = {r.get("index") for r in meta.get("repetitions", [])}
+    known = {r.index for r in meta.repetitions}
     for rep, raw in rundir.raw_dirs():
         if rep in known or not any(raw.iterdir()):
             continue
-        meta.setdefault("repetitions", []).append({
+        meta.repetitions.append(Repetition.from_dict({
             "index": rep, "exit_code": None, "workload_ns": None, "counters": {}, "notes": [],
-            "stopped": "unknown: the collecting mobiperf ended without a word (killed with SIGKILL?)"})
-    meta.get("repetitions", []).sort(key=lambda r: r.get("index", 0))
+            "stopped": "unknown: the collecting mobiperf ended without a word (killed with SIGKILL?)"}))
+    meta.repetitions.sort(key=lambda r: r.index)

@@ -26,13 +26,11 @@ from typing import Any
 import polars as pl
 
 from mobiperf.core.errors import MissingTableError, UsageError
+from mobiperf.core.run_facts import FORMAT_NAME, FORMAT_VERSION, STATUSES, RunMeta  # noqa: F401 (re-exported)
 from mobiperf.core.schema import RESULTS, TABLES, Schema
 
 RESERVE_NAME = ".reserve"
 RESERVE_BYTES = 1 << 20   # run.json of a stopped run, with room to spare
-FORMAT_NAME = "mobiperf-run"
-FORMAT_VERSION = 1
-STATUSES = ("incomplete", "complete", "failed")
 
 
 @dataclass
@@ -40,7 +38,7 @@ class RunDir:
     path: Path
 
     @classmethod
-    def create(cls, path: Path, meta: dict[str, Any]) -> "RunDir":
+    def create(cls, path: Path, meta: RunMeta | dict[str, Any]) -> "RunDir":
         path = Path(path)
         if path.exists():
             raise UsageError(f"{path} already exists; a run directory is never overwritten (choose another -o)")
@@ -48,7 +46,10 @@ class RunDir:
         for sub in ("raw", "tables", "results"):
             (path / sub).mkdir()
         run = cls(path)
-        run.write_meta({"format": FORMAT_NAME, "version": FORMAT_VERSION, "status": "incomplete", **meta})
+        if not isinstance(meta, RunMeta):  # a header written as a dict (code not yet converted)
+            meta = RunMeta.from_dict({"format": FORMAT_NAME, "version": FORMAT_VERSION, "status": "incomplete",
+                                      **meta})
+        run.write_meta(meta)
         return run
 
     @classmethod
@@ -76,22 +77,25 @@ class RunDir:
     def meta_path(self) -> Path:
         return self.path / "run.json"
 
-    def read_meta(self) -> dict[str, Any]:
+    def read_meta(self) -> RunMeta:
         try:
             text = self.meta_path.read_text()
         except FileNotFoundError:
             raise UsageError(f"{self.path} is not a run directory: it has no run.json") from None
         return check_meta(text, self.meta_path)
 
-    def write_meta(self, meta: dict[str, Any]) -> None:
+    def write_meta(self, meta: RunMeta | dict[str, Any]) -> None:
+        """run.json replaced atomically; a dict (code not yet converted) goes through the model first, so what is
+        written is what the model reads back."""
+        data = (meta if isinstance(meta, RunMeta) else RunMeta.from_dict(meta, self.meta_path)).to_json()
         fd, tmp = tempfile.mkstemp(dir=self.path, prefix=".run.json.")
         with os.fdopen(fd, "w") as f:
-            json.dump(meta, f, indent=2, sort_keys=False, default=str)
+            json.dump(data, f, indent=2, sort_keys=False, default=str)
             f.write("\n")
         os.chmod(tmp, 0o644)  # mkstemp makes it private; a run directory is meant to be shared
         os.replace(tmp, self.meta_path)
 
-    def update_meta(self, **changes: Any) -> dict[str, Any]:
+    def update_meta(self, **changes: Any) -> RunMeta:
         meta = self.read_meta()
         meta.update(changes)
         self.write_meta(meta)
@@ -148,19 +152,6 @@ class RunDir:
         return self.path / kind / f"{name}.parquet"
 
 
-def check_meta(text: str | bytes, where: Any) -> dict[str, Any]:
-    """run.json's text as a dict, checked: a mobiperf run description of a version this mobiperf reads, with a
-    known status. UsageError saying what is wrong (`where` names the file in the message)."""
-    try:
-        meta = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UsageError(f"{where} is corrupt: {e}") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
-        raise UsageError(f"{where} is not a mobiperf run description (format is not {FORMAT_NAME!r})")
-    version = meta.get("version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise UsageError(f"{where} has format version {version!r}; this mobiperf reads up to "
-                         f"{FORMAT_VERSION} (upgrade mobiperf)")
-    if meta.get("status") not in STATUSES:
-        raise UsageError(f"{where}: status {meta.get('status')!r} is not one of {STATUSES}")
-    return meta
+def check_meta(text: str | bytes, where: Any) -> RunMeta:
+    """run.json's text, checked and read into the typed model (mobiperf.core.run_facts.RunMeta.from_json)."""
+    return RunMeta.from_json(text, where)

@@ -112,11 +112,13 @@ SYSCALL_IO = Schema("syscall_io", {
     "new_path": STR, "clock_error_ns": I64,
 }, "One row per system call of the workload (source ftrace: the trace clock; source strace: the wall clock, moved"
    " to the trace clock at parse time where the run read both clocks, clock_error_ns then saying how far off the"
-   " move may be, null while still on the wall clock). fd/request_bytes/offset_bytes are -1 where the call has none; path from strace -y (for unlink and"
+   " move may be, null while still on the wall clock). fd/request_bytes/offset_bytes are -1 where the call has"
+   " none; path from strace -y (for unlink and"
    " rename the path argument, made absolute), else empty; new_path a rename's destination, else empty;"
    " open_flags the flags of the call's fd as strace prints them (O_WRONLY|O_DSYNC), followed through open,"
    " dup, fcntl, fork and exec (for an open call its own flags), empty where unknown; dur null when the call"
-   " never returned (or strace printed no <time>).", added=(("open_flags", ""), ("new_path", ""), ("clock_error_ns", None)))
+   " never returned (or strace printed no <time>).",
+   added=(("open_flags", ""), ("new_path", ""), ("clock_error_ns", None)))
 
 STRACE_COUNT = Schema("strace_count", {
     "rep": I32, "syscall": STR, "calls": I64,
@@ -270,7 +272,8 @@ FS_LATENCY = Schema("fs_latency", _LATENCY_COLUMNS,
                     " fdatasync) and the jbd2 commit phases of jbd2_run_stats (wait, request_delay, running,"
                     " locked, flushing, logging; ms resolution), op commit.")
 FUSE_LATENCY = Schema("fuse_latency", _LATENCY_COLUMNS,
-                      "FUSE request latency (fuse_request_send -> end) percentiles, op the FUSE opcode name in lower case without FUSE_ (write, read, fsync...).")
+                      "FUSE request latency (fuse_request_send -> end) percentiles, op the FUSE opcode name in lower"
+                      " case without FUSE_ (write, read, fsync...).")
 
 WATERFALL = Schema("waterfall", {
     "rep": I32, "call_id": I64, "ts": I64, "pid": I32, "comm": STR, "syscall": STR, "path": STR, "file_type": STR,

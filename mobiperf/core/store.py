@@ -36,6 +36,7 @@ from typing import Any
 import polars as pl
 
 from mobiperf.core.errors import UsageError
+from mobiperf.core.run_facts import Metric, RunMeta
 
 INDEX_NAME = "index.parquet"
 FACTS = ("run_id", "target", "kernel", "stack", "workload")   # the columns every table view carries
@@ -135,7 +136,7 @@ def _discover_local(root: str) -> dict[str, str]:
 
 # --- one run's index row ------------------------------------------------------------------------------------------
 
-def column_name(m: dict) -> str | None:
+def column_name(m: Metric) -> str | None:
     """The index column of a headline metric: one without labels, or whose only label is `op`, named by its
     name and op in SQL-friendly spelling (latency.d2c.p99{op=write} -> latency_d2c_p99_write); None for the
     others (they are in the `metric` view only)."""
@@ -154,19 +155,17 @@ def workload_text(command: list[str] | None) -> str:
     return shlex.join(command)
 
 
-def run_facts(run_id: str, meta: dict) -> dict[str, Any]:
+def run_facts(run_id: str, meta: RunMeta) -> dict[str, Any]:
     """The facts of one run description: what queries group by."""
-    target = meta.get("target") or {}
-    reps = meta.get("repetitions") or []
-    times = [r["workload_ns"] for r in reps if isinstance(r, dict) and r.get("exit_code", 0) == 0
-             and isinstance(r.get("workload_ns"), (int, float))]
+    target = meta.target or {}
+    times = [r.workload_ns for r in meta.repetitions if r.exit_code in (0, None) and r.workload_ns is not None]
     return {
         "run_id": run_id, "target": target.get("target"), "kernel": target.get("kernel"),
-        "stack": meta.get("stack"), "workload": workload_text(meta.get("command")),
-        "status": meta.get("status"), "created": meta.get("created"), "host": meta.get("host"),
-        "mobiperf": meta.get("mobiperf"), "scheduler": meta.get("scheduler"), "device": meta.get("device"),
+        "stack": meta.stack, "workload": workload_text(meta.command),
+        "status": meta.status, "created": meta.created, "host": meta.host,
+        "mobiperf": meta.mobiperf, "scheduler": meta.scheduler, "device": meta.get("device"),
         "scope": meta.get("scope"), "model": target.get("model"), "android_version": target.get("android_version"),
-        "repetitions": len(reps), "program": (meta.get("command") or [""])[0].rsplit("/", 1)[-1],
+        "repetitions": len(meta.repetitions), "program": (meta.command or [""])[0].rsplit("/", 1)[-1],
         "run_workload_time": float(statistics.median(times)) if times else None,
     }
 
@@ -206,7 +205,6 @@ def _list_tables(store: Store, run_id: str, kind: str) -> list[str]:
 
 def index_row(store: Store, run_id: str, fingerprint: str) -> dict[str, Any]:
     """The index row of one run; a damaged run gets a row with `error` and no tables."""
-    from mobiperf.core.metrics import metric_key
     from mobiperf.core.runstore import check_meta
 
     row: dict[str, Any] = {"run_id": run_id, "fingerprint": fingerprint, "error": None, "tables": []}
@@ -227,15 +225,13 @@ def index_row(store: Store, run_id: str, fingerprint: str) -> dict[str, Any]:
                 return {**row, "tables": [], "error": f"{run_id}/{kind}/{name}.parquet is damaged: {problem}"}
             tables.append(f"{kind}/{name}")
     row["tables"] = tables
-    metrics = [m for m in meta.get("metrics") or [] if isinstance(m, dict) and "name" in m and "value" in m]
-    row["metrics"] = [{"name": m["name"], "key": metric_key(m), "value": _float(m["value"]),
-                       "unit": m.get("unit", ""),
-                       "labels": ",".join(f"{k}={v}" for k, v in sorted((m.get("labels") or {}).items()))}
-                      for m in metrics]
+    metrics = meta.metrics or []
+    row["metrics"] = [{"name": m.name, "key": m.key, "value": _float(m.value), "unit": m.unit,
+                       "labels": ",".join(f"{k}={v}" for k, v in sorted(m.labels.items()))} for m in metrics]
     for m in metrics:
         column = column_name(m)
         if column and column not in _BASE_SCHEMA:
-            row[column] = _float(m["value"])
+            row[column] = _float(m.value)
     return row
 
 

@@ -19,47 +19,149 @@ from typing import Iterable
 
 @dataclass(frozen=True)
 class EventSet:
-    system: str                 # the tracefs system (events/<system>/)
+    system: str  # the tracefs system (events/<system>/)
     events: tuple[str, ...]
     # how a filter keeps the set to the stack: "dev" (the kernel dev_t of its devices), "bdi" (their bdi name),
     # "connection" (the FUSE connection of its mounts), None (no field to filter on)
     filter_field: str | None
 
 
-BLOCK_EVENTS = ("block_bio_queue", "block_bio_backmerge", "block_bio_frontmerge", "block_getrq",
-                "block_rq_insert", "block_rq_merge", "block_rq_issue", "block_rq_requeue", "block_rq_complete",
-                "block_split", "block_plug", "block_unplug")
+BLOCK_EVENTS = (
+    "block_bio_queue",
+    "block_bio_backmerge",
+    "block_bio_frontmerge",
+    "block_getrq",
+    "block_rq_insert",
+    "block_rq_merge",
+    "block_rq_issue",
+    "block_rq_requeue",
+    "block_rq_complete",
+    "block_split",
+    "block_plug",
+    "block_unplug",
+)
 # Events that carry no device: a device filter cannot apply to them.
 DEVICELESS_EVENTS = frozenset({"block_plug", "block_unplug"})
 
-SYSCALL_EVENTS = tuple(f"sys_{edge}_{call}" for call in (
-    "read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "preadv2", "pwritev2",
-    "lseek", "fsync", "fdatasync", "msync", "sync_file_range", "fallocate", "sync", "syncfs", "io_submit",
-    "io_uring_enter",
-    # what parse/fd_flags.py needs to know each fd's open flags (O_SYNC, O_DSYNC, O_DIRECT)
-    "open", "openat", "openat2", "creat", "close", "close_range", "dup", "dup2", "dup3", "fcntl", "clone",
-    "clone3", "fork", "vfork", "execve",
-    "unlink", "unlinkat", "rename", "renameat", "renameat2",
-    # metadata calls that send FUSE requests and start journal handles: the calls of the layer model
-    "ftruncate", "truncate", "mkdir", "mkdirat", "rmdir", "fchown", "fchownat", "fchmod", "fchmodat",
-    "utimensat", "access", "faccessat", "faccessat2", "newfstatat", "newfstat", "statx", "getdents64")
-    for edge in ("enter", "exit"))
+SYSCALL_EVENTS = tuple(
+    f"sys_{edge}_{call}"
+    for call in (
+        "read",
+        "write",
+        "pread64",
+        "pwrite64",
+        "readv",
+        "writev",
+        "preadv",
+        "pwritev",
+        "preadv2",
+        "pwritev2",
+        "lseek",
+        "fsync",
+        "fdatasync",
+        "msync",
+        "sync_file_range",
+        "fallocate",
+        "sync",
+        "syncfs",
+        "io_submit",
+        "io_uring_enter",
+        # what parse/fd_flags.py needs to know each fd's open flags (O_SYNC, O_DSYNC, O_DIRECT)
+        "open",
+        "openat",
+        "openat2",
+        "creat",
+        "close",
+        "close_range",
+        "dup",
+        "dup2",
+        "dup3",
+        "fcntl",
+        "clone",
+        "clone3",
+        "fork",
+        "vfork",
+        "execve",
+        "unlink",
+        "unlinkat",
+        "rename",
+        "renameat",
+        "renameat2",
+        # metadata calls that send FUSE requests and start journal handles: the calls of the layer model
+        "ftruncate",
+        "truncate",
+        "mkdir",
+        "mkdirat",
+        "rmdir",
+        "fchown",
+        "fchownat",
+        "fchmod",
+        "fchmodat",
+        "utimensat",
+        "access",
+        "faccessat",
+        "faccessat2",
+        "newfstatat",
+        "newfstat",
+        "statx",
+        "getdents64",
+    )
+    for edge in ("enter", "exit")
+)
 
 EVENT_SETS: dict[str, EventSet] = {
     "block": EventSet("block", BLOCK_EVENTS, "dev"),
-    "ext4": EventSet("ext4", ("ext4_sync_file_enter", "ext4_sync_file_exit", "ext4_writepages",
-                              "ext4_writepages_result", "ext4_ext_map_blocks_exit", "ext4_free_blocks",
-                              "ext4_discard_blocks"), "dev"),
-    "jbd2": EventSet("jbd2", ("jbd2_start_commit", "jbd2_commit_locking", "jbd2_commit_flushing",
-                              "jbd2_commit_logging", "jbd2_end_commit", "jbd2_run_stats"), "dev"),
-    "f2fs": EventSet("f2fs", ("f2fs_sync_file_enter", "f2fs_sync_file_exit", "f2fs_write_checkpoint",
-                              "f2fs_issue_flush"), "dev"),
+    "ext4": EventSet(
+        "ext4",
+        (
+            "ext4_sync_file_enter",
+            "ext4_sync_file_exit",
+            "ext4_writepages",
+            "ext4_writepages_result",
+            "ext4_ext_map_blocks_exit",
+            "ext4_free_blocks",
+            "ext4_discard_blocks",
+        ),
+        "dev",
+    ),
+    "jbd2": EventSet(
+        "jbd2",
+        (
+            "jbd2_start_commit",
+            "jbd2_commit_locking",
+            "jbd2_commit_flushing",
+            "jbd2_commit_logging",
+            "jbd2_end_commit",
+            "jbd2_run_stats",
+        ),
+        "dev",
+    ),
+    "f2fs": EventSet(
+        "f2fs", ("f2fs_sync_file_enter", "f2fs_sync_file_exit", "f2fs_write_checkpoint", "f2fs_issue_flush"), "dev"
+    ),
     "fuse": EventSet("fuse", ("fuse_request_send", "fuse_request_end"), "connection"),
     # Android kernels: file data IO with its path (no device field: unfiltered); planned when the kernel has them
-    "android_fs": EventSet("android_fs", ("android_fs_dataread_start", "android_fs_dataread_end",
-                                          "android_fs_datawrite_start", "android_fs_datawrite_end"), None),
-    "writeback": EventSet("writeback", ("writeback_dirty_folio", "writeback_dirty_page", "writeback_start",
-                                        "writeback_written", "writeback_single_inode"), "bdi"),
+    "android_fs": EventSet(
+        "android_fs",
+        (
+            "android_fs_dataread_start",
+            "android_fs_dataread_end",
+            "android_fs_datawrite_start",
+            "android_fs_datawrite_end",
+        ),
+        None,
+    ),
+    "writeback": EventSet(
+        "writeback",
+        (
+            "writeback_dirty_folio",
+            "writeback_dirty_page",
+            "writeback_start",
+            "writeback_written",
+            "writeback_single_inode",
+        ),
+        "bdi",
+    ),
     # the scheduler: who ran, who slept uninterruptibly and where (sched_blocked_reason: Android kernels); every
     # context switch of the machine (no field to filter on), so only when asked (`--event-set sched`, `record`)
     "sched": EventSet("sched", ("sched_switch", "sched_waking", "sched_wakeup", "sched_blocked_reason"), None),
@@ -83,8 +185,10 @@ TABLE_EVENTS: dict[str, tuple[str, ...]] = {
     "block_event": _named("block", (e for e in BLOCK_EVENTS if e not in DEVICELESS_EVENTS)),
     "fsync_event": _named("ext4", ("ext4_sync_file_enter", "ext4_sync_file_exit"))
     + _named("f2fs", ("f2fs_sync_file_enter", "f2fs_sync_file_exit")),
-    "jbd2_commit": _named("jbd2", ("jbd2_start_commit", "jbd2_commit_locking", "jbd2_commit_flushing",
-                                   "jbd2_commit_logging", "jbd2_end_commit")),
+    "jbd2_commit": _named(
+        "jbd2",
+        ("jbd2_start_commit", "jbd2_commit_locking", "jbd2_commit_flushing", "jbd2_commit_logging", "jbd2_end_commit"),
+    ),
     "jbd2_run_stats": _named("jbd2", ("jbd2_run_stats",)),
     "fuse_event": _named("fuse", EVENT_SETS["fuse"].events),
     "android_fs_event": _named("android_fs", EVENT_SETS["android_fs"].events),

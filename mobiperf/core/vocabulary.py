@@ -31,14 +31,23 @@ FUSE_LAYERS = {
     "bfuse": ("bfuse", "bfuse"),
     "fjord": ("fjord", "fjord-ram"),
 }
-LAYERS = ("native", *FUSE_LAYERS)          # native: no FUSE layer over the filesystem
+LAYERS = ("native", *FUSE_LAYERS)  # native: no FUSE layer over the filesystem
 BFUSE_PRESETS = ("legacy", "bfuse", "nobuf", "zerocopy", "passthrough")
 FJORD_PRESETS = ("native", "logging", "rambuf", "both", "fjord-ram", "fjord-both")
 PRESETS = {"fuse": BFUSE_PRESETS, "bfuse": BFUSE_PRESETS, "fjord": FJORD_PRESETS}
 
 ACCESS_MODES = {"seq-write": 0, "rand-write": 1, "seq-read": 2, "rand-read": 3, "append": 4}
-SYNC_MODES = {"buffered": 0, "osync": 1, "fsync": 2, "direct": 3, "osync-direct": 4, "mmap": 5,
-              "mmap-async": 6, "mmap-sync": 7, "fdatasync": 8}
+SYNC_MODES = {
+    "buffered": 0,
+    "osync": 1,
+    "fsync": 2,
+    "direct": 3,
+    "osync-direct": 4,
+    "mmap": 5,
+    "mmap-async": 6,
+    "mmap-sync": 7,
+    "fdatasync": 8,
+}
 SQLITE_JOURNALS = {"delete": 0, "truncate": 1, "persist": 2, "wal": 3, "memory": 4, "off": 5}
 SQLITE_SYNC = {"off": 0, "normal": 1, "full": 2}
 SQLITE_OPS = {"sqlite-insert": 0, "sqlite-update": 1, "sqlite-delete": 2}

@@ -3,7 +3,7 @@
 The primary metric of a run is read straight from each repetition, without the full analysis: the workload's own
 throughput when it reports one (Mobibench's workload.throughput, .tps, .iops), else its elapsed time
 (workload.elapsed, else run.workload_time, the wall time mobiperf measured). `--primary` picks one of those. The
-decision follows mobiperf.core.sequential's fixed look schedule and alpha spending.
+decision follows mobiperf.core.stopping_rule's fixed look schedule and alpha spending.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 from typing import Callable
 
 from mobiperf.core.errors import UsageError
-from mobiperf.core.sequential import FIRST_LOOK_ONE_RUN, Plan
+from mobiperf.core.stopping_rule import FIRST_LOOK_ONE_RUN, Plan
 from mobiperf.compare.verdict import PRIMARY_CANDIDATES
 
 WORKLOAD_TIME = "run.workload_time"

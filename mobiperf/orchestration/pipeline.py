@@ -7,7 +7,6 @@ Each stage reads the files of the previous one from the run directory and writes
 from __future__ import annotations
 
 import os
-import platform
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,14 +14,15 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from mobiperf import __version__
 from mobiperf.core import metrics as metrics_mod
 from mobiperf.analyzers import ANALYSIS_PARAMS, headline_metrics, registry, table_sources
 from mobiperf.collectors.parse import derive_tables, parse_raw_dir
+from mobiperf.core.vocabulary import SQLITE_JOURNALS
 from mobiperf.core.errors import MissingTableError, MobiperfError, NotApplicable, TargetError, UsageError
 from mobiperf.core.progress import stage
 from mobiperf.orchestration.reanalysis import WeakerDataError, events_lost
 from mobiperf.core.run_stop import add_missing_repetitions, keep_incomplete
+from mobiperf.core.run_facts import Repetition, RunMeta, new_run_meta
 from mobiperf.core.runstore import RunDir
 from mobiperf.core.signals import raise_if_stopping
 from mobiperf.core.schema import RESULTS, TABLES
@@ -38,15 +38,12 @@ def run(target: Target, request: RunRequest, out: Path) -> RunDir:
     _check_can_trace(target, request)
     _check_target_stack(target, request)
     out = Path(os.path.abspath(out))  # the daemons and the workload run elsewhere: every path they get is absolute
-    rundir = RunDir.create(out, {
-        "id": out.name, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "mobiperf": __version__, "host": platform.node(), "target": target.caps.as_dict(), "stack": str(request.stack),
-        "scheduler": request.scheduler, "device": request.device, "dirty_limit": request.dirty_limit,
-        "cpu_share": request.cpu_share, "fuse_wakeup_ns": request.fuse_wakeup_ns, "scope": request.scope,
-        "command": request.command,
-        "sources": request.sources, "event_sets": request.event_sets,  # to add repetitions later (compare --until)
-        "repetitions": [], "warnings": [],
-    })
+    rundir = RunDir.create(out, new_run_meta(
+        out.name, target=target.caps.as_dict(), stack=str(request.stack), command=request.command,
+        scheduler=request.scheduler, device=request.device, dirty_limit=request.dirty_limit,
+        cpu_share=request.cpu_share, fuse_wakeup_ns=request.fuse_wakeup_ns, scope=request.scope,
+        sources=request.sources, event_sets=request.event_sets,  # to add repetitions later (compare --until)
+        warnings=[]))
     rundir.reserve_space()
     where: dict = {"stage": "collect", "rep": None}
     try:
@@ -70,7 +67,7 @@ def _run_stages(target: Target, request: RunRequest, rundir: RunDir, where: dict
             advance(0, description=f"collect rep {rep}")
             record = collect_repetition(target, request, rundir, rep)
             meta = rundir.read_meta()
-            meta["repetitions"].append(record)
+            meta.repetitions.append(Repetition.from_dict(record))
             rundir.write_meta(meta)
             advance()
             if auto is not None and auto.after_repetition(rundir, record):
@@ -84,7 +81,7 @@ def _run_stages(target: Target, request: RunRequest, rundir: RunDir, where: dict
         t0 = time.time()
         analyze(rundir, reparse=True)
         timings["analyze_s"] = round(time.time() - t0, 3)
-    failed = any(r["exit_code"] != 0 for r in rundir.read_meta()["repetitions"])
+    failed = any(r.exit_code != 0 for r in rundir.read_meta().repetitions)
     rundir.update_meta(status="failed" if failed else "complete", timings=timings)
     if request.report:
         where.update(stage="report")
@@ -119,7 +116,7 @@ def _check_target_stack(target: Target, request: RunRequest) -> None:
     models do not apply to it, and a FUSE daemon over it needs its path, its build and root on the target."""
     if request.stack.filesystem.name != "dir":
         return
-    from mobiperf.stack.device import plan_device_stack, refuse_host_models
+    from mobiperf.stack.directory import plan_device_stack, refuse_host_models
 
     refuse_host_models(request.stack_options())
     if request.stack.layers:
@@ -177,8 +174,8 @@ def analyze(rundir: RunDir, *, reparse: bool = False, force: bool = False) -> di
                 "at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "forced": True,
                 "loss": meta["parse"].pop("reanalysis_loss")})
         # Lost events are counted per source by the parsers and come back among their warnings.
-        notes = [f"collect: rep {r['index']}: {n}" for r in meta.get("repetitions", []) for n in r.get("notes", [])]
-        meta["warnings"] = notes + [w for w in meta.get("warnings", [])
+        notes = [f"collect: rep {r.index}: {n}" for r in meta.repetitions for n in r.get("notes", [])]
+        meta.warnings = notes + [w for w in meta.warnings or []
                                     if not w.startswith(("parse:", "collect:"))] + parse_warnings
     results: dict[str, pl.DataFrame] = {}
     available = _TablesOnDemand(rundir)  # read when an analyzer needs one (block_event is large, none reads it)
@@ -216,28 +213,28 @@ def analyze(rundir: RunDir, *, reparse: bool = False, force: bool = False) -> di
     skipped = {name: why for name, why in skipped.items() if produced_by[name] not in results}
     meta["analysis"] = {"results": sorted(results), "skipped": skipped, "without": without}
     per_rep = []
-    for record in meta.get("repetitions", []):
-        rep_metrics = headline_metrics(results, record["index"])
-        rep_metrics += workload_metrics(rundir, record["index"])
-        record["metrics"] = rep_metrics
+    for record in meta.repetitions:
+        rep_metrics = headline_metrics(results, record.index)
+        rep_metrics += workload_metrics(rundir, record.index)
+        record.metrics = rep_metrics
         per_rep.append(rep_metrics)
-    meta["metrics"] = metrics_mod.median_metrics(per_rep)
+    meta.metrics = metrics_mod.median_metrics(per_rep)
     rundir.write_meta(meta)
     return results
 
 
-def analysis_params(meta: dict) -> dict:
+def analysis_params(meta: RunMeta) -> dict:
     """The run's parameters of the analysis (analyzers.ANALYSIS_PARAMS): its scope, and whether its device was
     its own (an emulated stack) or shared (a `dir:` stack on a phone's partition)."""
     params = dict(ANALYSIS_PARAMS)
     params["scope"] = meta.get("scope") or params["scope"]
-    stacks = [str((r.get("stack") or {}).get("spec", "")) for r in meta.get("repetitions", [])]
+    stacks = [str((r.get("stack") or {}).get("spec", "")) for r in meta.repetitions]
     params["device_private"] = not any(s.startswith("dir:") for s in stacks)
-    params["sqlite_journal"] = generator_journal_mode(meta.get("command") or [])
+    params["sqlite_journal"] = generator_journal_mode(meta.command)
     return params
 
 
-MOBIBENCH_JOURNALS = {"0": "delete", "1": "truncate", "2": "persist", "3": "wal", "4": "memory", "5": "off"}
+MOBIBENCH_JOURNALS = {str(code): name for name, code in SQLITE_JOURNALS.items()}   # -j code -> journal mode
 
 
 def generator_journal_mode(command: list[str]) -> str | None:

@@ -22,12 +22,11 @@ import json
 import os
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mobiperf import __version__
 from mobiperf.core.errors import TargetError
+from mobiperf.core.run_facts import Repetition, RunMeta, new_run_meta
 from mobiperf.core.run_stop import keep_incomplete
 from mobiperf.core.runstore import RunDir
 
@@ -58,7 +57,7 @@ def record(target: Target, request: RecordRequest, out: Path) -> RunDir:
     where = {"stage": "record", "rep": 0}
     try:
         record_rep = _record(target, request, rundir, uid)
-        rundir.update_meta(repetitions=[record_rep])
+        rundir.update_meta(repetitions=[Repetition.from_dict(record_rep)])
         where = {"stage": "parse and analyze", "rep": None}
         pipeline.analyze(rundir, reparse=True)
         rundir.update_meta(status="complete")
@@ -189,17 +188,14 @@ def _app_summary(app: dict) -> dict:
             "processes": sorted({int(p) for key in TASK_LOOKS for p in app.get(key, {})})}
 
 
-def _meta(target: Target, request: RecordRequest, out: Path) -> dict:
-    import platform
-
+def _meta(target: Target, request: RecordRequest, out: Path) -> RunMeta:
     caps = target.caps.as_dict()
     if not target.is_local:
         caps["android"] = target.android
-    return {"id": Path(out).name, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "mobiperf": __version__, "host": platform.node(), "target": caps, "stack": "the device as it is",
-            "scheduler": None, "scope": "workload" if request.app else "all",
-            "command": ["record", *(["--app", request.app] if request.app else [])],
-            "recorded": {"app": request.app, "duration_s": request.duration_s}, "repetitions": [], "warnings": []}
+    return new_run_meta(Path(out).name, target=caps, stack="the device as it is",
+                        command=["record", *(["--app", request.app] if request.app else [])],
+                        scope="workload" if request.app else "all",
+                        recorded={"app": request.app, "duration_s": request.duration_s}, warnings=[])
 
 
 def _check_can_record(target: Target) -> None:

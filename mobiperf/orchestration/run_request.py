@@ -32,7 +32,7 @@ class RunRequest:
     image_size: int = 1 << 30
     extra_events: list[EventSpec] = field(default_factory=list)
     timeout_s: float | None = None
-    device: str | None = None       # a device profile of mobiperf.stack.devmodel (None: the host's disk as it is)
+    device: str | None = None       # a device profile of mobiperf.stack.device_model (None: the host's disk as it is)
     dirty_limit: int | None = None  # the data device's dirty page limit in bytes (None: the host's thresholds)
     cpu_share: str = "host"         # CPU share of the workload and the FUSE daemons (mobiperf.stack.cpu_share)
     fuse_wakeup_ns: int = 0         # a phone's wake-up latency per FUSE request (reference-impl/phonemodel)

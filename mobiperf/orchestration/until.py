@@ -3,7 +3,7 @@
 BASE and NEW must each be one run directory made by `mobiperf run` on this target. Their run.json says how they
 were run (stack, phone models, command, trace sources); more repetitions are collected into the same run
 directories, alternating BASE and NEW so that a drift of the machine hits both, up to the next look of the fixed
-schedule (mobiperf.core.sequential: 5, 8, 12, ... per side, alpha spent over the looks), until the interval of the
+schedule (mobiperf.core.stopping_rule: 5, 8, 12, ... per side, alpha spent over the looks), until the interval of the
 ratio of the primary metric's medians is narrower than the minimum effect, or each side has LIMIT repetitions.
 Then both runs are analysed again (and their reports redrawn), and compared as usual.
 
@@ -21,8 +21,9 @@ from mobiperf.orchestration.auto_repeat import repetition_values
 from mobiperf.orchestration.reanalysis import forget_repetition
 from mobiperf.orchestration.run_request import request_from_meta
 from mobiperf.core.errors import MobiperfError, UsageError
+from mobiperf.core.run_facts import Repetition
 from mobiperf.core.runstore import RunDir
-from mobiperf.core.sequential import FIRST_LOOK, Plan
+from mobiperf.core.stopping_rule import FIRST_LOOK, Plan
 from mobiperf.compare.verdict import PRIMARY_CANDIDATES
 
 if TYPE_CHECKING:
@@ -112,12 +113,12 @@ def _add_repetition(target: Target, side: Side, primary: str, say) -> None:
     meta = side.run.read_meta()
     # After every repetition recorded and every raw directory on disk (one left by an interrupted run is not
     # overwritten).
-    rep = max([r["index"] for r in meta["repetitions"]] + [i for i, _ in side.run.raw_dirs()], default=-1) + 1
+    rep = max([r.index for r in meta.repetitions] + [i for i, _ in side.run.raw_dirs()], default=-1) + 1
     say(f"--until: {side.label} {side.run.path}: repetition {rep} ...")
     record = collect_repetition(target, side.request, side.run, rep)
     meta = side.run.read_meta()
     forget_repetition(meta.get("parse"), rep)
-    meta["repetitions"].append(record)
+    meta.repetitions.append(Repetition.from_dict(record))
     meta["status"] = "incomplete"   # until it is analysed again
     side.run.write_meta(meta)
     if record["exit_code"] != 0:

@@ -20,9 +20,9 @@ def make_stack(target: Target, spec: StackSpec, options: StackOptions | None = N
 
     options = options or StackOptions()
     if spec.filesystem.name == "dir":
-        from mobiperf.stack.device import DeviceFuseStack, DirectoryStack
+        from mobiperf.stack.directory import DeviceFuseStack, DirectoryStack
 
         return (DeviceFuseStack if spec.layers else DirectoryStack)(target, spec, options)
-    from mobiperf.stack.local import LocalStack
+    from mobiperf.stack.emulated import EmulatedStack
 
-    return LocalStack(target, spec, options)
+    return EmulatedStack(target, spec, options)

@@ -2,7 +2,7 @@
 
 The phone models (device, dirty_limit, cpu_share, fuse_wakeup_ns; mobiperf.stack.phone bundles them) make this
 host behave like a phone around an emulated stack: `device` puts a throttling store with a device profile between
-the loop device and the host's disk (mobiperf.stack.devmodel), `dirty_limit` bounds the dirty pages of the data
+the loop device and the host's disk (mobiperf.stack.device_model), `dirty_limit` bounds the dirty pages of the data
 device (a phone's small memory starts writeback early), `cpu_share` puts the FUSE daemons and the workload into a
 CPU-limited cgroup (a phone's CPU), `fuse_wakeup_ns` makes each request reach a FUSE daemon that much later (a
 phone's per-request wake-up cost). They, and `scheduler`, change an emulated stack's device: a dir: stack, a
@@ -25,7 +25,7 @@ class StackOptions:
     image_size: int = DEFAULT_IMAGE_SIZE   # bytes of the emulated data partition
     counters_dir: Path | None = None   # where the FUSE daemons, the device model and the CPU share write counters
     timeout_s: float = 120.0           # each set-up step (mkfs, a daemon's mount, pushing a binary)
-    device: str | None = None          # a device profile of mobiperf.stack.devmodel (None: the host's disk)
+    device: str | None = None          # a device profile of mobiperf.stack.device_model (None: the host's disk)
     dirty_limit: int | None = None     # the data device's dirty page limit in bytes (None: the host's thresholds)
     cpu_share: str = "host"            # CPU share of the workload and the FUSE daemons (mobiperf.stack.cpu_share)
     fuse_wakeup_ns: int = 0            # a phone's wake-up latency per FUSE request (reference-impl/phonemodel)

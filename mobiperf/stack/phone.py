@@ -7,7 +7,7 @@ sweep parameters `device`, `dirty`, `cpu`, `fuse_wakeup`), and an explicit value
 galaxy-s3-2012 (paper 000, sec. 2.3: Samsung Galaxy S3, Exynos 4412 quad Cortex-A9 at 1.4 GHz, 2 GB RAM, 32 GB
 eMMC, Android 4.0.4/4.1.2 on Linux 3.0.15/3.0.30):
 
-- device = emmc-2012: 40 MB/s sequential write (sec. 2.3: raw eMMC 39/40 MB/s), see mobiperf.stack.devmodel.
+- device = emmc-2012: 40 MB/s sequential write (sec. 2.3: raw eMMC 39/40 MB/s), see mobiperf.stack.device_model.
 - dirty = 64M: the phone's small memory. Linux 3.0 starts background writeback at dirty_background_ratio of the
   dirtyable memory (free + reclaimable page cache, a few hundred MB on a 2 GB phone running Android: Android's
   init.rc sets the ratio to 5 %) and throttles writers at dirty_ratio (20 %): background writeback starts after
@@ -38,7 +38,7 @@ from mobiperf.core.errors import UsageError
 class PhoneProfile:
     name: str
     description: str
-    device: str            # mobiperf.stack.devmodel profile
+    device: str            # mobiperf.stack.device_model profile
     dirty: str             # dirty page limit of the data device (mobiperf.stack.dirty_limit)
     cpu: str               # CPU share of the workload and the FUSE daemons (mobiperf.stack.cpu_share)
     fuse_wakeup: str       # wake-up latency per FUSE request (reference-impl/phonemodel)

@@ -6,7 +6,7 @@
     ext4:data=journal                 ext4 with another journal mode (ordered, the default; journal; writeback)
     ext4+fuse                         /sdcard over /data/media the legacy Android way (4 KiB FUSE IO unit)
     dir:/data/local/tmp               a directory of the target's own storage, used as it is (phones)
-    dir:/data/local/tmp/mp+bfuse      the bundled bFUSE daemon mounted over that directory (mobiperf.stack.device)
+    dir:/data/local/tmp/mp+bfuse      the bundled bFUSE daemon mounted over that directory (mobiperf.stack.directory)
     ext4+bfuse:io_unit=512k           the Buffered FUSE daemon with options
     xfs+fjord:preset=fjord-ram,whitelist=cache
 

@@ -170,7 +170,8 @@ def parse_android_facts(text: str) -> dict:
 
     is_android, android_version, sdk, build_type, model, abi, kernel, machine, uid, root, path (the shell's PATH),
     tracefs_path, tracefs_instances, tracefs_owner ("uid:gid mode" of its trace file: on Android
-    root:readtracefs), tracefs_users [{pid, name}] (TRACERS running), selinux ("enforcing", "permissive", "disabled"), sdcard_path
+    root:readtracefs), tracefs_users [{pid, name}] (TRACERS running), selinux ("enforcing", "permissive",
+    "disabled"), sdcard_path
     (resolved), sdcard_fstype, sdcard_layer ("fuse", "sdcardfs", "esdfs" or None), sdcard_implementation (how
     /sdcard is served: "fuse-passthrough", "fuse", "sdcardfs", "esdfs", "direct <fstype>", or None without one),
     fuse_passthrough (the MediaProvider property, bool or None), kernel_fuse_features (/sys/fs/fuse/features:

@@ -16,6 +16,10 @@ test device's root removed): on this host, an instance named as mobiperf names t
 gone is found without a journal (`orphan_instances`) and handled as a dead journal of one change, so that tracing
 nobody reads does not go on taxing every later run.
 
+An adb journal's lock file stays on this host when its run could not reach the device at the end (the phone went
+away, a virtual phone was killed): once nobody holds it, it proves nothing (a journal without its lock file is
+judged dead all the same), so every recovery removes such free lock files (`forget_free_locks`), on any target.
+
 `recover()` is what `mobiperf run` and `mobiperf probe` call first, and `mobiperf doctor` with or without --fix.
 """
 
@@ -143,6 +147,7 @@ def recover(transport, *, fix: bool = True, other_hosts: bool = False, say: Call
             local_dir: str = LOCAL_DIR) -> list[DeadJournal]:
     """Report (and with fix, undo) what dead mobiperf processes left on the target; returns the dead journals.
     Journals whose changes are all gone already are removed without a word."""
+    forget_free_locks(local_dir)
     dead = find_leftovers(transport, other_hosts=other_hosts, local_dir=local_dir)
     for item in dead:
         if item.empty and item.verdict == "dead":
@@ -161,6 +166,37 @@ def recover(transport, *, fix: bool = True, other_hosts: bool = False, say: Call
             + (f", {len(item.processes)} processes ended" if item.processes else "")
             + ("" if not failures else "; the journal keeps the rest (mobiperf doctor --fix tries again)"))
     return dead
+
+
+LOCK_GRACE_S = 60.0   # a lock file younger than this may be one its owner has created and not yet locked
+
+
+def forget_free_locks(local_dir: str = LOCAL_DIR) -> list[str]:
+    """Remove this host's adb journal lock files that nobody holds (older than LOCK_GRACE_S); their names."""
+    import time
+
+    removed = []
+    try:
+        names = sorted(n for n in os.listdir(local_dir) if n.endswith(".lock"))
+    except OSError:
+        return removed
+    for name in names:
+        path = f"{local_dir}/{name}"
+        try:
+            if time.time() - os.stat(path).st_mtime < LOCK_GRACE_S:
+                continue
+        except OSError:
+            continue
+        verdict, fd = _lock_if_free(path)
+        if verdict == "dead" and fd is not None:
+            try:
+                os.unlink(path)   # unlinked while we hold it: nobody can take it over meanwhile
+                removed.append(name)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+    return removed
 
 
 def describe_leftovers(item: DeadJournal) -> list[str]:

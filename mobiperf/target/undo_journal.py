@@ -31,8 +31,13 @@ Kinds of change (how each is found and undone: mobiperf.target.undo_steps):
   cgroup {path}            a cgroup we created
   tracefs_instance {path}  a tracefs instance we created
   blktrace {device}        a kernel block trace set up on a device
-Processes are not entries: every helper carries the owner token of the header (mobiperf.core.lifeline), and over adb
-each background command leaves a pid file in the header's pid_dir while it runs.
+  process {name[, pid, start]}  a long-lived process started to outlive its starter (a virtual phone's QEMU; pid
+                           and its start time in clock ticks, learned after starting it, tell it from a reused pid)
+  adb_connection {serial, server_port}  an `adb connect SERIAL` made on this host's adb server at that port
+Helpers are not entries: every helper carries the owner token of the header (mobiperf.core.lifeline), and over adb
+each background command leaves a pid file in the header's pid_dir while it runs. A process meant to outlive its
+starter holds the journal's lock instead (UndoJournal.inheritable_lock): the journal is alive while it runs, and
+its changes are undone by the next recovery once it is gone.
 """
 
 from __future__ import annotations
@@ -61,7 +66,8 @@ VERSION = 1
 LOCAL_DIR = os.environ.get("MOBIPERF_JOURNAL_DIR") or "/var/tmp/mobiperf/journal"
 DEVICE_DIRS = ("/data/local/tmp/mobiperf-journal", "/tmp/mobiperf-journal")  # the first whose parent exists
 SUFFIX = ".jsonl"
-KINDS = ("dir", "file", "mount", "loop", "sysfs", "bdi", "cgroup", "tracefs_instance", "blktrace")
+KINDS = ("dir", "file", "mount", "loop", "sysfs", "bdi", "cgroup", "tracefs_instance", "blktrace", "process",
+         "adb_connection")
 
 
 class JournalError(StackError):
@@ -146,6 +152,15 @@ class UndoJournal:
             self._pending.discard(entry)
             if not self._pending:
                 self._close()
+
+    def inheritable_lock(self) -> int:
+        """The descriptor holding this journal's lock, made inheritable, for a process that must outlive us (pass
+        it in pass_fds): while that process or we run, the journal's owner lives. Local journals only."""
+        with self._lock:
+            if not self.local or self._fd is None:
+                raise JournalError("only an open local journal has a lock a process can inherit")
+            os.set_inheritable(self._fd, True)
+            return self._fd
 
     # --- the file ---
 

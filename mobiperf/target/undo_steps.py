@@ -42,6 +42,10 @@ def describe(entry: Entry) -> str:
         return f"{entry['path']} dirty limits (were {', '.join(f'{k}={v}' for k, v in entry['old'].items())})"
     if kind == "blktrace":
         return f"block trace of {entry['device']}"
+    if kind == "process":
+        return f"process {entry.get('pid') or '?'} ({entry['name']})"
+    if kind == "adb_connection":
+        return f"adb connection {entry['serial']} (adb server port {entry['server_port']})"
     return f"{kind.replace('_', ' ')} {entry['path']}"
 
 
@@ -230,6 +234,68 @@ def _teardown_blktrace(transport, entry: Entry) -> None:
     transport.run(["blktrace", "-k", "-d", entry["device"]], timeout=60)
 
 
+def _process_start(transport, pid: int) -> int | None:
+    """The start time (clock ticks after boot) of a live pid, None when there is no such process (or only its
+    zombie, which nothing has reaped yet)."""
+    stat = _read(transport, f"/proc/{pid}/stat")
+    try:
+        fields = stat.rsplit(")", 1)[1].split() if stat else []
+        return int(fields[19]) if fields and fields[0] != "Z" else None
+    except (IndexError, ValueError):
+        return None
+
+
+def _process_there(transport, entry: Entry) -> str | None:
+    pid = entry.get("pid")
+    if not pid or _process_start(transport, pid) != entry.get("start"):
+        return None    # never started, gone, or its pid now someone else's
+    return "running"
+
+
+def _end_process(transport, entry: Entry) -> None:
+    """SIGTERM, then SIGKILL after a grace period; checked by pid and start time before each signal."""
+    for sig, patience in (("TERM", RETRY_S), ("KILL", RETRY_S)):
+        if _process_there(transport, entry) is None:
+            return
+        transport.run(["kill", f"-{sig}", str(entry["pid"])], timeout=30)
+        deadline = time.monotonic() + patience
+        while time.monotonic() < deadline and _process_there(transport, entry) is not None:
+            time.sleep(0.1)
+    if _process_there(transport, entry) is not None:
+        raise UndoError(f"process {entry['pid']} ({entry['name']}) survives SIGKILL")
+
+
+def _adb_server_listens(port: int) -> bool:
+    """Whether an adb server answers on this host's port: asking `adb` otherwise would start one."""
+    import socket
+
+    try:
+        with socket.create_connection(("127.0.0.1", int(port)), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def _adb(transport, entry: Entry, *args: str):
+    return transport.run(["adb", "-P", str(entry["server_port"]), *args], timeout=30)
+
+
+def _adb_connection_there(transport, entry: Entry) -> str | None:
+    if not _adb_server_listens(entry["server_port"]):
+        return None    # the server is gone, and its connections with it
+    for line in _adb(transport, entry, "devices").text.splitlines()[1:]:
+        serial, _, state = line.partition("\t")
+        if serial == entry["serial"]:
+            return f"listed ({state.strip() or '?'})"
+    return None
+
+
+def _adb_disconnect(transport, entry: Entry) -> None:
+    done = _adb(transport, entry, "disconnect", entry["serial"])
+    if _adb_connection_there(transport, entry) is not None:
+        raise UndoError(f"adb disconnect {entry['serial']}: {done.text.strip()}")
+
+
 STEPS: dict[str, tuple[Callable[[Any, Entry], str | None], Callable[[Any, Entry], None]]] = {
     "dir": (_exists, _remove_dir),
     "file": (_exists, _remove_file),
@@ -240,4 +306,6 @@ STEPS: dict[str, tuple[Callable[[Any, Entry], str | None], Callable[[Any, Entry]
     "cgroup": (_exists, _rmdir_retrying),
     "tracefs_instance": (_exists, _rmdir_retrying),
     "blktrace": (_blktrace_there, _teardown_blktrace),
+    "process": (_process_there, _end_process),
+    "adb_connection": (_adb_connection_there, _adb_disconnect),
 }

@@ -2,7 +2,7 @@
  * dm_model.c - devmodel's device timing model, profile table, option value
  * parsers and counters (see dm_model.h for the model itself).
  *
- * The profile numbers are data shared with mobiperf/stack/devmodel.py, which holds
+ * The profile numbers are data shared with mobiperf/stack/device_model.py, which holds
  * the same table with its sources; tests/unit/test_devmodel_profiles.py checks
  * that the two agree through `devmodel --list-profiles`.
  */

@@ -178,7 +178,7 @@ def test_a_phone_without_root_says_which_step_needs_it(start_android, tmp_path):
     assert "cannot run as root in production builds" in message    # what `adb root` said
     assert "userdebug or eng build (adb root)" in message and "Magisk" in message
     # The daemon's mount, asked on its own, names its step.
-    from mobiperf.stack.device import plan_device_stack
+    from mobiperf.stack.directory import plan_device_stack
     from mobiperf.core.errors import TargetError
     from mobiperf.stack.spec import parse_stack_spec
     from mobiperf.target.target import Target
@@ -192,7 +192,7 @@ def test_a_phone_without_root_says_which_step_needs_it(start_android, tmp_path):
 def test_an_abi_without_a_build_names_the_make_command(start_android, tmp_path, monkeypatch):
     device = start_android(props={"ro.product.cpu.abi": "armeabi-v7a"})
     monkeypatch.setenv("MOBIPERF_BIN", str(tmp_path / "empty-bin"))
-    from mobiperf.stack.device import plan_device_stack
+    from mobiperf.stack.directory import plan_device_stack
     from mobiperf.core.errors import StackError
     from mobiperf.stack.spec import parse_stack_spec
     from mobiperf.target.target import Target
@@ -222,7 +222,7 @@ def test_passthrough_is_refused_where_the_device_cannot_do_it(android_device, tm
     assert device_leftovers(android_device, "/data/local/tmp/mp", done.pid) == {"mounts": [], "files": [],
                                                                                 "pushed": []}
     # A phone kernel older than 6.9 is refused before anything is pushed.
-    from mobiperf.stack.device import check_passthrough_kernel
+    from mobiperf.stack.directory import check_passthrough_kernel
     from mobiperf.core.errors import StackError
 
     with pytest.raises(StackError, match=r"Linux 6\.9 or later\); this kernel is 5\.10\.157-android13"):

@@ -10,7 +10,6 @@ import os
 import time
 
 import polars as pl
-import pytest
 
 from android_device import AndroidDevice, mobiperf_via, pushed_leftovers, storage_dir
 from conftest import needs_root

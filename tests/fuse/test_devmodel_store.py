@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from mobiperf.stack.devmodel import ThrottledStore, summarize_device_counters
+from mobiperf.stack.device_model import ThrottledStore, summarize_device_counters
 from mobiperf.core.errors import StackError
 from conftest import needs_fuse, needs_root
 

@@ -8,7 +8,6 @@ import shutil
 from pathlib import Path
 
 import polars as pl
-import pytest
 
 from mobiperf.orchestration import pipeline
 from mobiperf.collectors.parse.pairing import pair_block_requests

@@ -4,7 +4,6 @@ latencies add up and are non-negative, and results do not depend on the input ro
 
 from __future__ import annotations
 
-import random
 
 import polars as pl
 from hypothesis import given, settings

@@ -30,7 +30,8 @@ Knobs the tests need that a phone has and this host does not:
                  the device's files, with Android's PATH and environment. The device brings its own getprop and su
                  (--prop and --su do not apply). Start it in a mount namespace of its own (unshare -m) holding the
                  device's mounts; every module is imported before the chroot, since the host's Python library is
-                 not inside.
+                 not inside. `--chroot /` serves a whole machine as the device: the virtual phone
+                 (tests/support/vphone), whose adbd runs inside a QEMU guest and listens with `--host 0.0.0.0`.
 
 Writes the chosen port to --port-file once it listens. SIGTERM/SIGINT end it cleanly.
 """
@@ -793,7 +794,7 @@ async def serve(args: argparse.Namespace) -> None:
     # A socket of our own: bound before a chroot, and no name lookup (a thread and NSS files) in asyncio.
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", args.port))
+    listener.bind((args.host, args.port))
     listener.listen(64)
     server = await asyncio.start_server(on_connect, sock=listener, limit=2 * OWN_MAX_PAYLOAD)
     su_server = asyncio.ensure_future(device.serve_su()) if device.su_socket else None
@@ -828,7 +829,9 @@ async def serve(args: argparse.Namespace) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description="loopback adbd for tests")
-    ap.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (0: any free one)")
+    ap.add_argument("--host", default="127.0.0.1",
+                    help="address to listen on (the virtual phone's adbd: 0.0.0.0, reached through QEMU's network)")
+    ap.add_argument("--port", type=int, default=0, help="TCP port (0: any free one)")
     ap.add_argument("--port-file", help="write the port here once listening")
     ap.add_argument("--pid-dir", help="record the process group of every running command here")
     ap.add_argument("--home", help="directory for getprop, su and su's socket (default: a temporary one)")

@@ -4,11 +4,8 @@ The device is a directory ROOT served by the loopback adbd (adbd_loopback.py --c
 namespace of its own (unshare -m) that holds the device's mounts: they are invisible to the host and go away with
 the namespace's last process.
 
-  /system/bin/sh          mksh (Debian's static build), Android's shell since 4.0
-  /system/bin/*           toybox applets (Debian's toybox; Android's also has dd, tr and awk, taken here from the
-                          host: coreutils dd and tr, mawk), getprop (a script over /system/build.prop)
-  /system/xbin/su         a userdebug build's su (android_su.c): setuid root, `su 0 CMD` only, shell and root only
-  /system/build.prop      Android 14, SDK 34, ABI arm64-v8a
+  /system                 Android 14's userland (android_userland.py: mksh, toybox, getprop, su), from this host's
+                          Debian packages; ABI arm64-v8a
   /data                   ext4 on a loop device of its own (autoclear: freed when the namespace ends)
   /data/local/tmp         the shell user's scratch directory (0771 shell:shell)
   /storage/emulated/0     /data/media/0 bound noexec,nosuid,nodev (binaries cannot run from shared storage)
@@ -40,52 +37,20 @@ from pathlib import Path
 import pytest
 
 from adb_fixtures import ADBD, START_TIMEOUT_S, AdbServer, LoopbackDevice, _end, wait_for_state
+from android_userland import ANDROID_14_PROPS, MKSH, SHELL_UID, TOYBOX, build_su, shape_system
 
-HERE = Path(__file__).resolve().parent
-SU_SOURCE = HERE / "android_su.c"
-SHELL_UID = 2000
 ABI = "arm64-v8a"
 MACHINE = "aarch64"                        # the qemu-user machine that runs the ABI's binaries
-MKSH = Path("/usr/lib/x86_64-linux-musl/bin/mksh")   # static; Debian package mksh
-TOYBOX = Path("/usr/bin/toybox")           # Debian package toybox
-HOST_TOOLS = ("dd", "tr", "awk")           # in Android's toybox, not in Debian's
-# toybox applets left out: they would act on the host (it is the same kernel), or clash with the device's own su.
-TOYBOX_SKIP = {"su", "login", "passwd", "halt", "poweroff", "reboot", "switch_root", "pivot_root", "oneit",
-               "swapon", "swapoff", "insmod", "rmmod", "killall5", "chroot", "unshare", "nsenter", "devmem",
-               "hwclock", "rtcwake", "watchdog", "freeramdisk", "deallocvt", "openvt", "chvt"}
 DATA_SIZE = 256 << 20
 PROPS = {
-    "ro.build.version.release": "14",
-    "ro.build.version.sdk": "34",
-    "ro.build.type": "userdebug",
-    "ro.debuggable": "1",
+    **ANDROID_14_PROPS,
     "ro.product.cpu.abi": ABI,
     "ro.product.cpu.abilist": "arm64-v8a,armeabi-v7a,armeabi",
     "ro.product.model": "Android_Shaped",
     "ro.product.name": "android_shaped",
     "ro.product.device": "shaped",
     "ro.serialno": "SHAPED0001",
-    "sys.boot_completed": "1",
 }
-
-GETPROP = r"""#!/system/bin/sh
-# getprop [NAME [DEFAULT]]: the properties of /system/build.prop (init's property service is not emulated).
-if [ $# -eq 0 ]; then
-  while IFS== read -r k v; do
-    case $k in ''|'#'*) continue ;; esac
-    echo "[$k]: [$v]"
-  done < /system/build.prop
-  exit 0
-fi
-while IFS== read -r k v; do
-  [ "$k" = "$1" ] && { echo "$v"; exit 0; }
-done < /system/build.prop
-echo "${2-}"
-"""
-
-# Android's ids (bionic knows them without files; toybox on glibc reads /etc/passwd and /etc/group).
-AIDS = (("root", 0), ("system", 1000), ("sdcard_rw", 1015), ("media_rw", 1023), ("shell", 2000),
-        ("everybody", 9997))
 
 # Runs as root in the device's new mount namespace, with the host's tools, then execs the adbd.
 SETUP = r"""set -eu
@@ -159,66 +124,13 @@ def device_problem() -> str | None:
 
 # -- the device's root ----------------------------------------------------------------------------------------------
 
-def _shared_libraries(binary: Path) -> list[Path]:
-    """The libraries (and the ELF interpreter) a dynamic host binary needs, from ldd."""
-    done = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, timeout=30)
-    found = []
-    for line in done.stdout.splitlines():
-        for word in line.split():
-            if word.startswith("/") and Path(word).exists():
-                found.append(Path(word))
-    return found
-
-
-def _install(src: Path, dest: Path, mode: int = 0o755) -> None:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(src, dest)
-    dest.chmod(mode)
-
-
 def build_root(root: Path, *, su_binary: Path | None, props: dict[str, str]) -> None:
-    """The device's file tree (without its mounts, which SETUP makes in the device's namespace)."""
-    for d in ("system/bin", "system/xbin", "system/etc", "data", "dev", "proc", "sys", "storage/emulated/0",
-              "storage/self", "mnt", "vendor/bin", "product/bin", "apex", "config", "acct"):
+    """The device's file tree (without its mounts, which SETUP makes in the device's namespace): Android's /system
+    from this host's binaries (android_userland.py), and the mount points of the host's /dev, /proc and /sys."""
+    for d in ("dev", "proc", "sys"):
         (root / d).mkdir(parents=True, exist_ok=True)
-    root.chmod(0o755)
-    bin_dir = root / "system/bin"
-    _install(MKSH, bin_dir / "mksh")
-    (bin_dir / "sh").symlink_to("mksh")
-    _install(TOYBOX, bin_dir / "toybox")
-    applets = subprocess.run([str(TOYBOX)], capture_output=True, text=True, timeout=30).stdout.split()
-    for name in applets:
-        if name not in TOYBOX_SKIP and not (bin_dir / name).exists() and name != "[":
-            (bin_dir / name).symlink_to("toybox")
-    dynamic = [TOYBOX]
-    for tool in HOST_TOOLS:
-        path = Path(shutil.which(tool)).resolve()
-        _install(path, bin_dir / tool)
-        dynamic.append(path)
-    for lib in {lib for binary in dynamic for lib in _shared_libraries(binary)}:
-        _install(lib.resolve(), root / lib.relative_to("/"), 0o755)
-    (bin_dir / "getprop").write_text(GETPROP)
-    (bin_dir / "getprop").chmod(0o755)
-    (root / "system/build.prop").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    (root / "system/etc/passwd").write_text("".join(f"{n}:x:{i}:{i}::/:/system/bin/sh\n" for n, i in AIDS))
-    (root / "system/etc/group").write_text("".join(f"{n}:x:{i}:\n" for n, i in AIDS))
-    if su_binary is not None:
-        su = root / "system/xbin/su"
-        _install(su_binary, su)
-        os.chown(su, 0, SHELL_UID)
-        su.chmod(0o4750)
+    shape_system(root, props=props, su_binary=su_binary, source=Path("/"))
     (root / "etc").symlink_to("/system/etc")
-    (root / "storage/self/primary").symlink_to("/storage/emulated/0")
-    (root / "sdcard").symlink_to("/storage/self/primary")
-
-
-def build_su(dest_dir: Path) -> Path:
-    """android_su.c, built static for this host (the device's shell runs host binaries)."""
-    su = dest_dir / "su"
-    if not su.exists():
-        subprocess.run(["cc", "-static", "-O2", "-Wall", "-o", str(su), str(SU_SOURCE)], check=True, timeout=120,
-                       capture_output=True)
-    return su
 
 
 # -- the device -----------------------------------------------------------------------------------------------------

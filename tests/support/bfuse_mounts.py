@@ -4,7 +4,6 @@ unmount, and the fixtures (bfuse_binary, bfuse_mount) the tests of tests/fuse sh
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import time

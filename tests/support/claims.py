@@ -9,7 +9,7 @@ docstrings (and other triple-quoted texts: help, epilogs) and comments of the Py
 literals of code are runtime values, not claims),
 and the comments of the C sources and Makefiles. A path counts when it starts at a top folder of the repository
 (tests/, bench/, docs/, mobiperf/, collectors/, analyzers/, reports/, reference-impl/) or, inside a package, at
-one of its subfolders (`parse/ftrace_raw.py` in collectors/, `stack/device.py` in mobiperf/); placeholders
+one of its subfolders (`parse/ftrace_raw.py` in collectors/, `stack/directory.py` in mobiperf/); placeholders
 (`<area>`, `{unit,golden}`, `*`, `N`) are patterns, not names, and are passed over, and so is a path written after
 another repository's name (`ARM-software/trappy, tests/trace_systrace.html`). Commands (`make`, `mobiperf`) count
 in code only (between backticks, in fenced blocks, on a Makefile's `#   make ...` lines): in prose they are words.

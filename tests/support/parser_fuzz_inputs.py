@@ -15,8 +15,8 @@ from pathlib import Path
 from hypothesis import strategies as st
 
 from mobiperf.collectors.parse.blkparse_text import parse_blkparse_text
-from mobiperf.collectors.parse.blktrace import parse_blktrace_compiled
-from mobiperf.collectors.parse.blktrace_reader import parse_blktrace
+from mobiperf.collectors.parse.blktrace_compiled import parse_blktrace_compiled
+from mobiperf.collectors.parse.blktrace import parse_blktrace
 from mobiperf.collectors.parse.blktrace_numpy import parse_blktrace_numpy
 from mobiperf.collectors.parse.compressed import unpack
 from mobiperf.collectors.parse.ftrace_raw import parse_ftrace_raw

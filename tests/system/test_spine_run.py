@@ -55,9 +55,9 @@ def test_run_json_describes_the_run(dd_512k_run):
     rep = meta["repetitions"][0]
     assert rep["exit_code"] == 0 and rep["ftrace"]["lost_events"] == 0
     assert rep["stack"]["filesystem"] == "ext4" and "data=ordered" in rep["stack"]["mount_options"]
-    pairing = meta["parse"]["derived"]["block_pairing"]
-    assert pairing["matched_share"] > 0.9
+    assert meta["parse"]["derived"]["block_pairing"]["fully_matched_share"] > 0.9
     by_key = {(m["name"], tuple(sorted(m["labels"].items()))): m["value"] for m in meta["metrics"]}
+    assert by_key[("block.pairing.matched_share", ())] > 0.9
     assert by_key[("block.bytes", (("op", "write"),))] >= 32 << 20
     assert 0 < by_key[("latency.d2c.p50", (("op", "write"),))] < 1e9
 

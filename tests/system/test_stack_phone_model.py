@@ -14,7 +14,7 @@ from conftest import needs_fuse, needs_root
 from mobiperf.stack.cpu_share import CpuShare, parse_cpu_share, remove_stale_cgroups
 from mobiperf.stack.dirty_limit import parse_dirty_limit
 from mobiperf.core.errors import UsageError
-from mobiperf.stack.local import LocalStack
+from mobiperf.stack.emulated import EmulatedStack
 from mobiperf.stack.options import StackOptions
 from mobiperf.stack.spec import parse_stack_spec
 from mobiperf.target.target import Target
@@ -103,10 +103,10 @@ def phone_stack(tmp_path, reference_binary):
     """A stack with the whole phone model (no device profile: the host's disk), torn down in a finalizer."""
     reference_binary("bfuse")
     reference_binary("fuse_wakeup.so")
-    stacks: list[LocalStack] = []
+    stacks: list[EmulatedStack] = []
 
-    def build(spec: str, **options) -> LocalStack:
-        stack = LocalStack(Target(LocalTransport()), parse_stack_spec(spec),
+    def build(spec: str, **options) -> EmulatedStack:
+        stack = EmulatedStack(Target(LocalTransport()), parse_stack_spec(spec),
                            StackOptions(image_size=128 * MiB, workroot=str(tmp_path / "root"), counters_dir=tmp_path,
                                         **options))
         stacks.append(stack)
@@ -175,7 +175,7 @@ def test_remote_targets_refuse_the_host_side_models():
         name = "adb"
         is_local = False
 
-    stack = LocalStack(Target(Remote()), parse_stack_spec("ext4+fuse"), StackOptions(fuse_wakeup_ns=1000))
+    stack = EmulatedStack(Target(Remote()), parse_stack_spec("ext4+fuse"), StackOptions(fuse_wakeup_ns=1000))
     with pytest.raises(UsageError, match="remote target"):
         stack._daemon_env()
     assert os.environ.get("FUSE_WAKEUP_NS") is None

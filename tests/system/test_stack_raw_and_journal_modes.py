@@ -11,7 +11,7 @@ import pytest
 from conftest import needs_root
 from mobiperf.orchestration import sweep
 from mobiperf.core.errors import UsageError
-from mobiperf.stack.local import LocalStack
+from mobiperf.stack.emulated import EmulatedStack
 from mobiperf.stack.options import StackOptions
 from mobiperf.stack.spec import parse_stack_spec
 from mobiperf.target.target import Target
@@ -48,10 +48,10 @@ def test_sweep_plans_raw_cells_as_dd_on_the_device_and_journal_modes_as_ext4_opt
 
 @pytest.fixture
 def build(tmp_path):
-    stacks: list[LocalStack] = []
+    stacks: list[EmulatedStack] = []
 
-    def make(spec: str) -> LocalStack:
-        stack = LocalStack(Target(LocalTransport()), parse_stack_spec(spec),
+    def make(spec: str) -> EmulatedStack:
+        stack = EmulatedStack(Target(LocalTransport()), parse_stack_spec(spec),
                            StackOptions(image_size=64 * MiB, workroot=str(tmp_path / "root")))
         stacks.append(stack)
         return stack

@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from mobiperf.collectors.parse.blktrace import ACTION_EVENT, MAX_SEQUENCE_GROUPS, parse_blktrace_compiled
+from mobiperf.collectors.parse.blktrace_compiled import ACTION_EVENT, MAX_SEQUENCE_GROUPS, parse_blktrace_compiled
 from mobiperf.collectors.parse.blktrace_numpy import parse_blktrace_numpy
 
 # both decoders: the compiled one (large sets) and numpy's (small sets: no compiler start-up)

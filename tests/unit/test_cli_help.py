@@ -33,7 +33,8 @@ def help_text(*args: str) -> str:
 
 
 def test_the_commands_are_the_ones_this_test_knows():
-    assert COMMANDS == ["analyze", "compare", "doctor", "export", "index", "ingest", "probe", "query", "report", "run", "show",
+    assert COMMANDS == ["analyze", "compare", "doctor", "export", "index", "ingest", "probe", "query", "record", "report", "run",
+                        "show",
                         "study", "sweep", "targets"]
 
 

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from mobiperf.stack.devmodel import (
+from mobiperf.stack.device_model import (
     PROFILES,
     ThrottledStore,
     latency_histogram,

@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from mobiperf.collectors.parse.blktrace import parse_blktrace_compiled
+from mobiperf.collectors.parse.blktrace_compiled import parse_blktrace_compiled
 from mobiperf.collectors.parse.blktrace_numpy import parse_blktrace_numpy
 
 DECODERS = pytest.mark.parametrize("parse_blktrace", [parse_blktrace_compiled, parse_blktrace_numpy],

@@ -44,11 +44,11 @@ def test_a_units_syscall_counts_come_from_the_table_else_from_stderr(tmp_path):
     meta = {"format": "mobiperf-run", "version": 1, "status": "complete", "repetitions": [
         {"index": 0, "exit_code": 0, "workload_ns": 10**9, "counters": {}, "metrics": []}]}
     (path / "run.json").write_text(json.dumps(meta))
-    metrics, _ = sweep.unit_metrics(path, sweep.CellPlan())   # not parsed: read from stderr by the same parser
+    metrics, _ = sweep.manifest_figures(sweep.unit_metrics(path, sweep.CellPlan())[0])   # not parsed: from stderr
     assert (metrics["syscall.pwrite64"], metrics["syscall.openat"]) == (412, 12)
     (path / "tables").mkdir()
     RunDir(path).write_table(STRACE_COUNT, pl.DataFrame(
         {"rep": [0, 1], "syscall": ["pwrite64", "pwrite64"], "calls": [400, 7]},
         schema={"rep": pl.Int32, "syscall": pl.Utf8, "calls": pl.Int64}))
-    metrics, _ = sweep.unit_metrics(path, sweep.CellPlan())
+    metrics, _ = sweep.manifest_figures(sweep.unit_metrics(path, sweep.CellPlan())[0])
     assert metrics["syscall.pwrite64"] == 400 and "syscall.openat" not in metrics  # the table's, repetition 0's

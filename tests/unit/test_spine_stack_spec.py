@@ -1,7 +1,7 @@
 import pytest
 
 from mobiperf.core.errors import StackError, UsageError
-from mobiperf.stack.local import LocalStack
+from mobiperf.stack.emulated import EmulatedStack
 from mobiperf.stack.options import StackOptions
 from mobiperf.stack.spec import parse_stack_spec
 from mobiperf.target.target import Target
@@ -45,10 +45,10 @@ class NotRoot(LocalTransport):
 
 def test_no_root_says_what_is_needed():
     with pytest.raises(StackError, match="needs root.*loop device.*mkfs.*mount"):
-        with LocalStack(Target(NotRoot()), parse_stack_spec("ext4")):
+        with EmulatedStack(Target(NotRoot()), parse_stack_spec("ext4")):
             pass
 
 
 def test_unknown_scheduler_is_a_usage_error():
     with pytest.raises(UsageError, match="mq-deadline"):
-        LocalStack(Target(LocalTransport()), parse_stack_spec("ext4"), StackOptions(scheduler="cfq"))
+        EmulatedStack(Target(LocalTransport()), parse_stack_spec("ext4"), StackOptions(scheduler="cfq"))

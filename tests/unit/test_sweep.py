@@ -131,7 +131,11 @@ def test_unit_metrics_reads_workload_counters_and_syscalls(tmp_path):
     counters = {"bfuse-counters": {"counters": {"daemon_pwrite_calls": 32}, "ops": {"write": {"requests": 128}}}}
     _fake_run(tmp_path / "r", stderr=STRACE_C, counters=counters)
     plan = sweep.CellPlan(bytes_moved=64 << 20)
-    metrics, notes = sweep.unit_metrics(tmp_path / "r", plan)
+    figures, notes = sweep.unit_metrics(tmp_path / "r", plan)
+    metrics, units = sweep.manifest_figures(figures)
+    assert (units["run.workload_time"], units["run.throughput"], units["syscall.fdatasync"],
+            units["block.requests{op=write}"], units["bfuse.daemon_pwrite_calls"]) == ("ns", "B/s", "count", "count",
+                                                                                     "count")
     assert metrics["run.workload_time"] == 2e9
     assert metrics["run.throughput"] == (64 << 20) / 2.0
     assert metrics["bfuse.daemon_pwrite_calls"] == 32

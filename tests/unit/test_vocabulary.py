@@ -44,24 +44,26 @@ def run_daemon(binary, preset: str) -> str:
     return done.stderr
 
 
-def test_bfuse_presets_are_the_vocabularys(reference_binary):
-    names = re.findall(r'strcmp\(name, "([\w-]+)"\)', c_function(c_source("bfuse/bfuse.c"), "bf_preset"))
-    assert sorted(names) == sorted(v.BFUSE_PRESETS)
-    bfuse = reference_binary("bfuse")
-    for preset in v.BFUSE_PRESETS:
-        said = run_daemon(bfuse, preset)
-        assert "unknown preset" not in said and "source directory" in said, (preset, said)
-    assert "unknown preset 'fjord-ram'" in run_daemon(bfuse, "fjord-ram")
+def bfuse_source_presets() -> list[str]:
+    return re.findall(r'strcmp\(name, "([\w-]+)"\)', c_function(c_source("bfuse/bfuse.c"), "bf_preset"))
 
 
-def test_fjord_presets_are_the_vocabularys(reference_binary):
+def fjord_source_presets() -> list[str]:
     m = re.search(r"fj_preset_names\[\] = \{(.*?)NULL", c_source("fjord/fj_policy.c"), re.S)
-    assert m and tuple(re.findall(r'"([\w-]+)"', m.group(1))) == v.FJORD_PRESETS
-    fjord = reference_binary("fjord")
-    for preset in v.FJORD_PRESETS:
-        said = run_daemon(fjord, preset)
+    assert m
+    return re.findall(r'"([\w-]+)"', m.group(1))
+
+
+@pytest.mark.parametrize("daemon,in_source,presets,foreign", [
+    ("bfuse", bfuse_source_presets, v.BFUSE_PRESETS, "fjord-ram"),
+    ("fjord", fjord_source_presets, v.FJORD_PRESETS, "legacy")])
+def test_daemon_presets_are_the_vocabularys(reference_binary, daemon, in_source, presets, foreign):
+    assert sorted(in_source()) == sorted(presets)
+    binary = reference_binary(daemon)
+    for preset in presets:
+        said = run_daemon(binary, preset)
         assert "unknown preset" not in said and "source directory" in said, (preset, said)
-    assert "unknown preset 'legacy'" in run_daemon(fjord, "legacy")
+    assert f"unknown preset '{foreign}'" in run_daemon(binary, foreign)
 
 
 def test_fuse_layers_name_built_daemons_and_their_presets(reference_binary):

@@ -342,7 +342,7 @@ def _random_fraction(res: Results, label: str, display: str) -> Row:
 def _device_bandwidth(config: Config) -> float | None:
     if not config.device or config.device == "none":
         return None
-    from mobiperf.stack.devmodel import resolve_profile
+    from mobiperf.stack.device_model import resolve_profile
 
     return float(resolve_profile(config.device).write_bw_bytes_per_s) / MB or None
 

@@ -23,8 +23,8 @@ The names callers use are re-exported here (`from mobiperf.orchestration import 
 """
 
 from mobiperf.orchestration.sweep.manifest import FORMAT_NAME, FORMAT_VERSION, MANIFEST, SweepDefinition, SweepDir
-from mobiperf.orchestration.sweep.metrics import (NoRepetition, UnitFailed, counter_metrics, parse_strace_counts,
-                                                  timed_window_metrics, unit_metrics)
+from mobiperf.orchestration.sweep.metrics import (NoRepetition, UnitFailed, counter_metrics, manifest_figures,
+                                                  parse_strace_counts, timed_window_metrics, unit_metrics)
 from mobiperf.orchestration.sweep.params import (DEFAULTS, FUSE_OPTIONS, PARAMETERS, TARGET_DIR, TARGET_HOST_ONLY,
                                                  Parameter, check_params, describe_parameters, grid_cells,
                                                  parse_grid)
@@ -40,6 +40,7 @@ __all__ = ["CellPlan", "CellSummary", "DEFAULTS", "DEFAULT_METRIC", "FORMAT_NAME
            "LEGACY_METRICS", "MANIFEST", "NoRepetition", "PARAMETERS", "Parameter", "Progress", "SweepDefinition",
            "SweepDir", "TARGET_DIR", "TARGET_HOST_ONLY", "UnitFailed", "canonical_metric", "check_params",
            "counter_metrics", "describe_parameters", "dry_run_script", "format_matrix_text", "format_rows",
-           "grid_cells", "kernel_filesystems", "metric_unit", "parse_grid", "parse_strace_counts", "plan_cell",
-           "run_sweep", "status_counts", "summarize", "summarize_values", "sweep_matrix", "timed_window_metrics",
-           "unit_argv", "unit_child", "unit_request", "unit_metrics", "varying_params", "write_matrix_page"]
+           "grid_cells", "kernel_filesystems", "manifest_figures", "metric_unit", "parse_grid", "parse_strace_counts",
+           "plan_cell", "run_sweep", "status_counts", "summarize", "summarize_values", "sweep_matrix",
+           "timed_window_metrics", "unit_argv", "unit_child", "unit_request", "unit_metrics", "varying_params",
+           "write_matrix_page"]

@@ -4,7 +4,8 @@ A worker declares the targets it reaches as Dask worker resources: `dask worker 
 "adb:SERIAL1=1,adb:SERIAL2=1"` for a host with two phones, `local=1` for a host that runs emulated stacks. A
 unit's task asks for {target: 1} (the sweep parameter `target`, default local), so Dask runs it only on a worker
 offering that target, and one unit per target at a time, since the worker has one of it. The task runs the child
-`mobiperf run --request` a sweep on one host runs (plan.unit_child; runner's supervision: its own session, SIGINT when the
+`mobiperf run --request` a sweep on one host runs (plan.unit_child; runner's supervision: its own session, SIGINT
+when the
 worker dies) into SWEEP/runs/<cell>-r<rep>-a<attempt>, reads its metrics there (metrics.unit_metrics), and the
 client writes the manifest.
 
@@ -33,7 +34,7 @@ from typing import Any
 
 from mobiperf.orchestration.cluster import worker_name
 from mobiperf.orchestration.sweep.manifest import SweepDefinition, SweepDir, lock_sweep
-from mobiperf.orchestration.sweep.metrics import unit_outcome
+from mobiperf.orchestration.sweep.metrics import manifest_figures, unit_outcome
 from mobiperf.orchestration.sweep.params import DEFAULTS
 from mobiperf.orchestration.sweep.plan import plan_cell, unit_child
 from mobiperf.orchestration.sweep.runner import Progress, die_with_parent, stop_child
@@ -84,7 +85,8 @@ def run_unit_task(sweep_path: str, cell: str, rep: int, params: dict[str, str], 
     out["elapsed_s"] = round(time.time() - started, 3)
     if code is None:
         return {**out, "status": "pending", "error": "interrupted; runs again when the sweep is resumed"}
-    out["status"], out["metrics"], out["notes"], out["error"] = unit_outcome(run_path, plan, log, code)
+    out["status"], metrics, out["notes"], out["error"] = unit_outcome(run_path, plan, log, code)
+    out["metrics"], out["units"] = manifest_figures(metrics)   # plain data: the result crosses to the client
     return out
 
 
@@ -193,6 +195,7 @@ class _ClientState:
         with self.lock:
             unit.pop("started", None)
             unit.update(status=result["status"], error=result["error"], metrics=result["metrics"],
+                        units=result.get("units", {}),
                         notes=result["notes"], run=result["run"], worker=result["worker"], pid=None,
                         attempts=max(unit["attempts"], result["attempt"]))
             if "elapsed_s" in result:

@@ -66,7 +66,7 @@ def _duration(text: str) -> str:
 
 
 def _profile(text: str) -> str:
-    from mobiperf.stack.devmodel import resolve_profile
+    from mobiperf.stack.device_model import resolve_profile
 
     if text.lower() in ("", "none", "off"):
         return "none"
@@ -120,7 +120,7 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     Parameter("fs_journal", "ext4 journal: internal, or external on a second loop device (seed 002)",
               _choice(("internal", "external")), ("internal", "external")),
     Parameter("scheduler", "IO scheduler of the loop device", _choice(SCHEDULERS), SCHEDULERS),
-    Parameter("device", "device model profile under the loop device (mobiperf.stack.devmodel), or none",
+    Parameter("device", "device model profile under the loop device (mobiperf.stack.device_model), or none",
               _profile, ("none", "emmc-2012", "ufs-2020", "host")),
     Parameter("phone", "phone profile: device + dirty + cpu + fuse_wakeup at once (mobiperf.stack.phone); explicit "
               "values of those override it", _phone, ("none", "galaxy-s3-2012")),

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from mobiperf.orchestration.sweep.manifest import SweepDefinition, SweepDir, lock_sweep
-from mobiperf.orchestration.sweep.metrics import unit_outcome
+from mobiperf.orchestration.sweep.metrics import manifest_figures, unit_outcome
 from mobiperf.orchestration.sweep.plan import plan_cell, unit_child
 from mobiperf.stack.cpu_share import remove_stale_cgroups
 
@@ -92,7 +92,8 @@ def _run_unit(sweep: SweepDir, data: dict, cell: dict, unit: dict, python: str) 
     unit["pid"] = None
     unit["elapsed_s"] = round(time.time() - unit.pop("started"), 3)
     status, metrics, notes, error = unit_outcome(run_path, plan, log, code)
-    unit.update(status=status, metrics=metrics, notes=notes, error=error)
+    values, units = manifest_figures(metrics)
+    unit.update(status=status, metrics=values, units=units, notes=notes, error=error)
     sweep.write(data)
 
 

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from mobiperf.core.run_facts import RENAMED_METRICS
 from mobiperf.core.stats import bootstrap_median_ci
 from mobiperf.orchestration.sweep.params import DEFAULTS
 
@@ -21,8 +22,17 @@ LEGACY_METRICS = {"e2e.throughput": ("run.throughput", 1.0), "e2e.tps": ("run.tp
 
 
 def canonical_metric(name: str) -> str:
-    """A metric name in today's vocabulary (e2e.throughput -> run.throughput)."""
-    return LEGACY_METRICS.get(name, (name,))[0]
+    """A metric key in today's vocabulary (e2e.throughput -> run.throughput; a run's renamed metrics,
+    latency.syscall.syscall.p50{op=write} -> latency.syscall.p50{op=write})."""
+    return _legacy(name)[0]
+
+
+def _legacy(key: str) -> tuple[str, float]:
+    """(today's key, the factor to today's unit) of a metric key an older sweep stored."""
+    if key in LEGACY_METRICS:
+        return LEGACY_METRICS[key]
+    name, brace, labels = key.partition("{")
+    return RENAMED_METRICS.get(name, name) + brace + labels, 1.0
 
 
 @dataclass
@@ -65,7 +75,7 @@ def summarize(data: dict) -> list[CellSummary]:
         for u in sorted(units, key=lambda u: u["rep"]):
             if u["status"] == "done":
                 for k, v in u["metrics"].items():
-                    name, scale = LEGACY_METRICS.get(k, (k, 1.0))
+                    name, scale = _legacy(k)
                     values.setdefault(name, []).append(v * scale)
         if cell["status"] == "skipped":
             status, reason = "skipped", cell.get("reason")
@@ -110,7 +120,7 @@ def format_matrix_text(data: dict, metric: str | None = None) -> str:
     from mobiperf.core.metrics import format_value
 
     metric = canonical_metric(metric or data.get("metric", DEFAULT_METRIC))
-    unit = metric_unit(metric)
+    unit = metric_unit(metric, data)
     names = varying_params(data) or list(data["cells"][0]["params"])[:1]
     rows = [[*names, "status", "n", f"median {metric}", "95% CI"]]
     for s in summarize(data):
@@ -143,7 +153,7 @@ def sweep_matrix(data: dict, metric: str | None = None):
     counts = ", ".join(f"{v} {k}" for k, v in status_counts(data).items())
     intro = (f"{len(data['cells'])} cells × {data['repeat']} repetitions, seeded order (seed {data['seed']}); "
              f"units: {counts}.")
-    return Matrix(pl.DataFrame(rows, schema=schema), metric, metric_unit(metric), varying,
+    return Matrix(pl.DataFrame(rows, schema=schema), metric, metric_unit(metric, data), varying,
                   varying or sorted(names), intro)
 
 
@@ -166,9 +176,14 @@ _UNITS = (("*throughput*", "B/s"), ("*.tps", "tx/s"), ("*.iops", "IOPS"), ("run.
           ("latency.*", "ns"), ("*.bytes", "B"))
 
 
-def metric_unit(metric: str) -> str:
+def metric_unit(metric: str, data: dict | None = None) -> str:
+    """The unit of a sweep metric: as its units recorded it (the metric records of each unit's run), else, for a
+    sweep written before units were recorded, by its name."""
     import fnmatch
 
+    for u in (data or {}).get("units", []):
+        if metric in (u.get("units") or {}):
+            return u["units"][metric]
     for pattern, unit in _UNITS:
         if fnmatch.fnmatchcase(metric, pattern):
             return unit

@@ -1,7 +1,7 @@
 """The emulated phone storage stack: a loop device over an image file, a filesystem, and optional FUSE layers
 (the stack string is mobiperf.stack.spec's; how it is built beyond it, StackOptions).
 
-Below the filesystem, a device profile (StackOptions.device, see mobiperf.stack.devmodel) puts a throttling store
+Below the filesystem, a device profile (StackOptions.device, see mobiperf.stack.device_model) puts a throttling store
 between the loop device and the host's disk. Three more options make the host behave like a phone around the stack
 (mobiperf.stack.phone bundles them): `dirty_limit` bounds the dirty pages of the data device
 (mobiperf.stack.dirty_limit: a phone's small memory starts writeback early), `cpu_share` puts the FUSE daemons the
@@ -36,7 +36,7 @@ from mobiperf.core.errors import StackError, TargetError, UsageError
 from mobiperf.core.mounts import is_mounted, parse_proc_mounts
 from mobiperf.core.units import parse_size
 from mobiperf.core.vocabulary import FUSE_LAYERS, RAW
-from mobiperf.stack.device_settings import reset_loop_device
+from mobiperf.stack.queue_settings import reset_loop_device
 from mobiperf.stack.facts import StackFacts, fuse_device_fds
 from mobiperf.stack.options import StackOptions
 from mobiperf.stack.spec import MKFS, Layer, StackSpec
@@ -46,7 +46,7 @@ from mobiperf.target.transport import BackgroundProcess
 from mobiperf.target.undo_journal import journal_for
 
 
-class LocalStack:
+class EmulatedStack:
     """Builds the stack on entry and always takes it down on exit.
 
     options.counters_dir receives each FUSE daemon's counters JSON (the daemons write it at unmount), the device
@@ -180,7 +180,7 @@ class LocalStack:
             image = f"{self.private}/{name}"
             self._sh(["truncate", "-s", str(size), image])
             return image
-        from mobiperf.stack.devmodel import ThrottledStore
+        from mobiperf.stack.device_model import ThrottledStore
 
         daemon = reference_bin_dir() / "devmodel"
         if not daemon.exists():

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import needs_root
-from mobiperf.stack.device_settings import loop_settings, reset_loop_device, stale_loop_devices
+from mobiperf.stack.queue_settings import loop_settings, reset_loop_device, stale_loop_devices
 from mobiperf.target.transport import LocalTransport
 
 pytestmark = needs_root

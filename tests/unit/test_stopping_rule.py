@@ -1,4 +1,4 @@
-"""mobiperf.core.sequential: the fixed look schedule, the alpha spent over the looks, and what matters in the end: the
+"""mobiperf.core.stopping_rule: the fixed look schedule, the alpha spent over the looks, and what matters in the end: the
 interval reported when the rule stopped covers the true median at least 1 - alpha of the time, although the rule
 looked several times (checked by simulation against a known distribution)."""
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from mobiperf.core import sequential
+from mobiperf.core import stopping_rule
 from mobiperf.core.errors import UsageError
 
 
@@ -16,12 +16,12 @@ from mobiperf.core.errors import UsageError
     (5, 5, (5,)), (3, 5, (3,)), (100, 8, (8, 12, 18, 27, 41, 62, 100)),
 ])
 def test_look_schedule(limit, first, looks):
-    assert sequential.look_schedule(limit, first) == looks
+    assert stopping_rule.look_schedule(limit, first) == looks
 
 
 def test_the_looks_spend_exactly_alpha_pocock_style():
-    looks = sequential.look_schedule(20, 8)
-    alphas = sequential.look_alphas(looks, 0.05)
+    looks = stopping_rule.look_schedule(20, 8)
+    alphas = stopping_rule.look_alphas(looks, 0.05)
     assert sum(alphas) == pytest.approx(0.05)
     assert all(a > 0 for a in alphas)
     # Pocock-type: alpha(t) = alpha ln(1 + (e - 1) t); at t = 8/20 that is 0.05 ln(1.687) = 0.0262
@@ -30,7 +30,7 @@ def test_the_looks_spend_exactly_alpha_pocock_style():
 
 def _simulate(rng, limit, min_effect, sigma):
     """One sequence of lognormal repetitions (true median 100): (stopping n, the reported interval)."""
-    plan = sequential.Plan("x", limit, min_effect, first=sequential.FIRST_LOOK_ONE_RUN)
+    plan = stopping_rule.Plan("x", limit, min_effect, first=stopping_rule.FIRST_LOOK_ONE_RUN)
     values = list(100 * np.exp(rng.normal(0, sigma, limit)))
     for n in range(1, limit + 1):
         if plan.wants_look(n):
@@ -57,7 +57,7 @@ def test_a_noisy_workload_stops_at_the_limit_and_says_so():
     rng = np.random.default_rng(1)
     n, look = _simulate(rng, 12, 0.02, 0.5)
     assert n == 12
-    plan = sequential.Plan("workload.throughput", 12, 0.02, first=8)
+    plan = stopping_rule.Plan("workload.throughput", 12, 0.02, first=8)
     for k in (8, 12):
         plan.look_one(list(100 * np.exp(rng.normal(0, 0.5, k))))
     assert plan.stopped and plan.reason.startswith("reached the limit of 12 repetitions; the ")
@@ -65,14 +65,14 @@ def test_a_noisy_workload_stops_at_the_limit_and_says_so():
 
 
 def test_too_few_values_for_the_confidence_are_unbounded_with_the_reason():
-    plan = sequential.Plan("x", 5, 0.05, first=8)   # one look at 5, confidence 95 %: a median needs 6 values
+    plan = stopping_rule.Plan("x", 5, 0.05, first=8)   # one look at 5, confidence 95 %: a median needs 6 values
     look = plan.look_one([1.0, 1.01, 0.99, 1.0, 1.02])
     assert look.relative_width == math.inf and "needs at least 6" in look.note
     assert plan.stopped and "is unbounded" in plan.reason and "needs at least 6" in plan.reason
 
 
 def test_two_sample_looks_use_the_ratio_of_medians():
-    plan = sequential.Plan("workload.throughput", 20, 0.10)
+    plan = stopping_rule.Plan("workload.throughput", 20, 0.10)
     rng = np.random.default_rng(3)
     base, new = 100 * np.exp(rng.normal(0, 0.01, 5)), 150 * np.exp(rng.normal(0, 0.01, 5))
     look = plan.look_two(base, new)
@@ -82,7 +82,7 @@ def test_two_sample_looks_use_the_ratio_of_medians():
 @pytest.mark.parametrize("text,expected", [("3", 3), ("100", 100), ("auto", ("auto", 20)), ("auto:30", ("auto", 30)),
                                            ("AUTO:2", ("auto", 2))])
 def test_parse_repeat(text, expected):
-    assert sequential.parse_repeat(text) == expected
+    assert stopping_rule.parse_repeat(text) == expected
 
 
 @pytest.mark.parametrize("text,allow_auto,message", [
@@ -92,4 +92,4 @@ def test_parse_repeat(text, expected):
 ])
 def test_parse_repeat_rejects_with_the_valid_range(text, allow_auto, message):
     with pytest.raises(UsageError, match=message.replace("[", r"\[").replace("]", r"\]")):
-        sequential.parse_repeat(text, allow_auto=allow_auto)
+        stopping_rule.parse_repeat(text, allow_auto=allow_auto)
