@@ -53,7 +53,8 @@ ANALYSIS_PARAMS = {"scope": "workload", "device_private": True, "sqlite_journal"
 
 
 UPSTREAM = {"block_io": "block_rq", "syscall_class": "syscall_io", "io_span": "syscall_io",
-            "waterfall": "syscall_io", "sqlite_txn": "fsync_event", "file_io": "android_fs_event"}
+            "time_profile": "syscall_io", "waterfall": "syscall_io", "sqlite_txn": "fsync_event",
+            "file_io": "android_fs_event"}
 
 
 def table_sources(tables) -> tuple[str, ...]:
@@ -89,8 +90,8 @@ def _analyzer(name: str, needs: tuple[str, ...], produces: str, run: Callable,
 
 def registry() -> list[Analyzer]:
     from mobiperf.analyzers import (amplification, attribution, block_io, blocked, file_io, file_nest, io_by_file,
-                                    io_by_owner, io_class, io_span, latency, sqlite_txn, syscall, timed_window,
-                                    waterfall)
+                                    io_by_owner, io_class, io_span, latency, sqlite_txn, syscall, time_profile,
+                                    timed_window, waterfall)
     from mobiperf.collectors.parse import pairing
 
     calls = ("trace_marker", "task_role", "fuse_req")
@@ -128,6 +129,8 @@ def registry() -> list[Analyzer]:
         _analyzer("blocked", ("sched_switch",), "blocked", blocked.summarize_blocked,
                   optional=("sched_wakeup", "sched_blocked_reason", "io_span", "span_owner", "task",
                             "android_fs_event", "task_role", "syscall_io")),
+        _analyzer("time_profile", ("io_span",), "time_profile", time_profile.profile_span_time,
+                  optional=("span_owner",)),
         _analyzer("amplification", ("syscall_class", "block_io"), "amplification",
                   amplification.measure_amplification, optional=("fuse_req",)),
         _analyzer("sqlite_txn", ("fsync_event", "block_io", "trace_marker"), "sqlite_txn",

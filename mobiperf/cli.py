@@ -192,6 +192,7 @@ def cmd_probe(target: str, fmt: str) -> None:
     "mobiperf run -t local --stack ext4 -- dd if=/dev/zero of=f bs=512k count=64 oflag=direct",
     "mobiperf run --stack ext4 --scheduler bfq -n 3 -o runs/seq -- mobibench -p . -f 65536 -r 512 -a 0",
     "mobiperf run --stack ext4+fuse -- mobibench -p . -d 0 -n 100 -j 1",
+    "mobiperf run --stack ext4+bfuse -n auto --baseline runs/fuse -o runs/bfuse -- mobibench -p . -f 65536 -r 512 -a 0",
     "mobiperf run --stack ext4+fuse --phone galaxy-s3-2012 -- mobibench -p . -f 262144 -r 512 -a 4",
     "mobiperf run --stack raw --device emmc-2012 -- sh -c 'dd if=/dev/zero of=$MOBIPERF_DEVICE bs=512k count=256'",
     "mobiperf run --stack ext4 --source ftrace --source strace --source layout -- mobibench -p . -d 0 -n 50 -j 3",
@@ -206,6 +207,9 @@ def cmd_probe(target: str, fmt: str) -> None:
 @click.option("--primary", metavar="METRIC",
               help="With -n auto: the metric to make precise (default: the workload's throughput, else its "
                    "elapsed time).")
+@click.option("--baseline", type=click.Path(path_type=Path), metavar="RUN",
+              help="With -n auto: compare every look with RUN's repetitions; stop when the ratio is precise or "
+                   "the verdict is settled (a clear effect, however noisy).")
 @click.option("-o", "--output", type=click.Path(path_type=Path), callback=_absolute,
               help="Run directory to create (never overwritten).")
 @click.option("--image-size", default="1G", show_default=True, help="Size of the emulated data partition.")
@@ -237,9 +241,9 @@ def cmd_probe(target: str, fmt: str) -> None:
               help="A run request file (JSON: the stack as typed layers, the workload, its options), as a sweep "
                    "hands each cell to its run; -t and -o stay on the command line.")
 @click.argument("command", nargs=-1)
-def cmd_run(target, stack_spec, scheduler, repeat, min_effect, primary, output, image_size, device_profile, phone,
-            dirty_limit, cpu_share, fuse_wakeup, sources, event_sets, events, recorder, timeout, no_report, scope,
-            request_file, command) -> None:
+def cmd_run(target, stack_spec, scheduler, repeat, min_effect, primary, baseline, output, image_size, device_profile,
+            phone, dirty_limit, cpu_share, fuse_wakeup, sources, event_sets, events, recorder, timeout, no_report,
+            scope, request_file, command) -> None:
     """Set up the stack, run COMMAND in its working directory while tracing, tear the stack down, then parse,
     analyze and report."""
     from mobiperf.orchestration import pipeline
@@ -253,9 +257,10 @@ def cmd_run(target, stack_spec, scheduler, repeat, min_effect, primary, output, 
     else:
         request = run_request_from_options(
             stack_spec=stack_spec, scheduler=scheduler, repeat=repeat, min_effect=min_effect, primary=primary,
-            image_size=image_size, device_profile=device_profile, phone=phone, dirty_limit=dirty_limit,
-            cpu_share=cpu_share, fuse_wakeup=fuse_wakeup, sources=sources, event_sets=event_sets, events=events,
-            recorder=recorder, timeout=timeout, no_report=no_report, scope=scope, command=command)
+            baseline=baseline, image_size=image_size, device_profile=device_profile, phone=phone,
+            dirty_limit=dirty_limit, cpu_share=cpu_share, fuse_wakeup=fuse_wakeup, sources=sources,
+            event_sets=event_sets, events=events, recorder=recorder, timeout=timeout, no_report=no_report, scope=scope,
+            command=command)
     auto = request.auto
     if request.device:
         from mobiperf.stack.device_model import resolve_profile
@@ -319,7 +324,7 @@ def _request_from_file(path: Path, command: tuple[str, ...]):
 
 def run_request_from_options(*, stack_spec, scheduler, repeat, min_effect, primary, image_size, device_profile,
                              phone, dirty_limit, cpu_share, fuse_wakeup, sources, event_sets, events, recorder,
-                             timeout, no_report, scope, command):
+                             timeout, no_report, scope, command, baseline=None):
     """The RunRequest that `mobiperf run`'s options and COMMAND ask for (a phone profile fills the models the
     options leave at their defaults)."""
     from mobiperf.collectors.ftrace import parse_event_names
@@ -341,9 +346,10 @@ def run_request_from_options(*, stack_spec, scheduler, repeat, min_effect, prima
     if isinstance(repeat, tuple):
         from mobiperf.orchestration.auto_repeat import AutoRepeat
 
-        auto = AutoRepeat(repeat[1], fraction(min_effect, "--min-effect"), primary=primary)
-    elif primary:
-        raise UsageError("--primary applies to -n auto (compare decides on a primary metric of its own)")
+        auto = AutoRepeat(repeat[1], fraction(min_effect, "--min-effect"), primary=primary, baseline=baseline)
+    elif primary or baseline:
+        raise UsageError(f"{'--primary' if primary else '--baseline'} applies to -n auto (compare decides on a "
+                         "primary metric of its own)")
     return RunRequest(
         stack=parse_stack_spec(stack_spec), command=list(command), scheduler=scheduler,
         repeat=repeat if auto is None else auto.limit, auto=auto,

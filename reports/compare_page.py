@@ -1,7 +1,8 @@
 """The compare page: BASE and every NEW run on one self-contained HTML page, in the order a storage engineer asks.
 
 1. The verdict: one sentence per NEW run on the primary metric, and every repetition of it side by side (box and
-   points), with what makes the answer doubtful above it (a run compared with itself, different workloads).
+   points), with what makes the answer doubtful above it (a run compared with itself, different workloads);
+   then where the time moved: the top movers and the differential icicle of each NEW (reports/profile_section.py).
 2. The guards and whether they held.
 3. Every other metric as context, grouped by layer, in a table sortable and filterable in the page (no server),
    and as NEW/BASE ratios with their confidence intervals on a log scale.
@@ -26,6 +27,7 @@ from mobiperf.reports import compare_figures
 from mobiperf.reports.compare_figures import fig_changes, fig_distributions
 from mobiperf.reports.html import esc, figure_div, missing, page, sortable_table, status_label, table_filter
 from mobiperf.reports.page import syscall_count_rows
+from mobiperf.reports.profile_section import latency_section, profile_section
 from mobiperf.compare.verdict import LAYER_ORDER
 
 FINDINGS = (stats.REGRESSION, stats.IMPROVEMENT, stats.CHANGED)
@@ -185,6 +187,8 @@ def render_compare(result: CompareResult) -> str:
         parts.append(f"<div class='banner{' loud' if loud else ''}'>{esc(head)}"
                      + (f"<ul>{items}</ul>" if items else "") + "</div>")
     parts.append(f"<section id='verdict'><h2>Verdict</h2>{_verdict_section(result)}</section>")
+    parts.append("<section id='moved'><h2>Where the time moved</h2>"
+                 f"{profile_section(result.profile, result.profile_note)}{latency_section(result.latency)}</section>")
     parts.append(f"<section id='guards'><h2>Guards</h2>{_guards_section(result)}</section>")
     parts.append(f"<section id='context'><h2>Context, by layer (never gates)</h2>{_context_section(result)}"
                  + "".join(f"<p>{esc(p.new.label)}: {esc(summary_line(p))}</p>" for p in result.pairs)
@@ -203,8 +207,8 @@ def render_compare(result: CompareResult) -> str:
     parts.append(_figures_section(labels, tables, problems))
     parts.append("<section id='table3'><h2>System calls and IO requests (Table 3)</h2>"
                  + _table3(groups, tables) + "</section>")
-    nav = [("verdict", "Verdict"), ("guards", "Guards"), ("context", "Context"), ("runs", "Runs"),
-           ("figures", "Figures"), ("table3", "Table 3")]
+    nav = [("verdict", "Verdict"), ("moved", "Where the time moved"), ("guards", "Guards"), ("context", "Context"),
+           ("runs", "Runs"), ("figures", "Figures"), ("table3", "Table 3")]
     return page(f"mobiperf compare: {result.base.label}", nav, "".join(parts), status)
 
 

@@ -110,10 +110,16 @@ def matrix_table_html(matrix: pl.DataFrame, names: list[str], metric: str, unit:
         status = f"<span class='{cls}'>{r['status']}</span>" + (
             f" <span class='note'>{html.escape((r['reason'] or '')[:160])}</span>" if r["reason"] else "")
         ci = "–" if math.isnan(r["ci_low"]) else f"[{_fmt(r['ci_low'], unit)}, {_fmt(r['ci_high'], unit)}]"
+        versus = html.escape(r.get("versus") or "")
+        versus = f"<span class='{_VERDICT_CLASS.get(r.get('verdict'), '')}'>{versus}</span>"
         rows.append([r["cell"], *(html.escape(r[n]) for n in names), str(r["n"]),
-                     _fmt(r["median"], unit), ci, f"{_fmt(r['min'], unit)} – {_fmt(r['max'], unit)}", status])
-    return _table(["cell", *names, "n", f"median {metric}", "95% CI (bootstrap)", "range", "status"], rows,
-                  left=1 + len(names))
+                     _fmt(r["median"], unit), ci, f"{_fmt(r['min'], unit)} – {_fmt(r['max'], unit)}", versus,
+                     status])
+    return _table(["cell", *names, "n", f"median {metric}", "95% CI (bootstrap)", "range", "vs baseline", "status"],
+                  rows, left=1 + len(names))
+
+
+_VERDICT_CLASS = {"improvement": "ok", "regression": "bad", "baseline": "skip", "undecided": "skip"}
 
 
 class _Page:
@@ -202,11 +208,13 @@ def write_study_page(study_result: dict, matrix: Matrix, path: Path, *, notes: l
         table_rows = []
         for r in rows:
             ci = "–" if r.get("ci_low") is None else f"[{_fmt(r['ci_low'], unit)}, {_fmt(r['ci_high'], unit)}]"
+            versus = f"<span class='{_VERDICT_CLASS.get(r.get('verdict'), '')}'>{html.escape(r.get('versus') or '')}"
             table_rows.append([html.escape(r["label"]), _fmt(r.get("ours"), unit), ci, str(r.get("n", "")),
                                _fmt(r.get("paper"), unit) if isinstance(r.get("paper"), (int, float))
                                else html.escape(str(r.get("paper") or "–")),
-                               html.escape(r.get("note", ""))])
-        page.raw(_table(["configuration", "ours (median)", "95% CI", "n", "paper", "note"], table_rows))
+                               html.escape(r.get("note", "")), versus + "</span>"])
+        page.raw(_table(["configuration", "ours (median)", "95% CI", "n", "paper", "note",
+                         "significance (compare's test)"], table_rows))
     page.h("All cells")
     _sweep_sections(page, matrix)
     return page.write(path)

@@ -31,7 +31,8 @@ Examples:
   mobiperf compare runs/base runs/new --guard 'latency.d2c.p99{op=write}:10%' --fail-on-regression
   mobiperf compare runs/base runs/new --primary run.workload_time --min-effect 10%
   mobiperf compare runs/base runs/new --format json | jq .verdict
-  mobiperf compare runs/fuse runs/bfuse --until 20      # add repetitions to both until the ratio is precise
+  mobiperf compare runs/fuse runs/bfuse --until 20      # add repetitions until the ratio is precise or settled
+  mobiperf compare runs/fuse runs/bfuse --format json | jq '.movers[:3]'   # where the time moved
   mobiperf compare runs/noop runs/blk runs/ext4 runs/fuse --metric 'latency.*' --format csv > overhead.csv
 """
 
@@ -60,7 +61,7 @@ Examples:
               help="Warn when a side's robust coefficient of variation exceeds this.")
 @click.option("--until", "until", type=click.IntRange(2, 100), metavar="LIMIT",
               help="Add repetitions to BASE and NEW (run again, alternately) until the primary metric's ratio is "
-                   "known within the minimum effect, up to LIMIT per side.")
+                   "known within the minimum effect or the verdict is settled, up to LIMIT per side.")
 @click.option("-t", "--target", default="local", show_default=True,
               help="With --until: where to run the added repetitions: local, or adb[:SERIAL].")
 @click.option("--fail-on-regression", is_flag=True,
@@ -84,6 +85,9 @@ def cmd_compare(base, new, fmt, output, primary, guards, metrics, alpha, min_eff
         _extend(base, new, until, options, target)
     groups = [compare.load_group(p) for p in (base, *new)]
     result = compare.compare_groups(groups[0], groups[1:], options)
+    from mobiperf.compare.moved import attach_profile
+
+    attach_profile(result)  # where the time moved
     if fmt != "text":  # the text form has them at its top; machines' stdout stays parseable
         for w in result.warnings:
             click.echo(f"WARNING: {w}", err=True)

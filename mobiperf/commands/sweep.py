@@ -29,6 +29,7 @@ Examples:
   mobiperf sweep -o sweeps/sync -p sync=fsync,fdatasync -p access=rand-write -p record=4k -p file_size=4M
   mobiperf sweep -o sweeps/fs                       # resume, then draw the matrix
   mobiperf sweep -o sweeps/fs --status --primary workload.ctx_switches
+  mobiperf sweep -o sweeps/fs --status --baseline fs=xfs,scheduler=none   # every cell against another
   mobiperf sweep -o sweeps/fs -p fs=ext4,xfs --dry-run > cells.sh   # one pasteable `mobiperf run` per cell
   mobiperf sweep -o /shared/sw -p target=adb:SERIAL1,adb:SERIAL2 -p sync=fsync,fdatasync --cluster tcp://sched:8786
 """
@@ -50,10 +51,12 @@ Examples:
 @click.option("--dry-run", is_flag=True, help="Print the cells and their `mobiperf run` commands; run nothing.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "csv"]), default="text", show_default=True,
               help="Output format of the matrix.")
+@click.option("--baseline", metavar="CELL", help="The cell every other is compared with (its id, c000, or "
+              "NAME=VALUE[,NAME=VALUE]; default: the first cell).")
 @click.option("--cluster", help="Send the cells to Dask workers that offer their target as a resource "
                                 "(`dask worker --resources \"adb:SERIAL=1\"`, or local=1): tcp://HOST:PORT, or "
                                 "local:N (N cells at once on this host).")
-def cmd_sweep(output, params, repeat, seed, primary, timeout, retry_failed, status_only, dry_run, fmt,
+def cmd_sweep(output, params, repeat, seed, primary, timeout, retry_failed, status_only, dry_run, fmt, baseline,
               cluster) -> None:
     """Run WORKLOAD cells over a grid of stack and workload parameters, in a seeded random order, resumable;
     write SWEEP/matrix.html (heatmap + table with confidence intervals)."""
@@ -100,20 +103,23 @@ def cmd_sweep(output, params, repeat, seed, primary, timeout, retry_failed, stat
     else:
         data = sdir.read()
     metric = sweep.canonical_metric(metric or data.get("metric") or sweep.DEFAULT_METRIC)
-    page = sweep.write_matrix_page(data, output / "matrix.html", metric=metric)
+    page = sweep.write_matrix_page(data, output / "matrix.html", metric=metric, baseline=baseline)
+    base, versus = sweep.cell_comparisons(data, metric, baseline)
     if fmt == "json":
         import json
 
         click.echo(json.dumps([{"cell": s.cell, "params": s.params, "status": s.status, "reason": s.reason,
-                                **s.stat(metric)} for s in sweep.summarize(data)], indent=2))
+                                **s.stat(metric), **_versus_fields(base, s.cell, versus)}
+                               for s in sweep.summarize(data)], indent=2))
     elif fmt == "csv":
-        click.echo("cell,params,status,n,median,ci_low,ci_high")
+        click.echo("cell,params,status,n,median,ci_low,ci_high,baseline,change,p_value,verdict")
         for s in sweep.summarize(data):
-            st = s.stat(metric)
+            st, v = s.stat(metric), _versus_fields(base, s.cell, versus)
             p = ";".join(f"{k}={v}" for k, v in s.params.items())
-            click.echo(f"{s.cell},{p},{s.status},{st['n']},{st['median']},{st['ci_low']},{st['ci_high']}")
+            click.echo(f"{s.cell},{p},{s.status},{st['n']},{st['median']},{st['ci_low']},{st['ci_high']},"
+                       f"{v['baseline']},{_csv(v['change'])},{_csv(v['p_value'])},{v['verdict']}")
     else:
-        click.echo(sweep.format_matrix_text(data, metric), nl=False)
+        click.echo(sweep.format_matrix_text(data, metric, baseline), nl=False)
         counts = ", ".join(f"{v} {k}" for k, v in sweep.status_counts(data).items())
         click.echo(f"units: {counts}")
         click.echo(f"matrix: {page}")
@@ -128,6 +134,20 @@ def _run_on_cluster(cluster: str, output: Path, definition, retry_failed: bool, 
     spec = parse_cluster(cluster)
     with open_client(spec, resources={"local": 1} if spec.is_local else None) as client:
         return run_sweep_on_cluster(output, definition, client, retry_failed=retry_failed, progress=progress)
+
+
+def _versus_fields(base: str, cell: str, versus: dict) -> dict:
+    """A cell's comparison with the baseline cell as data (compare's fields); `-` for a cell without values."""
+    c = versus.get(cell)
+    if c is None:
+        return {"baseline": base, "change": None, "p_value": None, "verdict": "baseline" if cell == base else "-"}
+    num = (lambda v: None if v != v else v)  # noqa: E731  (NaN -> null)
+    return {"baseline": base, "change": num(c.change), "p_value": num(c.p_value), "verdict": c.verdict,
+            "verdict_reason": c.reason}
+
+
+def _csv(value) -> str:
+    return "" if value is None else f"{value:.6g}"
 
 
 def _params_text(sdir, cell_id: str) -> str:

@@ -11,15 +11,16 @@ import csv
 import io
 import json
 import math
-import textwrap
 from typing import Any
 
 from mobiperf.core import stats
+from mobiperf.compare.latency_shift import shifts_json, shifts_text
+from mobiperf.compare.text_layout import WIDTH, elide, table, wrap
+from mobiperf.compare.profile_format import background_json, movers_json, movers_text, profile_json
 from mobiperf.compare.runs import CompareOptions, CompareResult, MetricRow, PairResult, RunGroup
 from mobiperf.core.metrics import format_quantity
 from mobiperf.compare.verdict import LAYER_ORDER
 
-WIDTH = 120
 
 
 def verdict_label(c: stats.Comparison) -> str:
@@ -56,29 +57,6 @@ def row_verdict_text(c: stats.Comparison) -> str:
     return text
 
 
-def _table(rows: list[tuple[str, ...]], indent: str, left: tuple[int, ...] = (0,)) -> list[str]:
-    """Rows of cells as aligned lines; the first column is shortened (middle elided) so a line fits WIDTH."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    rest = len(indent) + sum(widths[1:]) + 2 * (len(widths) - 1)
-    room = max(24, WIDTH - rest)
-    if widths[0] > room:
-        rows = [(_elide(r[0], room), *r[1:]) for r in rows]
-        widths[0] = room
-    return [(indent + "  ".join(cell.ljust(widths[i]) if i in left else cell.rjust(widths[i])
-                                for i, cell in enumerate(r))).rstrip() for r in rows]
-
-
-def _wrap(text: str, indent: str = "   ") -> list[str]:
-    return textwrap.wrap(text, WIDTH, subsequent_indent=indent, break_on_hyphens=False, break_long_words=False)
-
-
-def _elide(text: str, width: int) -> str:
-    if len(text) <= width:
-        return text
-    keep = width - 1
-    return text[:keep // 2] + "…" + text[len(text) - (keep - keep // 2):]
-
-
 def _dispersed(c: stats.Comparison) -> list[str]:
     """The sides whose repetitions are dispersed (robust CV above --max-dispersion)."""
     return [w.split()[0] for w in c.warnings if " is dispersed " in w]
@@ -100,19 +78,19 @@ def format_text(result: CompareResult) -> str:
         studied = "; ".join(f"{s.name}: {s.base} -> {s.new}" for s in p.settings if s.kind == "stack")
         who = f" ({p.new.label})" if len(result.pairs) > 1 else ""
         if studied:
-            out += _wrap(f"changed under study{who}: {studied}")
+            out += wrap(f"changed under study{who}: {studied}")
     for head, details in result.warning_items:
-        out += _wrap(f"!! WARNING: {head}", "!!   ")
-        out += [line for d in details for line in _wrap(f"!!   {d}", "!!     ")]
+        out += wrap(f"!! WARNING: {head}", "!!   ")
+        out += [line for d in details for line in wrap(f"!!   {d}", "!!     ")]
     sentences = " ".join(p.verdict.sentence() for p in result.pairs if p.verdict)
     for n in result.notes:
         if n not in sentences:  # said once: in the verdict when it is the verdict's reason
-            out += _wrap(f"note: {n}", "   ")
+            out += wrap(f"note: {n}", "   ")
     for p in result.pairs:
         out += [""] + _pair_text(result, p)
-    out += [""] + _wrap(method_description(result.options), "   ")
+    out += [""] + wrap(method_description(result.options), "   ")
     if result.context_note:
-        out += _wrap(result.context_note, "   ")
+        out += wrap(result.context_note, "   ")
     return "\n".join(out) + "\n"
 
 
@@ -122,13 +100,13 @@ def _pair_text(result: CompareResult, p: PairResult) -> list[str]:
     if v is None:
         out.append("VERDICT: none (no primary metric in both BASE and NEW; give --primary METRIC)")
     else:
-        out += _wrap(f"VERDICT: {v.sentence()}")
+        out += wrap(f"VERDICT: {v.sentence()}")
         c = v.result
         detail = (f"   medians {format_quantity(c.base_median, v.unit)} -> {format_quantity(c.new_median, v.unit)}"
                   f"; {c.test or 'no test'}")
-        out += _wrap(detail + (f"; CI: {c.ci_note}" if c.ci_note else ""))
+        out += wrap(detail + (f"; CI: {c.ci_note}" if c.ci_note else ""))
         out += [line for w in c.warnings if not w.startswith("too few repetitions")
-                for line in _wrap(f"   {w}")]
+                for line in wrap(f"   {w}")]
     if p.guards:
         checks = {g.key: g for g in (v.guards if v else [])}
         rows = [("guard", "allowed", "change", "p", "n", "status")]
@@ -136,11 +114,17 @@ def _pair_text(result: CompareResult, p: PairResult) -> list[str]:
             g = checks.get(r.key)
             rows.append((r.key, f"{100 * g.limit:g}%" if g else "-", _change(r.result), _p(r.result),
                          f"{r.result.n_base}/{r.result.n_new}", g.status if g else "-"))
-        out += ["guards:"] + _table(rows, "   ", left=(0, 5))
+        out += ["guards:"] + table(rows, "   ", left=(0, 5))
+    if result.profile is not None:
+        out += [""] + movers_text(result.profile, result.pairs.index(p))
+    elif result.profile_note:
+        out += wrap(f"where the time moved: no profile: {result.profile_note}")
+    if result.latency is not None:
+        out += [""] + shifts_text(result.latency, result.pairs.index(p)) + [""]
     if p.context:
         out.append("context (never gates), by layer:")
         ordered = sorted(p.context, key=lambda r: (LAYER_ORDER.index(r.layer), r.key))
-        lines = _table(_metric_rows(ordered), "   ", left=(0, 6))
+        lines = table(_metric_rows(ordered), "   ", left=(0, 6))
         out.append(lines[0])
         layer = None
         for r, line in zip(ordered, lines[1:]):
@@ -151,14 +135,14 @@ def _pair_text(result: CompareResult, p: PairResult) -> list[str]:
         dispersed = {side: [r.key for r in p.context if side in _dispersed(r.result)] for side in ("BASE", "NEW")}
         if any(dispersed.values()):
             which = ", ".join(f"{side} in {len(keys)}" for side, keys in dispersed.items() if keys)
-            out += _wrap(f"   ~ dispersed repetitions (robust CV above {100 * result.options.max_dispersion:g}%: a "
+            out += wrap(f"   ~ dispersed repetitions (robust CV above {100 * result.options.max_dispersion:g}%: a "
                          f"change of the minimum effect can drown in their noise): {which} of {len(p.context)} "
                          "context metrics", "     ")
     for side, keys in (("BASE", p.only_in_base), ("NEW", p.only_in_new)):
         if keys:
-            out.append(_elide(f"   {len(keys)} metric(s) only in {side}, not compared: {', '.join(keys[:6])}"
+            out.append(elide(f"   {len(keys)} metric(s) only in {side}, not compared: {', '.join(keys[:6])}"
                               + (" ..." if len(keys) > 6 else ""), WIDTH))
-    out += _wrap("summary: " + summary_line(p))
+    out += wrap("summary: " + summary_line(p))
     return out
 
 
@@ -195,7 +179,10 @@ def to_json(result: CompareResult) -> dict:
         "verdict": p.verdict.as_dict() if p.verdict else None,
         "rows": [_row_json(p, r) for r in p.rows],
         "only_in_base": p.only_in_base, "only_in_new": p.only_in_new,
-    } for p in result.pairs]
+        "movers": movers_json(result.profile, k) if result.profile is not None else [],
+        "background": background_json(result.profile, k) if result.profile is not None else [],
+        "latency_shifts": shifts_json(result.latency, k) if result.latency is not None else [],
+    } for k, p in enumerate(result.pairs)]
     options = result.options.__dict__ | {"metric_patterns": list(result.options.metric_patterns),
                                          "guards": [str(g) for g in result.options.guards]}
     return {
@@ -205,6 +192,10 @@ def to_json(result: CompareResult) -> dict:
         "warnings": result.warnings, "notes": result.notes + ([result.context_note] if result.context_note else []),
         "comparisons": comparisons,
         "has_regression": result.has_regression,
+        "movers": comparisons[0]["movers"] if comparisons else [],
+        "profile": profile_json(result.profile) if result.profile is not None else None,
+        "profile_note": result.profile_note,
+        "latency_shifts": comparisons[0]["latency_shifts"] if comparisons else [],
     }
 
 

@@ -145,6 +145,9 @@ class CompareResult:
     base: RunGroup
     pairs: list[PairResult]
     options: CompareOptions
+    profile: Any = None          # compare.profile.ProfileDiff: where the time moved (None: see profile_note)
+    profile_note: str = ""       # why there is no profile
+    latency: Any = None          # compare.latency_shift.LatencyComparison: per layer and op, p50/p99 shifts
 
     @property
     def has_regression(self) -> bool:

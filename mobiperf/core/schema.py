@@ -308,6 +308,15 @@ IO_SPAN = Schema("io_span", {
    " layer file (Android's android_fs read/write, analyzers/file_nest.py) and at fs (sync_file); ino: the inode"
    " of file and sync_file spans (null elsewhere).", added=(("ino", None),))
 
+TIME_PROFILE = Schema("time_profile", {
+    "rep": I32, "layer": STR, "name": STR, "process": STR, "thread": STR, "path": STR, "file_type": STR,
+    "time_ns": I64, "count": I64, "bytes": I64,
+}, "Where the workload's call time went (analyzers/time_profile.py): every instant of a call given to the deepest"
+   " layer's span active then (shared equally among that layer's active spans), summed per layer, name (call,"
+   " FUSE opcode, block op), process and thread (who ran the span; names that line up between runs) and file (the"
+   " span's, else its call's); count and bytes of the spans counted once (is_primary). The time_ns of a"
+   " repetition add up to its calls' durations, and a layer's to waterfall's <layer>_self_ns.")
+
 IO_BACKGROUND = Schema("io_background", {
     "rep": I32, "scope": STR, "pid": I32, "comm": STR, "layer": STR, "name": STR, "count": I64, "bytes": I64,
     "time_ns": I64,
@@ -403,6 +412,6 @@ BLOCKED = Schema("blocked", {
 
 RESULTS = {s.name: s for s in (BLOCK_IO, PAIRING_SUMMARY, SYSCALL_CLASS, FILE_IO, IO_CLASS, IO_SHARE,
                                LATENCY_SUMMARY, SYSCALL_LATENCY, FS_LATENCY, FUSE_LATENCY, IO_SPAN, WATERFALL,
-                               BLOCK_CAUSE, LAYER_BREAKDOWN, IO_BACKGROUND, AMPLIFICATION,
+                               BLOCK_CAUSE, LAYER_BREAKDOWN, IO_BACKGROUND, TIME_PROFILE, AMPLIFICATION,
                                WINDOW_BLOCK, SQLITE_TXN, SQLITE_SUMMARY, SPAN_OWNER, IO_BY_FILE, BLOCKED,
                                IO_BY_OWNER)}

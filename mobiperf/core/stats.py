@@ -138,6 +138,43 @@ def mann_whitney(base: Sequence[float], new: Sequence[float], *, seed: int = 0) 
     return TestResult(float(min(1.0, res.pvalue)), method)
 
 
+def mann_whitney_rows(base: np.ndarray, new: np.ndarray, *, seed: int = 0, chunk_cells: int = 4_000_000
+                      ) -> np.ndarray:
+    """The p-value of `mann_whitney` for every row of two matrices at once (the rows: many metrics, each with
+    the same repetitions on each side), vectorized: the permutation test of the rank sum over every split of the
+    pooled mid-ranks up to MAX_EXACT_SPLITS (the same p-values as mann_whitney, ties or not: scipy's exact
+    two-sided rule, twice the smaller tail with its relative tolerance), else MONTE_CARLO_SPLITS seeded random
+    splits shared by all rows (the same test; the draws differ from mann_whitney's). 1.0 for a row whose values
+    are all equal, as mann_whitney says."""
+    a, b = np.asarray(base, dtype=float), np.asarray(new, dtype=float)
+    rows, n_a = a.shape
+    n = n_a + b.shape[1]
+    p = np.ones(rows)
+    if rows == 0 or n_a == 0 or n == n_a:
+        return p
+    pooled = np.hstack([a, b])
+    ranks = _scipy().rankdata(pooled, axis=1)
+    observed = ranks[:, :n_a].sum(axis=1)
+    if math.comb(n, n_a) <= MAX_EXACT_SPLITS:
+        import itertools
+
+        splits, adjustment = np.array(list(itertools.combinations(range(n), n_a))), 0
+    else:
+        rng = np.random.default_rng(seed)
+        splits = np.argsort(rng.random((MONTE_CARLO_SPLITS, n)), axis=1)[:, :n_a]
+        adjustment = 1   # a random sample of splits counts the observed one (scipy's rule)
+    step = max(1, chunk_cells // (len(splits) * n_a))
+    for at in range(0, rows, step):
+        null = ranks[at:at + step][:, splits].sum(axis=2)
+        t = observed[at:at + step, None]
+        gamma = np.abs(1e-14 * t)   # scipy's tolerance: sums of mid-ranks that are equal compare equal
+        less = ((null <= t + gamma).sum(axis=1) + adjustment) / (len(splits) + adjustment)
+        greater = ((null >= t - gamma).sum(axis=1) + adjustment) / (len(splits) + adjustment)
+        p[at:at + step] = np.clip(2 * np.minimum(less, greater), 0, 1)
+    p[(pooled == pooled[:, :1]).all(axis=1)] = 1.0
+    return p
+
+
 def mann_whitney_p(base: Sequence[float], new: Sequence[float]) -> float:
     return mann_whitney(base, new).p_value
 
@@ -231,6 +268,30 @@ def bootstrap_median_ci(values: Sequence[float], *, confidence: float = 0.95, n_
     tail = (1 - confidence) / 2
     low, high = (float(x) for x in np.quantile(boots, [tail, 1 - tail]))
     return Interval(low, high, confidence)
+
+
+def _difference_of_medians(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.median(y, axis=axis) - np.median(x, axis=axis)
+
+
+def shift_ci(base: Sequence[float], new: Sequence[float], *, confidence: float = 0.95,
+             n_resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> Interval:
+    """Percentile bootstrap confidence interval of median(new) - median(base), each side resampled on its own (a
+    shift in the values' own unit, where a ratio would mislead: a latency percentile that moves from 0)."""
+    a, b = np.asarray(base, dtype=float), np.asarray(new, dtype=float)
+    if len(a) < 2 or len(b) < 2:
+        return Interval(math.nan, math.nan, confidence, "no interval: a side has fewer than 2 repetitions")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # a degenerate bootstrap distribution is said below
+        res = _scipy().bootstrap((a, b), _difference_of_medians, paired=False, vectorized=True,
+                                 confidence_level=confidence, n_resamples=n_resamples, method="percentile",
+                                 rng=np.random.default_rng(seed))
+    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    note = "a point: every repetition gave the same value on both sides" if lo == hi else ""
+    if min(len(a), len(b)) < MIN_BOOTSTRAP_N:
+        note = (note + "; " if note else "") + (
+            f"coarse: a bootstrap median of {min(len(a), len(b))} values covers less than {100 * confidence:g}%")
+    return Interval(lo, hi, confidence, note)
 
 
 def bootstrap_ratio_ci(base: Sequence[float], new: Sequence[float], *, confidence: float = 0.95,

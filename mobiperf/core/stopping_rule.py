@@ -15,6 +15,12 @@ rule stops for precision, and early looks must be able to stop a stable workload
 The interval: for one run, the distribution-free order-statistic interval of the median (stats.median_ci; it is
 unbounded until there are enough repetitions for its confidence, e.g. 7 at 99 %); for a comparison, the
 bootstrap interval of the ratio of medians (stats.ratio_ci).
+
+A comparison also stops when its verdict is settled, however wide the interval: when the interval of the ratio
+lies wholly beyond the minimum effect (every ratio it holds is a change of at least the minimum effect, in one
+direction: a clear but noisy effect, 2x +- 40 %, needs no more repetitions to be called) or wholly within it (no
+ratio it holds is a change of the minimum effect: no change, settled). The same alpha spending covers these
+stops: the interval of the look that stopped holds the true ratio with probability at least 1 - alpha.
 """
 
 from __future__ import annotations
@@ -110,7 +116,26 @@ class Plan:
         ci = stats.ratio_ci(base, new, confidence=conf, seed=seed)
         mb = float(np.median(base))
         ratio = float(np.median(new)) / mb if mb else math.nan
-        return self._record(Look(n, conf, ratio, ci.low, ci.high, ci.relative_width(ratio), ci.note))
+        look = self._record(Look(n, conf, ratio, ci.low, ci.high, ci.relative_width(ratio), ci.note))
+        settled = self.settled(look)
+        if settled and not (self.stopped and "narrower" in self.reason):
+            self.stopped = True
+            self.reason = (f"after {look.n} repetitions per side the verdict is settled: the {_pct(look.confidence)} "
+                           f"interval of the ratio of {self.metric} [{look.low:.4g}, {look.high:.4g}] lies wholly "
+                           f"{settled} the minimum effect {_pct(self.min_effect)}")
+        return look
+
+    def settled(self, look: Look) -> str:
+        """'beyond' or 'within' when the interval of a ratio lies wholly beyond or wholly within the minimum effect
+        (module docstring), else ''. A coarse interval (too few repetitions to trust it) never settles."""
+        if not (math.isfinite(look.low) and math.isfinite(look.high)) or "coarse" in look.note:
+            return ""
+        lo, hi = 1 - self.min_effect, 1 + self.min_effect
+        if look.low >= hi or look.high <= lo:
+            return "beyond"
+        if look.low > lo and look.high < hi:
+            return "within"
+        return ""
 
     def _record(self, look: Look) -> Look:
         self.history.append(look)
@@ -130,8 +155,9 @@ class Plan:
     def describe(self) -> str:
         """How the plan works, in one line."""
         return (f"-n auto: looks at {', '.join(map(str, self.looks))} repetitions; stops when the interval of "
-                f"{self.metric} is narrower than {_pct(self.min_effect)} (alpha {self.alpha:g} spent over the "
-                "looks, Pocock-type)")
+                f"{self.metric} is narrower than {_pct(self.min_effect)}"
+                + (", or, against a baseline, lies wholly beyond or within it" if self.first == FIRST_LOOK else "")
+                + f" (alpha {self.alpha:g} spent over the looks, Pocock-type)")
 
     def as_dict(self) -> dict:
         out = {k: v for k, v in asdict(self).items() if k != "history"}

@@ -57,6 +57,11 @@ class Row:
     n: int = 0
     paper: float | str | None = None
     note: str = ""
+    cell: str | None = None       # the cell and metric the row's figure is the median of (Results.row)
+    metric: str | None = None
+    versus: str = ""              # its comparison with the section's baseline row (sweep.versus), said in words
+    verdict: str | None = None    # compare's verdict against it; "baseline" for the baseline row
+    p_value: float | None = None
 
 
 @dataclass
@@ -66,6 +71,7 @@ class Section:
     unit: str
     rows: list[Row] = field(default_factory=list)
     chart: bool = True
+    baseline: str | None = None   # the row (label) the others are compared with; default: the first measured one
 
 
 @dataclass
@@ -119,7 +125,8 @@ class Results:
             why = cell.reason or (f"{metric} not measured" if cell.status == "done" else "")
             return Row(display or label, paper=paper, note=f"{cell.status}: {why}"[:200])
         ci = (None, None) if math.isnan(st["ci_low"]) else (st["ci_low"] * scale, st["ci_high"] * scale)
-        return Row(display or label, st["median"] * scale, ci[0], ci[1], st["n"], paper, note)
+        return Row(display or label, st["median"] * scale, ci[0], ci[1], st["n"], paper, note, cell=label,
+                   metric=metric)
 
     def status(self, label: str) -> str:
         cell = self.cell(label)
@@ -228,6 +235,8 @@ def write_study_outputs(study: Study, config: Config, data: dict, labels: dict[s
     for s in sections:  # a reduced study leaves out configurations: say nothing about them
         s.rows = [r for r in s.rows if not (r.ours is None and r.note == ABSENT)]
     sections = [s for s in sections if s.rows]
+    for s in sections:
+        compare_rows(s, results)
     result = {"name": study.name, "title": study.title, "paper": study.paper, "description": study.description,
               "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "config": asdict(config),
               "machine_note": machine_note(),
@@ -253,6 +262,25 @@ def phone_note(config: dict) -> str:
     return f"phone model: {name}{values}"
 
 
+def compare_rows(section: Section, results: Results) -> None:
+    """Each row made from a cell against the section's baseline row of the same metric, with compare's statistics
+    (sweep.versus): the baseline is Section.baseline, else the first row with a figure."""
+    from mobiperf.orchestration.sweep.versus import compare_to_baseline, verdict_text
+
+    measured = [r for r in section.rows if r.cell and r.n]
+    base = next((r for r in measured if r.label == section.baseline), measured[0] if measured else None)
+    if base is None:
+        return
+    same = [r for r in measured if r.metric == base.metric]
+    versus = compare_to_baseline({r.label: results.values(r.cell, r.metric) for r in same}, base.label, base.metric)
+    base.verdict, base.versus = "baseline", "baseline"
+    for r in same:
+        c = versus.get(r.label)
+        if c is not None and r is not base:
+            r.verdict, r.versus = c.verdict, f"vs {base.label}: {verdict_text(c)}"
+            r.p_value = None if math.isnan(c.p_value) else c.p_value
+
+
 def machine_note() -> str:
     try:
         load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
@@ -274,12 +302,13 @@ def format_study_text(result: dict) -> str:
         out.append(f"   {phone_note(result['config'])}")
     for s in result["sections"]:
         out.append(f"\n-- {s['title']}  [{s['source']}]")
-        rows = [["configuration", f"ours ({s['unit']})", "95% CI", "n", "paper", "note"]]
+        rows = [["configuration", f"ours ({s['unit']})", "95% CI", "n", "paper", "note", "significance"]]
         fmt = (lambda v: "-" if v is None else format_value({"value": v, "unit": s["unit"]}))
         for r in s["rows"]:
             ci = "-" if r["ci_low"] is None else f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]"
             paper = fmt(r["paper"]) if isinstance(r["paper"], (int, float)) else (r["paper"] or "-")
-            rows.append([r["label"], fmt(r["ours"]), ci, str(r["n"] or "-"), paper, r["note"]])
+            rows.append([r["label"], fmt(r["ours"]), ci, str(r["n"] or "-"), paper, r["note"],
+                         r.get("versus") or ""])
         out.append(format_rows(rows).rstrip())
     if result["checks"]:
         out.append("\n-- the paper's claims, here")

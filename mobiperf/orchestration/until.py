@@ -3,8 +3,9 @@
 BASE and NEW must each be one run directory made by `mobiperf run` on this target. Their run.json says how they
 were run (stack, phone models, command, trace sources); more repetitions are collected into the same run
 directories, alternating BASE and NEW so that a drift of the machine hits both, up to the next look of the fixed
-schedule (mobiperf.core.stopping_rule: 5, 8, 12, ... per side, alpha spent over the looks), until the interval of the
-ratio of the primary metric's medians is narrower than the minimum effect, or each side has LIMIT repetitions.
+schedule (mobiperf.core.stopping_rule: 5, 8, 12, ... per side, alpha spent over the looks), until the interval of
+the ratio of the primary metric's medians is narrower than the minimum effect, or lies wholly beyond or within it
+(the verdict is settled), or each side has LIMIT repetitions.
 Then both runs are analysed again (and their reports redrawn), and compared as usual.
 
 The primary metric must be known right after each repetition: the workload's own figures (Mobibench's

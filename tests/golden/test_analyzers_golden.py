@@ -23,7 +23,7 @@ FIXTURES = sorted(p.name for p in GOLDEN.iterdir() if (p / "run.json").exists())
 # the tables pinned per fixture (when the fixture produces them)
 PINNED = ("block_rq", "block_io", "io_class", "io_share", "latency_summary", "fs_latency", "fuse_latency",
           "sqlite_txn", "sqlite_summary", "syscall_class", "syscall_latency", "waterfall", "layer_breakdown",
-          "block_cause", "io_background", "amplification")
+          "block_cause", "io_background", "time_profile", "amplification")
 REGEN = os.environ.get("MOBIPERF_REGEN_GOLDEN") == "1"
 
 

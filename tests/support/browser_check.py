@@ -29,7 +29,7 @@ _FIGURES_JS = """
   const uniq = Array.from(new Set(divs));
   return JSON.stringify({now: performance.now(), figures: uniq.map(d => ({
     id: d.id, traces: (d.data || []).length, on_first_screen: d.getBoundingClientRect().top < window.innerHeight,
-    points: (d._fullData || []).reduce((n, t) => n + ((t.x && t.x.length) || (t.y && t.y.length) || 0), 0),
+    points: (d._fullData || []).reduce((n, t) => n + ((t.x && t.x.length) || (t.y && t.y.length) || (t.labels && t.labels.length) || 0), 0),
     drawn: !!d.querySelector('.main-svg') && !!d._fullLayout,
     title: (d.layout && d.layout.title && (d.layout.title.text || d.layout.title)) || ''
   }))});
@@ -108,7 +108,8 @@ def check_page(path: Path, screenshot: Path | None = None, *, timeout: float = 6
     """Load `path` from file:// in headless Chromium and report what a reader would see. With `tiles`, also
     write that many screen-sized screenshots from the top (`<screenshot stem>-<i>.png`), to read at full size.
     `script`, a JavaScript expression evaluated after the figures are drawn (clicks, typing), returns a
-    JSON-serialisable value into `script_result`; the screenshot is taken before it runs."""
+    JSON-serialisable value (or a promise of one, awaited) into `script_result`; the screenshot is taken before it
+    runs."""
     ok, why = chromium_available()
     if not ok:
         raise RuntimeError(why)
@@ -126,8 +127,8 @@ def check_page(path: Path, screenshot: Path | None = None, *, timeout: float = 6
         try:
             check = _run_check(dt, Path(path), screenshot, timeout, viewport, full_page, tiles)
             if script is not None:
-                value = dt.call("Runtime.evaluate", expression=f"JSON.stringify(({script}))", returnByValue=True,
-                                awaitPromise=True)["result"].get("value")
+                value = dt.call("Runtime.evaluate", expression=f"(async () => JSON.stringify(await ({script})))()",
+                                returnByValue=True, awaitPromise=True)["result"].get("value")
                 check.script_result = None if value is None else json.loads(value)
                 dt.poll_events(0.2)
                 check.console_errors = _errors(dt.events)

@@ -60,8 +60,9 @@ def test_report_loads_without_console_errors_and_draws_every_figure(runs, screen
     check = check_page(report, screenshots / "report.png")
     _assert_clean(check, ["fig-characterisation-block", "fig-layer-breakdown", "fig-block-phases", "fig-layer-shares",
                           "fig-latency-cdf", "fig-syscall-cdf", "fig-waterfall", "fig-lba", "fig-throughput",
-                          "fig-amplification", "fig-layer-throughput", "fig-fuse"])
+                          "fig-amplification", "fig-layer-throughput", "fig-fuse", "fig-who"])
     assert "IO characterisation" in check.text and "Run metadata" in check.text
+    assert "Each box is a process, one of its threads, a file" in check.text  # the who section leads
     assert "Per transaction (seed 002's per-insert table" in check.text
     assert "# of pwrite64()" in check.text and "# of FUSE WRITE requests" in check.text
 
@@ -161,3 +162,64 @@ def test_million_request_report_opens_in_under_5_s_and_stays_under_50_mb(tmp_pat
     assert size < 50 * 2**20
     # "Opens": the first screen is drawn (the rest is drawn lazily, see reports/html.py).
     assert check.first_screen_s < max(5.0, 1.5 * floor)
+
+
+ICICLE_JS = """
+(async () => {
+  const gd = document.getElementById('fig-icicle-0');
+  gd.scrollIntoView();
+  const texts = () => Array.from(gd.querySelectorAll('g.slice text')).map(t => t.textContent);
+  const before = texts();
+  const fuse = Array.from(gd.querySelectorAll('g.slice')).find(s => (s.textContent || '').startsWith('FUSE'));
+  const path = fuse.querySelector('path');
+  const r = path.getBoundingClientRect();
+  const at = {bubbles: true, clientX: r.left + r.width / 2, clientY: r.top + r.height / 2};
+  path.dispatchEvent(new MouseEvent('mouseover', at));
+  path.dispatchEvent(new MouseEvent('mousemove', at));
+  await new Promise(ok => setTimeout(ok, 500));
+  const hover = Array.from(document.querySelectorAll('.hoverlayer text')).map(t => t.textContent).join(' | ');
+  const colour = getComputedStyle(path).fill;
+  path.dispatchEvent(new MouseEvent('click', at));
+  await new Promise(ok => setTimeout(ok, 2000));
+  return {before, hover, colour, zoomed: texts(), width: gd.getBoundingClientRect().width,
+          font: Math.min(...Array.from(gd.querySelectorAll('g.slice text')).slice(0, 8)
+                                .map(t => parseFloat(getComputedStyle(t).fontSize)))};
+})()
+"""
+
+
+def test_compare_page_shows_where_the_time_moved_readable_at_1400_px(screenshots, tmp_path):
+    """Legacy-FUSE-like BASE against a NEW whose FUSE writes are 4x fewer and cheaper (synthetic nests of known
+    time): the icicle is drawn with its labels, FUSE is blue (less time) with the change in its hover, a click
+    zooms into it; the movers table and the latency CDFs are there."""
+    from mobiperf.compare.moved import attach_profile
+    from support.profile_synthetic import CallKind, make_profile_run
+
+    def kinds(fuse_ns, requests):
+        return [CallKind("write", 200, {"syscall": 3000, "fuse": fuse_ns, "fs": 5000},
+                         names={"fuse": "FUSE_WRITE", "fs": "pwrite64"}, comm={"fs": ("bfuse", 2000)},
+                         fanout=("fuse", requests)),
+                CallKind("fsync", 20, {"syscall": 2000, "fuse": 2000, "fs": 3000, "journal": 40000, "block": 1000,
+                                       "device": 60000}, names={"fuse": "FUSE_FSYNC", "journal": "jbd2_commit"},
+                         comm={"journal": ("jbd2/loop0-8", 77), "block": ("jbd2/loop0-8", 77)})]
+
+    base = make_profile_run(tmp_path / "legacy", kinds(20_000, 8), reps=5, seed=1)
+    new = make_profile_run(tmp_path / "bfuse", kinds(25_000, 2), reps=5, seed=2, stack="ext4+bfuse")
+    result = compare.compare_groups(compare.load_group(base, "legacy"), [compare.load_group(new, "bfuse")])
+    attach_profile(result)
+    page = write_compare_page(result, tmp_path / "compare.html")
+    check = check_page(page, screenshots / "compare-moved.png", viewport=(1400, 900), full_page=False, tiles=4,
+                       script=ICICLE_JS)
+    assert check.console_errors == [] and check.undrawn == []
+    assert {"fig-icicle-0", "fig-latency-cdfs"} <= {f["id"] for f in check.figures}
+    # 200 writes: 8 requests of 20 us -> 2 of 25 us: 32 ms -> 10 ms of FUSE time per repetition
+    assert "FUSE WRITE: -22 ms (-69%), 1,600 -> 400 requests" in check.text
+    r = check.script_result
+    assert r["before"][0].startswith("all calls *") and any(t.startswith("FUSE *") for t in r["before"])
+    assert "change -22 ms" in r["hover"] and "1,620 → 420 requests per repetition" in r["hover"]
+    assert "beyond noise (p=0.0079)" in r["hover"]
+    red, green, blue = (int(x) for x in r["colour"][r["colour"].index("(") + 1:-1].split(",")[:3])
+    assert blue > red  # less time is blue
+    assert r["zoomed"][0].startswith("FUSE *") and any(t.startswith("WRITE *") for t in r["zoomed"])
+    assert r["width"] > 1200 and r["font"] >= 11   # the whole width, labels legible
+    print(f"\nscreenshots: {screenshots}/compare-moved-*.png")

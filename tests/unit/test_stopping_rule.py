@@ -93,3 +93,72 @@ def test_parse_repeat(text, expected):
 def test_parse_repeat_rejects_with_the_valid_range(text, allow_auto, message):
     with pytest.raises(UsageError, match=message.replace("[", r"\[").replace("]", r"\]")):
         stopping_rule.parse_repeat(text, allow_auto=allow_auto)
+
+
+def _compare_until_stop(rng, ratio, sigma, limit=20, min_effect=0.05):
+    """Two sides of lognormal repetitions (medians 100 and 100 x ratio) looked at as compare --until does: (the
+    stopping n per side, the look, the plan)."""
+    plan = stopping_rule.Plan("workload.throughput", limit, min_effect)
+    base = list(100 * np.exp(rng.normal(0, sigma, limit)))
+    new = list(100 * ratio * np.exp(rng.normal(0, sigma, limit)))
+    for n in plan.looks:
+        look = plan.look_two(base[:n], new[:n])
+        if plan.stopped:
+            return n, look, plan
+    raise AssertionError("the plan never stopped")
+
+
+def test_a_clear_but_noisy_effect_stops_at_the_first_look_with_the_verdict_settled():
+    rng = np.random.default_rng(5)
+    trials = [_compare_until_stop(rng, 2.0, 0.25) for _ in range(40)]
+    early = [t for t in trials if t[0] == 5]
+    # 2x with 25 % noise: settled before the limit of 20, where only precision would have stopped it
+    assert len(early) >= 0.7 * len(trials) and all(t[0] < 20 and "settled" in t[2].reason for t in trials)
+    n, look, plan = early[0]
+    assert look.relative_width > plan.min_effect   # not precise: only the verdict is settled
+    assert look.low >= 1.05 and "the verdict is settled" in plan.reason and "wholly beyond" in plan.reason
+
+
+def test_no_change_never_settles_beyond_more_often_than_alpha_and_the_stop_covers_the_truth():
+    rng = np.random.default_rng(6)
+    trials = [_compare_until_stop(rng, 1.0, 0.25, limit=12) for _ in range(150)]
+    beyond = sum("wholly beyond" in plan.reason for _, _, plan in trials)
+    assert beyond / len(trials) <= 0.05
+    covered = sum(look.low <= 1.0 <= look.high for _, look, _ in trials)
+    assert covered / len(trials) >= 0.95
+
+
+def test_a_ratio_known_to_be_inside_the_minimum_effect_settles_as_no_change():
+    plan = stopping_rule.Plan("workload.throughput", 20, 0.05)
+    rng = np.random.default_rng(9)
+    base, new = 100 * np.exp(rng.normal(0, 0.02, 5)), 101 * np.exp(rng.normal(0, 0.02, 5))
+    look = plan.look_two(base, new)
+    assert 0.95 < look.low and look.high < 1.05 and look.relative_width > 0.05 / 2
+    assert plan.stopped and ("wholly within" in plan.reason or "narrower than" in plan.reason)
+
+
+def test_run_n_auto_with_a_baseline_stops_when_the_verdict_against_it_is_settled(tmp_path):
+    """`mobiperf run -n auto --baseline RUN`: BASE's 5 repetitions took ~1 s +- 20 %, the new run's take half as
+    long with the same noise: after 5 repetitions the verdict is settled, long before the interval of the ratio is
+    5 % wide."""
+    import json
+
+    from mobiperf.core.runstore import RunDir
+    from mobiperf.orchestration.auto_repeat import AutoRepeat
+
+    rng = np.random.default_rng(11)
+    base = RunDir.create(tmp_path / "base", {"repetitions": [
+        {"index": i, "exit_code": 0, "workload_ns": int(1e9 * np.exp(rng.normal(0, 0.2)))} for i in range(5)]})
+    new = RunDir.create(tmp_path / "new", {"repetitions": []})
+    said: list[str] = []
+    auto = AutoRepeat(20, 0.05, baseline=base.path, say=said.append)
+    assert auto.primary == "run.workload_time" and len(auto.baseline) == 5
+    for i in range(20):
+        if auto.after_repetition(new, {"index": i, "exit_code": 0,
+                                       "workload_ns": int(0.5e9 * np.exp(rng.normal(0, 0.2)))}):
+            break
+    assert len(auto.values) in (5, 8) and "the verdict is settled" in auto.plan.reason
+    assert "interval of the ratio of run.workload_time to the baseline's" in said[0]
+    json.dumps(auto.as_dict())
+    with pytest.raises(UsageError, match="no successful repetition"):
+        AutoRepeat(20, 0.05, baseline=new.path)

@@ -70,3 +70,36 @@ def test_full_bfuse_study_runs_every_cell_on_one_phone_profile():
     assert not any("phone" in c for c in bare.cells)
     quick, _ = plan_study(study.get_study("bfuse"), Config(quick=True))
     assert not any("phone" in c for c in quick.cells)
+
+
+def test_study_rows_get_compares_significance_against_their_sections_first_row(tmp_path):
+    """bFUSE --quick with made-up unit results: legacy FUSE at a fifth of native's throughput in every one of 5
+    repetitions is a significant regression against native; passthrough within 1 % of native is not."""
+    s = study.get_study("bfuse")
+    config = Config(quick=True, repeat=5)
+    definition, labels = plan_study(s, config)
+    data = sweep.SweepDir(tmp_path).create_or_resume(definition)
+    mbps = {"native": 100, "legacy": 20, "nobuf": 60, "bfuse": 80, "passthrough": 100.5}
+    cell_of = {json_key(p): label for label, p in labels.items()}
+    by_id = {c["id"]: cell_of[json_key(c["params"])] for c in data["cells"]}
+    for u in data["units"]:
+        tput = mbps[by_id[u["cell"]]] * 1e6 * (1 + 0.002 * u["rep"])
+        u.update(status="done", metrics={"workload.throughput": tput, "run.throughput": tput,
+                                         "workload.ctx_switches": 1000.0 + u["rep"]})
+    result = study.write_study_outputs(s, config, data, labels, tmp_path)
+    text = study.format_study_text(result)
+    layers = next(sec for sec in result["sections"] if "Layer overheads" in sec["title"])
+    rows = {r["label"]: r for r in layers["rows"]}
+    assert rows["ext4, NOOP (none)"]["verdict"] == "baseline"
+    assert rows["legacy FUSE over ext4, CFQ"]["verdict"] == "regression"
+    assert rows["legacy FUSE over ext4, CFQ"]["p_value"] == pytest.approx(2 / 252)
+    assert rows["FUSE passthrough over ext4 (today's /sdcard)"]["verdict"] == "not significant"
+    assert "vs ext4, NOOP (none): -80.0% p=0.0079 REGRESSION" in text
+    page = (tmp_path / "study.html").read_text()
+    assert "significance (compare&#x27;s test)" in page and "-80.0% p=0.0079 REGRESSION" in page
+
+
+def json_key(params: dict) -> str:
+    import json
+
+    return json.dumps(params, sort_keys=True)

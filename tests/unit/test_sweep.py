@@ -276,3 +276,31 @@ def test_sweeps_written_with_the_old_metric_names_read_in_todays_vocabulary(tmp_
     assert only.values == {"run.throughput": [5e6, 5e6 + 1], "run.workload_time": [5e8, 5e8]}
     assert only.stat("e2e.throughput")["median"] == only.stat("run.throughput")["median"] == 5e6 + 0.5
     assert sweep.canonical_metric("e2e.tps") == "run.tps" and sweep.metric_unit("run.workload_time") == "ns"
+
+
+def test_every_cell_is_compared_with_the_baseline_cell_with_compares_statistics(tmp_path):
+    """5 repetitions a cell: 512k at 3x the throughput of 4k in every repetition is a significant improvement
+    (the exact Mann-Whitney floor, 2/252), 1m within 1 % of 4k is not; a failed cell has nothing to compare."""
+    from mobiperf.core.errors import UsageError
+
+    data = sweep.SweepDir(tmp_path).create_or_resume(sweep.SweepDefinition(
+        [{"record": "4k"}, {"record": "512k"}, {"record": "1m"}, {"record": "64k"}], repeat=5, seed=1))
+    values = {"c000": [10.0, 10.2, 9.9, 10.1, 10.05], "c001": [30.0, 31.0, 29.0, 30.5, 29.5],
+              "c002": [10.0, 10.3, 9.8, 10.1, 10.0]}
+    for u in data["units"]:
+        if u["cell"] in values:
+            u.update(status="done", metrics={"run.throughput": values[u["cell"]][u["rep"]] * 1e6})
+        else:
+            u.update(status="failed", error="boom")
+    text = sweep.format_matrix_text(data)
+    rows = {line.split()[0]: line for line in text.splitlines()[2:6]}
+    assert rows["4k"].endswith("baseline") and rows["512k"].endswith("+198.5% p=0.0079 IMPROVEMENT")
+    assert rows["1m"].endswith("-0.5% p=0.9 not significant") and rows["64k"].endswith("-")
+    flat = " ".join(text.split())
+    assert "2 cells compared with the baseline" in flat and "not corrected for multiple comparisons" in flat
+    base, versus = sweep.cell_comparisons(data, "run.throughput", "record=512k")
+    assert base == "c001" and versus["c000"].verdict == "regression" and "c001" not in versus
+    with pytest.raises(UsageError, match="matches 0 cells"):
+        sweep.cell_comparisons(data, "run.throughput", "record=9k")
+    page = sweep.write_matrix_page(data, tmp_path / "m.html").read_text()
+    assert "vs baseline" in page and "+198.5% p=0.0079 IMPROVEMENT" in page

@@ -18,6 +18,7 @@ One concept per module:
     cluster   running the units as tasks on a Dask cluster (--cluster)
     metrics   what one unit measured, read from its run directory through the run store
     summary   per cell: the values, median and bootstrap CI (mobiperf.core.stats); the matrix as text or page
+    versus    each cell against the baseline cell with compare's statistics
 
 The names callers use are re-exported here (`from mobiperf.orchestration import sweep; sweep.plan_cell(...)`).
 """
@@ -32,13 +33,14 @@ from mobiperf.orchestration.sweep.plan import (CellPlan, dry_run_script, kernel_
                                                unit_child, unit_request)
 from mobiperf.orchestration.sweep.runner import Progress, run_sweep
 from mobiperf.orchestration.sweep.summary import (DEFAULT_METRIC, LEGACY_METRICS, CellSummary, canonical_metric,
-                                                  format_matrix_text, format_rows, metric_unit, status_counts,
-                                                  summarize, summarize_values, sweep_matrix, varying_params,
-                                                  write_matrix_page)
+                                                  cell_comparisons, format_matrix_text, format_rows, metric_unit,
+                                                  status_counts, summarize, summarize_values, sweep_matrix,
+                                                  varying_params, write_matrix_page)
 
 __all__ = ["CellPlan", "CellSummary", "DEFAULTS", "DEFAULT_METRIC", "FORMAT_NAME", "FORMAT_VERSION", "FUSE_OPTIONS",
            "LEGACY_METRICS", "MANIFEST", "NoRepetition", "PARAMETERS", "Parameter", "Progress", "SweepDefinition",
-           "SweepDir", "TARGET_DIR", "TARGET_HOST_ONLY", "UnitFailed", "canonical_metric", "check_params",
+           "SweepDir", "TARGET_DIR", "TARGET_HOST_ONLY", "UnitFailed", "canonical_metric", "cell_comparisons",
+           "check_params",
            "counter_metrics", "describe_parameters", "dry_run_script", "format_matrix_text", "format_rows",
            "grid_cells", "kernel_filesystems", "manifest_figures", "metric_unit", "parse_grid", "parse_strace_counts",
            "plan_cell", "run_sweep", "status_counts", "summarize", "summarize_values", "sweep_matrix",

@@ -1,6 +1,7 @@
 """A sweep's results: per cell the values of each metric over its repetitions, their median and a bootstrap
-confidence interval of it (mobiperf.core.stats), the cell's status over its units, and the matrix that shows them
-(text rows, or the heatmap page of mobiperf.reports.study_page). Metric names are `mobiperf run`/`compare`'s:
+confidence interval of it (mobiperf.core.stats), its change against the baseline cell with compare's test and
+verdict (sweep.versus), the cell's status over its units, and the matrix that shows them (text rows, or the
+heatmap page of mobiperf.reports.study_page). Metric names are `mobiperf run`/`compare`'s:
 workload.* is what the workload reports itself, run.* what mobiperf measured around it; a sweep written before the
 rename is read with its names (and units) translated.
 """
@@ -115,53 +116,75 @@ def status_counts(data: dict) -> dict[str, int]:
     return counts
 
 
-def format_matrix_text(data: dict, metric: str | None = None) -> str:
-    """The matrix as a text table: one row per cell, the varying parameters, n, median and CI of `metric`."""
+def cell_comparisons(data: dict, metric: str, baseline: str | None = None) -> tuple[str, dict]:
+    """(the baseline cell's id, {cell: stats.Comparison with it}) for `metric` (sweep.versus)."""
+    from mobiperf.orchestration.sweep.versus import baseline_cell, compare_to_baseline
+
+    base = baseline_cell(data, baseline)
+    values = {s.cell: s.values.get(canonical_metric(metric), []) for s in summarize(data)}
+    return base, compare_to_baseline(values, base, metric)
+
+
+def format_matrix_text(data: dict, metric: str | None = None, baseline: str | None = None) -> str:
+    """The matrix as a text table: one row per cell, the varying parameters, n, median and CI of `metric`, and
+    the change against the baseline cell with compare's test and verdict."""
     from mobiperf.core.metrics import format_value
+    from mobiperf.orchestration.sweep.versus import multiple_comparisons_note, verdict_text
 
     metric = canonical_metric(metric or data.get("metric", DEFAULT_METRIC))
     unit = metric_unit(metric, data)
     names = varying_params(data) or list(data["cells"][0]["params"])[:1]
-    rows = [[*names, "status", "n", f"median {metric}", "95% CI"]]
+    base, versus = cell_comparisons(data, metric, baseline)
+    rows = [[*names, "status", "n", f"median {metric}", "95% CI", f"vs {base}"]]
     for s in summarize(data):
         st = s.stat(metric)
         fmt = (lambda v: "-" if math.isnan(v) else format_value({"value": v, "unit": unit}))
         ci = "-" if math.isnan(st["ci_low"]) else f"[{fmt(st['ci_low'])}, {fmt(st['ci_high'])}]"
         note = s.status if s.status in ("done",) else f"{s.status}: {(s.reason or '')[:60]}"
         rows.append([*(s.params.get(n, DEFAULTS.get(n, "")) for n in names), note, str(st["n"]),
-                     fmt(st["median"]), ci])
-    return format_rows(rows)
+                     fmt(st["median"]), ci, verdict_text(versus.get(s.cell)) if st["n"] else "-"])
+    import textwrap
+
+    note = textwrap.fill(multiple_comparisons_note(list(versus.values())), 120)
+    return format_rows(rows) + f"{note}\n"
 
 
-def sweep_matrix(data: dict, metric: str | None = None):
+def sweep_matrix(data: dict, metric: str | None = None, baseline: str | None = None):
     """The cells of a sweep with the statistics of `metric` (default: the sweep's), for the matrix page."""
     import polars as pl
 
+    from mobiperf.orchestration.sweep.versus import multiple_comparisons_note, verdict_text
     from mobiperf.reports.study_page import Matrix
 
     metric = canonical_metric(metric or data.get("metric") or DEFAULT_METRIC)
     names = list(dict.fromkeys(k for c in data["cells"] for k in c["params"]))
+    base, versus = cell_comparisons(data, metric, baseline)
     rows = []
     for s in summarize(data):
         st = s.stat(metric)
+        c = versus.get(s.cell)
         rows.append({"cell": s.cell, **{n: s.params.get(n, DEFAULTS.get(n, "")) for n in names},
                      "status": s.status, "reason": s.reason, **{k: st[k] for k in ("n", "median", "ci_low",
-                                                                                    "ci_high", "min", "max")}})
+                                                                                    "ci_high", "min", "max")},
+                     "versus": verdict_text(c) if st["n"] else "-",
+                     "verdict": c.verdict if c else ("baseline" if s.cell == base else "-"),
+                     "p_value": math.nan if c is None else c.p_value})
     schema = {"cell": pl.Utf8, **{n: pl.Utf8 for n in names}, "status": pl.Utf8, "reason": pl.Utf8,
-              "n": pl.Int64, **{k: pl.Float64 for k in ("median", "ci_low", "ci_high", "min", "max")}}
+              "n": pl.Int64, **{k: pl.Float64 for k in ("median", "ci_low", "ci_high", "min", "max")},
+              "versus": pl.Utf8, "verdict": pl.Utf8, "p_value": pl.Float64}
     varying = varying_params(data)
     counts = ", ".join(f"{v} {k}" for k, v in status_counts(data).items())
     intro = (f"{len(data['cells'])} cells × {data['repeat']} repetitions, seeded order (seed {data['seed']}); "
-             f"units: {counts}.")
+             f"units: {counts}. Each cell against {base}: {multiple_comparisons_note(list(versus.values()))}.")
     return Matrix(pl.DataFrame(rows, schema=schema), metric, metric_unit(metric, data), varying,
                   varying or sorted(names), intro)
 
 
-def write_matrix_page(data: dict, path: Path, *, metric: str | None = None) -> Path:
+def write_matrix_page(data: dict, path: Path, *, metric: str | None = None, baseline: str | None = None) -> Path:
     """SWEEP/matrix.html: the heatmap and the table of `metric` (default: the sweep's) over the cells."""
     from mobiperf.reports.study_page import write_matrix_page as write_page
 
-    return write_page(sweep_matrix(data, metric), path, name=data.get("name", ""))
+    return write_page(sweep_matrix(data, metric, baseline), path, name=data.get("name", ""))
 
 
 def format_rows(rows: list[list[str]]) -> str:
