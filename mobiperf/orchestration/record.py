@@ -74,11 +74,15 @@ def record_events(target: Target, notes: list[str]) -> list:
     from mobiperf.collectors.ftrace import block_event_specs, event_set_specs
 
     events = block_event_specs([])
+    lacking = []
     for name in RECORD_SETS:
         specs, missing = event_set_specs(name, target.caps.events, [])
         events += specs
-        if missing and name not in ("android_fs", "f2fs"):  # an Android or f2fs kernel's: no news elsewhere
-            notes.append(f"record: this kernel lacks {', '.join(missing)}")
+        if not specs and name in ("ext4", "jbd2", "f2fs", "android_fs"):
+            continue  # a file system (or Android's layer) this kernel does not have: no news
+        lacking += missing
+    if lacking:
+        notes.append(f"record: this kernel lacks {', '.join(lacking)}")
     return events
 
 

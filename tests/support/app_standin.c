@@ -10,8 +10,8 @@
  *   SQLiteThread   16 times: writes 4 KiB to databases/notes.db-journal, then 4 KiB to databases/notes.db, and
  *                  fdatasyncs both (SQLite's rollback journal on Android: TRUNCATE mode syncs)
  *   RenderThread   reads files/texture.bin (64 KiB, likewise dropped from the cache first)
- * then stays 3 s (an app stays while it is used) and exits.
- * Usage: app_standin PACKAGE UID DATADIR   (as root; DATADIR owned by UID)
+ * then stays 3 s, or SECONDS_ALIVE_AFTER (an app stays while it is used), and exits.
+ * Usage: app_standin PACKAGE UID DATADIR [SECONDS_ALIVE_AFTER]   (as root; DATADIR owned by UID)
  * Exit status: 0, or 1 with a message on stderr when a step fails.
  */
 #define _GNU_SOURCE
@@ -113,8 +113,8 @@ int main(int argc, char **argv)
 	size_t room, len;
 	uid_t uid;
 
-	if (argc != 4) {
-		fprintf(stderr, "usage: app_standin PACKAGE UID DATADIR\n");
+	if (argc != 4 && argc != 5) {
+		fprintf(stderr, "usage: app_standin PACKAGE UID DATADIR [SECONDS_ALIVE_AFTER]\n");
 		return 1;
 	}
 	uid = (uid_t)strtoul(argv[2], NULL, 10);
@@ -140,6 +140,6 @@ int main(int argc, char **argv)
 	as_read_file("files/asset.bin");
 	pthread_join(sqlite, NULL);
 	pthread_join(render, NULL);
-	sleep(3);
+	sleep(argc == 5 ? (unsigned)strtoul(argv[4], NULL, 10) : 3);
 	return 0;
 }

@@ -23,18 +23,26 @@ HERE = Path(__file__).resolve().parent
 FIFO = "/data/local/tmp/.zygote"
 # argv[0] with room for the package name the app writes over it (as zygote's setArgV0 does)
 LONG_NAME = "/system/bin/app_process" + "_" * 96
+# The virtual phone's /system is read-only erofs: the stand-ins go to /product/bin (first on adbd's PATH), a tmpfs
+PHONE_BIN = "/product/bin"
 
-ZYGOTE = f"""#!/system/bin/sh
+
+def zygote_script(long_name: str = LONG_NAME, alive_s: int = 3) -> str:
+    """alive_s: how long the app lives after its IO (a slow, emulated phone looks for it less often)."""
+    return f"""#!/system/bin/sh
 # zygote-standin: forks an app's process for every package name written to {FIFO} (tests/support/app_standin.py)
 rm -f {FIFO}
-mkfifo -m 666 {FIFO} || exit 1
+mkfifo {FIFO} && chmod 666 {FIFO} || exit 1   # (toybox's mkfifo -m honours the umask)
 while :; do
   while read -r pkg; do
     uid=$(grep "^$pkg " /data/system/packages.list | cut -d' ' -f2)
-    [ -n "$uid" ] && {LONG_NAME} "$pkg" "$uid" "/data/data/$pkg" </dev/null >/dev/null 2>&1 &
+    [ -n "$uid" ] && {long_name} "$pkg" "$uid" "/data/data/$pkg" {alive_s} </dev/null >/dev/null 2>&1 &
   done < {FIFO}
 done
 """
+
+
+ZYGOTE = zygote_script()
 
 MONKEY = f"""#!/system/bin/sh
 # monkey -p PACKAGE [-c CATEGORY] COUNT: the stand-in starts PACKAGE's process through the zygote stand-in
@@ -80,11 +88,39 @@ def install_app(device, package: str, uid: int) -> None:
     for name, script in (("zygote-standin", ZYGOTE), ("monkey", MONKEY), ("pm", PM)):
         (bin_dir / name).write_text(script)
         (bin_dir / name).chmod(0o755)
+    _register(device, package, uid, "/system/bin")
+
+
+def install_app_on_phone(phone, package: str, uid: int) -> None:
+    """The same on the virtual phone (tests/support/vphone_fixtures.py), through adb: the stand-ins pushed to
+    /data/local/tmp, then copied as root to a tmpfs mounted on /product/bin (the phone's /system is read-only)."""
+    binary = build_app_standin(Path(phone.phone.run_dir))
+    staging = "/data/local/tmp/app-standin"
+    long_name = PHONE_BIN + "/app_process" + "_" * 96
+    scripts = Path(phone.phone.run_dir) / "app-standin"
+    scripts.mkdir(exist_ok=True)
+    for name, script in (("zygote-standin", zygote_script(long_name, alive_s=60)), ("monkey", MONKEY), ("pm", PM)):
+        (scripts / name).write_text(script)
+    phone.shell(f"mkdir -p {staging}")
+    for path in (binary, *sorted(scripts.iterdir())):
+        done = phone.server.client("-s", phone.serial, "push", str(path), f"{staging}/{path.name}", timeout=120)
+        if done.returncode != 0:
+            raise RuntimeError(f"adb push {path.name} failed: {done.stderr}")
+    copy = (f"mount -t tmpfs -o mode=0755 tmpfs {PHONE_BIN} && cp {staging}/* {PHONE_BIN}/ && "
+            f"chmod 0755 {PHONE_BIN}/* && ln -s app_standin {long_name} && rm -r {staging}")
+    done = phone.shell(f"su 0 sh -c {shlex.quote(copy)}", timeout=60)
+    if done.returncode != 0:
+        raise RuntimeError(f"installing the app stand-ins on the phone failed: {done.stdout}{done.stderr}")
+    _register(phone, package, uid, PHONE_BIN)
+
+
+def _register(device, package: str, uid: int, bin_dir: str) -> None:
+    """packages.list, the app's data directory, and the zygote stand-in started as root, waited for."""
     setup = (f"mkdir -p /data/system /data/data/{package} && "
              f"echo '{package} {uid} 0 /data/data/{package} default:targetSdkVersion=34 none' "
              f"> /data/system/packages.list && chmod 0644 /data/system/packages.list && "
              f"chown {uid}:{uid} /data/data/{package} && chmod 0700 /data/data/{package} && "
-             "(nohup /system/bin/zygote-standin </dev/null >/dev/null 2>&1 &) && "
+             f"(nohup {bin_dir}/zygote-standin </dev/null >/dev/null 2>&1 &) && "
              f"i=0; while [ ! -p {FIFO} ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; test -p {FIFO}")
     done = device.shell(f"su 0 sh -c {shlex.quote(setup)}", timeout=60)
     if done.returncode != 0:
