@@ -31,8 +31,9 @@ OTHER_SOURCES = {
     "file_extent": ("the layout snapshot (journal, metadata regions and FIEMAP extents of the workload's files)",),
     "trace_marker": ("ftrace (the generator writes its timed-window markers to trace_marker)",),
     "task_role": ("a `mobiperf run` (raw/tasks.json: the workload's root, the FUSE daemons, mobiperf)",),
-    "task": ("the trace's own thread identities (ftrace's tgid column, Perfetto's process tree, a run's "
-             "raw/tasks.json)",),
+    "inode_path": ("the layout snapshot's inode listing, or a recorded app's data directory listing",),
+    "task": ("the trace's own thread identities (ftrace's tgid column, Perfetto's process tree, the task events, "
+             "a run's raw/tasks.json and /proc snapshots)",),
 }
 
 
@@ -89,8 +90,9 @@ def _analyzer(name: str, needs: tuple[str, ...], produces: str, run: Callable,
 
 
 def registry() -> list[Analyzer]:
-    from mobiperf.analyzers import (amplification, attribution, block_io, file_io, io_by_file, io_class, io_span,
-                                    latency, sqlite_txn, syscall, time_profile, timed_window, waterfall)
+    from mobiperf.analyzers import (amplification, attribution, block_io, blocked, file_io, file_nest, io_by_file,
+                                    io_by_owner, io_class, io_span, latency, sqlite_txn, syscall, time_profile,
+                                    timed_window, waterfall)
     from mobiperf.analyzers.replay import fidelity
     from mobiperf.collectors.parse import pairing
 
@@ -114,16 +116,22 @@ def registry() -> list[Analyzer]:
                   latency.summarize_fs_latency),
         _analyzer("fuse_latency", ("fuse_req",), "fuse_latency", latency.summarize_fuse_latency),
         _analyzer("io_span", ("syscall_io",), "io_span", io_span.nest_calls,
-                  optional=(*calls, "fsync_event", "jbd2_commit", "block_io", "f2fs_checkpoint")),
-        _analyzer("waterfall", ("io_span",), "waterfall", waterfall.build_waterfall),
+                  optional=(*calls, "fsync_event", "jbd2_commit", "block_io", "f2fs_checkpoint", "file_io")),
+        _analyzer("io_span+trace", ("block_io",), "io_span", file_nest.nest_device_trace,
+                  optional=("file_io", "fsync_event", "jbd2_commit", "fuse_req", "syscall_io")),
+        _analyzer("waterfall", ("io_span",), "waterfall", _waterfall_of_calls),
         _analyzer("layer_breakdown", ("waterfall",), "layer_breakdown", waterfall.break_down_layers),
         _analyzer("block_cause", ("io_span", "block_io"), "block_cause", waterfall.attribute_block_causes,
                   optional=("waterfall",)),
         _analyzer("io_background", ("io_span",), "io_background", waterfall.summarize_background,
                   optional=("task_role", "syscall_io")),
         _analyzer("span_owner", ("io_span",), "span_owner", attribution.attribute_spans,
-                  optional=("task", "android_fs_event", "task_role", "syscall_io")),
+                  optional=("task", "android_fs_event", "task_role", "syscall_io", "sched_switch", "inode_path")),
         _analyzer("io_by_file", ("io_span", "span_owner"), "io_by_file", io_by_file.sum_io_by_file),
+        _analyzer("io_by_owner", ("io_span", "span_owner"), "io_by_owner", io_by_owner.sum_io_by_owner),
+        _analyzer("blocked", ("sched_switch",), "blocked", blocked.summarize_blocked,
+                  optional=("sched_wakeup", "sched_blocked_reason", "io_span", "span_owner", "task",
+                            "android_fs_event", "task_role", "syscall_io")),
         _analyzer("time_profile", ("io_span",), "time_profile", time_profile.profile_span_time,
                   optional=("span_owner",)),
         _analyzer("amplification", ("syscall_class", "block_io"), "amplification",
@@ -137,6 +145,17 @@ def registry() -> list[Analyzer]:
         _analyzer("replay_fidelity", ("syscall_io", "trace_marker"), "replay_fidelity", fidelity.replay_fidelity,
                   optional=("block_io", "fsync_event", "task_role", "fuse_req"), params=("replay",), when="replay"),
     ]
+
+
+def _waterfall_of_calls(io_span: pl.DataFrame) -> pl.DataFrame:
+    """The waterfall, where the trace has calls (or a phone's file-layer or sync events) to start nests from: a
+    trace of block events alone has only IO no call caused, and says which source would have given the calls."""
+    from mobiperf.analyzers.waterfall import build_waterfall
+    from mobiperf.core.errors import NotApplicable
+
+    if not io_span.filter(pl.col("call_id").is_not_null()).height:
+        raise NotApplicable(f"no syscall_io table; add {' or '.join(table_sources(['syscall_io']))} when collecting")
+    return build_waterfall(io_span)
 
 
 BREAKDOWNS = (
@@ -155,9 +174,29 @@ BREAKDOWNS = (
 )
 
 
-def breakdown_tables(results: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
-    """The tables `mobiperf analyze` prints, by title, from the results of one analysis."""
-    out = {title: results[name] for name, title in BREAKDOWNS if name in results}
+WHO_TITLES = {"io_by_owner": "Who: IO time by process, thread and file (top 10, every repetition; the layer that "
+                              "took most of it)",
+              "blocked": "Who waited: time in uninterruptible sleep by thread (top 10; main: tid == pid; what most "
+                         "of it waited on)"}
+
+
+def who_tables(results: dict[str, pl.DataFrame], *, text: bool = False) -> dict[str, pl.DataFrame]:
+    """The who tables (analyzers/who.py) of one analysis, by title: what `mobiperf analyze` prints first (text:
+    names beside their ids, for a terminal)."""
+    from mobiperf.analyzers.who import as_text, top_blocked, top_files
+
+    out = {}
+    if "io_by_owner" in results and len(results["io_by_owner"]):
+        out[WHO_TITLES["io_by_owner"]] = top_files(results["io_by_owner"])
+    if "blocked" in results and len(results["blocked"]):
+        out[WHO_TITLES["blocked"]] = top_blocked(results["blocked"])
+    return {title: as_text(df) for title, df in out.items()} if text else out
+
+
+def breakdown_tables(results: dict[str, pl.DataFrame], *, text: bool = False) -> dict[str, pl.DataFrame]:
+    """The tables `mobiperf analyze` prints, by title, from the results of one analysis: who first."""
+    out = who_tables(results, text=text)
+    out.update({title: results[name] for name, title in BREAKDOWNS if name in results})
     if "block_cause" in results:  # one row per request is for machines; print counts per cause
         out[dict(BREAKDOWNS)["block_cause"]] = results["block_cause"].group_by("rep", "op", "cause", "region").agg(
             count=pl.len(), bytes=pl.col("size_bytes").sum()).sort("rep", "op", "cause", "region")

@@ -13,8 +13,12 @@ on a trace without calls, an operation of the file layer), or, for IO no call ca
                  the thread's name
   path           the top-most path on the way from the root down to the span: the call's own path where it has
                  one (strace -y: the app's name of the file, on FUSE the path under the mount), else the file
-                 layer's (android_fs), else a deeper span's (block requests: the layout snapshot's extents)
+                 layer's (android_fs), else a deeper span's (block requests: the layout snapshot's extents); a
+                 span that names an inode (sync_file, a file span) and no path takes the inode's path where a
+                 listing (inode_path: the layout snapshot's, a recorded app's) or android_fs names it; a nest
+                 whose root names no file but whose spans name exactly one is that file's, all of it
   path_from      the layer of the span that gave the path (syscall, file, block ...)
+  root_id        the span_id of the nest's root (the call, or the first span of IO no call caused)
   file_type      from the path (analyzers/file_type.py), unknown without one
   scope          the root thread's (analyzers/scope.py): workload, fuse_daemon, kernel, mobiperf, other
 
@@ -31,40 +35,69 @@ from mobiperf.analyzers.file_type import file_type_of_path
 from mobiperf.analyzers.scope import with_scope
 from mobiperf.analyzers.task_identity import thread_identities
 
+# What a trace prints for a thread whose name it did not keep (ftrace's saved cmdlines overflowed: `<...>`)
+UNNAMED = ("", "<...>")
 MAX_DEPTH = 32  # io_span's deepest nest is 9 spans; a loop that has not ended by then has orphans
 
 
 def attribute_spans(io_span: pl.DataFrame, task: pl.DataFrame | None = None,
                     android_fs_event: pl.DataFrame | None = None, task_role: pl.DataFrame | None = None,
-                    syscall_io: pl.DataFrame | None = None) -> pl.DataFrame:
+                    syscall_io: pl.DataFrame | None = None, sched_switch: pl.DataFrame | None = None,
+                    inode_path: pl.DataFrame | None = None) -> pl.DataFrame:
     """span_owner: one row per io_span row with its owner and file (module docstring)."""
-    chains = _root_and_path(io_span)
-    who = thread_identities(task, android_fs_event, _span_names(io_span))
+    chains = _root_and_path(_with_inode_paths(io_span, inode_path, android_fs_event))
+    who = thread_identities(task, android_fs_event, _event_names(io_span, sched_switch))
     out = chains.join(who.rename({"tid": "root_tid", "thread": "_known_thread"}), on=["rep", "root_tid"],
                       how="left")
-    named = pl.when(pl.col("root_comm").fill_null("") != "").then(pl.col("root_comm"))
+    named = pl.when(~pl.col("root_comm").fill_null("").is_in(UNNAMED)).then(pl.col("root_comm"))
     out = out.with_columns(thread=pl.coalesce(named, "_known_thread"))
     out = out.with_columns(process=pl.coalesce("process", "thread"))
-    out = with_scope(out, task_role, syscall_io, pid="root_tid", comm="thread")
+    out = with_scope(out, task_role, syscall_io, pid="root_tid", comm="thread", process="pid")
     return out.select(
         "rep", "span_id", "scope", "process", "pid", "thread", pl.col("root_tid").alias("tid"),
         pl.col("top_path").alias("path"), file_type_of_path(pl.col("top_path")).alias("file_type"),
-        "path_from").sort("rep", "span_id")
+        "path_from", "root_id").sort("rep", "span_id")
 
 
-def _span_names(io_span: pl.DataFrame) -> pl.DataFrame:
-    """Each thread's most frequent name among its spans (a strace-timed call has none of its own)."""
-    named = io_span.filter(pl.col("comm").fill_null("") != "")
+def _with_inode_paths(io_span: pl.DataFrame, inode_path: pl.DataFrame | None,
+                      android_fs_event: pl.DataFrame | None) -> pl.DataFrame:
+    """io_span with the path of each span that names an inode and no path (a sync_file, a file span the kernel
+    could not name), where the inode names exactly one path (listings, android_fs's own entries)."""
+    known = []
+    if inode_path is not None and len(inode_path):
+        known.append(inode_path.select("rep", "ino", "path"))
+    if android_fs_event is not None and len(android_fs_event):
+        known.append(android_fs_event.filter((pl.col("phase") == "start")
+                                             & ~pl.col("path").fill_null("<unknown>").is_in(["<unknown>", ""]))
+                     .select("rep", "ino", "path"))
+    if not known or "ino" not in io_span.columns:
+        return io_span
+    pairs = pl.concat(known).unique()
+    single = pairs.group_by("rep", "ino").agg(pl.col("path").first().alias("_ino_path"), pl.len().alias("_n"))
+    single = single.filter(pl.col("_n") == 1).drop("_n")
+    out = io_span.join(single, on=["rep", "ino"], how="left")
+    named = pl.when(pl.col("path").fill_null("") != "").then(pl.col("path")).otherwise(pl.col("_ino_path"))
+    return out.with_columns(path=named).drop("_ino_path")
+
+
+def _event_names(io_span: pl.DataFrame, sched_switch: pl.DataFrame | None) -> pl.DataFrame:
+    """Each thread's name as its events print it: the most frequent among its spans (a strace-timed call has
+    none of its own), else the last a context switch gave it."""
+    names = [io_span.select("rep", "tid", "comm")]
+    if sched_switch is not None and len(sched_switch):
+        names.append(sched_switch.select("rep", pl.col("next_tid").alias("tid"), pl.col("next_comm").alias("comm")))
+    named = pl.concat(names).filter(~pl.col("comm").fill_null("").is_in(UNNAMED))
     return named.group_by("rep", "tid").agg(pl.col("comm").mode().first().alias("thread"))
 
 
 def _root_and_path(io_span: pl.DataFrame) -> pl.DataFrame:
-    """(rep, span_id, root_tid, root_comm, top_path, path_from) for every span, walked down from the roots one
-    level at a time (a span's parent is one level up)."""
+    """(rep, span_id, root_id, root_tid, root_comm, top_path, path_from) for every span, walked down from the
+    roots one level at a time (a span's parent is one level up)."""
     own_path = pl.when(pl.col("path").fill_null("") == "").then(None).otherwise(pl.col("path"))
     spans = io_span.select("rep", "span_id", "parent_id", "tid", "comm", "layer", own_path.alias("own_path"))
     level = spans.filter(pl.col("parent_id").is_null()).select(
-        "rep", "span_id", pl.col("tid").alias("root_tid"), pl.col("comm").alias("root_comm"),
+        "rep", "span_id", pl.col("span_id").alias("root_id"), pl.col("tid").alias("root_tid"),
+        pl.col("comm").alias("root_comm"),
         pl.col("own_path").alias("top_path"),
         pl.when(pl.col("own_path").is_not_null()).then(pl.col("layer")).alias("path_from"))
     found = [level]
@@ -74,9 +107,28 @@ def _root_and_path(io_span: pl.DataFrame) -> pl.DataFrame:
             break
         kids = rest.join(level.rename({"span_id": "parent_id"}), on=["rep", "parent_id"], how="inner")
         level = kids.select(
-            "rep", "span_id", "root_tid", "root_comm", pl.coalesce("top_path", "own_path").alias("top_path"),
+            "rep", "span_id", "root_id", "root_tid", "root_comm", pl.coalesce("top_path", "own_path").alias("top_path"),
             pl.when(pl.col("top_path").is_not_null()).then(pl.col("path_from"))
             .when(pl.col("own_path").is_not_null()).then(pl.col("layer")).alias("path_from"))
         found.append(level)
         rest = rest.join(level.select("rep", "span_id"), on=["rep", "span_id"], how="anti")
-    return pl.concat(found)
+    return _single_nest_path(pl.concat(found), spans)
+
+
+def _single_nest_path(chains: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
+    """A nest whose root names no file but whose spans name exactly one (a call without strace's path whose
+    sync_file named the file's inode) takes that file (its longest spelling) for its spans that had none."""
+    named = chains.join(spans.select("rep", "span_id", "own_path", "layer"), on=["rep", "span_id"]).filter(
+        pl.col("own_path").is_not_null())
+    # one file, however each listing spells it: the layout's filefrag relative, its find absolute
+    longest = named.sort(pl.col("own_path").str.len_chars(), "span_id", descending=[True, False]).group_by(
+        "rep", "root_id").agg(_only=pl.col("own_path").first(), _from=pl.col("layer").first())
+    same = named.join(longest, on=["rep", "root_id"]).with_columns(
+        _same=(pl.col("own_path") == pl.col("_only")) | pl.col("_only").str.ends_with("/" + pl.col("own_path")))
+    one = same.group_by("rep", "root_id").agg(pl.col("_same").all(), pl.col("_only").first(),
+                                              pl.col("_from").first())
+    one = one.filter(pl.col("_same")).drop("_same")
+    out = chains.join(one, on=["rep", "root_id"], how="left")
+    return out.with_columns(
+        path_from=pl.when(pl.col("top_path").is_null()).then(pl.col("_from")).otherwise(pl.col("path_from")),
+        top_path=pl.coalesce("top_path", "_only")).drop("_only", "_from")

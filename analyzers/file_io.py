@@ -6,6 +6,7 @@ layer between the system calls and the block requests:
   one row per start event (android_fs_dataread_start / datawrite_start), with
   dur        start -> the first end event of the same (op, inode, offset) after it (null when none was seen)
   pid/comm   the task's tgid and command line as the event records them (the thread's pid and comm if absent)
+  tid/thread the thread that did the IO (the event's own pid and comm): the file layer's span in io_span
   file_type  from the path (file_type.py: db, db-journal, db-wal, db-shm, media, other; unknown when the kernel
              could not name the file)
   size_class, size_log2_bytes, locality (strict and tolerant per (process, file) in time order; global per
@@ -33,7 +34,7 @@ def classify_file_io(android_fs_event: pl.DataFrame) -> pl.DataFrame:
                               check_sortedness=False)
     path = pl.when(pl.col("path").is_in(["<unknown>", ""])).then(None).otherwise(pl.col("path"))
     df = paired.with_columns(
-        dur=pl.col("end_ts") - pl.col("ts"),
+        dur=pl.col("end_ts") - pl.col("ts"), tid=pl.col("pid"), thread=pl.col("comm"),
         pid=pl.coalesce(pl.col("task_pid"), pl.col("pid")),
         comm=pl.coalesce(pl.col("cmdline"), pl.col("comm")),
         path=path,
@@ -49,4 +50,4 @@ def classify_file_io(android_fs_event: pl.DataFrame) -> pl.DataFrame:
                            length=pl.col("size_bytes"))
     return df.sort("rep", "ts", "_row").select(
         "rep", "ts", "dur", "pid", "comm", "op", "path", "file_type", "size_bytes", "offset_bytes", "size_class",
-        "size_log2_bytes", "locality", "locality_tolerant", "locality_global", "sync_mode", "ino")
+        "size_log2_bytes", "locality", "locality_tolerant", "locality_global", "sync_mode", "ino", "tid", "thread")

@@ -1,12 +1,14 @@
 """Layer by layer: every call of the workload as a nest of intervals, one per layer it went through.
 
-    call (syscall)  ⊃  FUSE request(s) it sent  ⊃  the daemon's calls into the lower file system (fs)
+    call (syscall)  ⊃  FUSE request(s) it sent  ⊃  Android's file layer (android_fs read/write: file)
+                    ⊃  the daemon's calls into the lower file system (fs)
                     ⊃  the file system's sync (ext4/f2fs sync_file)  ⊃  journal commits (f2fs: checkpoints)
                        it waited for
                     ⊃  block requests (queue -> complete)  ⊃  device time (issue -> complete, D2C)
 
 On a stack without FUSE the call's own thread goes straight to fs. Layers a trace has no events for are
-skipped: their children hang from the nearest layer that is there.
+skipped: their children hang from the nearest layer that is there. A phone's own trace has no calls: its nests
+start at its FUSE requests, file layer and file system syncs (analyzers/file_nest.py).
 
 What "caused" means (each link is something the kernel records, never clock proximity alone):
   call -> FUSE request   fuse_request_send runs in the requesting thread: the request belongs to the call that
@@ -15,8 +17,10 @@ What "caused" means (each link is something the kernel records, never clock prox
                          request at a time, from after its previous reply (or the send, if later) to this reply:
                          what that thread does in between is this request's (its reads and writes of /dev/fuse,
                          the FUSE protocol itself, excepted).
-  thread -> fs / block   an fs span (a daemon's call, an ext4/f2fs sync_file) or a block request submitted by a
-                         thread belongs to the innermost span of that thread that is open at its start.
+  thread -> file / fs / block
+                         a file span (android_fs, in the thread that read or wrote), an fs span (a daemon's call,
+                         an ext4/f2fs sync_file) or a block request submitted by a thread belongs to the innermost
+                         span of that thread that is open at its start.
   fs sync -> commit      a journal commit is charged to every sync of the file system (sync_file, else a
                          daemon's or the call's own fsync/fdatasync/O_SYNC write) that was running when the commit
                          ended: they all waited for it. Its block requests are those the jbd2 thread that ran the
@@ -52,12 +56,13 @@ from __future__ import annotations
 import polars as pl
 
 from mobiperf.analyzers.f2fs_sync import checkpoint_entities, flush_thread_flushes
+from mobiperf.analyzers.file_span import file_entities
 from mobiperf.analyzers.file_type import file_type_of_path
 from mobiperf.analyzers.flush_owner import machine_flush_owners
 from mobiperf.analyzers.syscall import (READS, WRITES, classify_calls, daemon_syscalls, timed_calls,
                                         workload_syscalls)
 
-LAYERS = ("syscall", "fuse", "fs", "journal", "block", "device")
+LAYERS = ("syscall", "fuse", "file", "fs", "journal", "block", "device")
 RANK = {name: i for i, name in enumerate(LAYERS)}
 OFFSET_STEP_NS = 1_000
 SYNC_CALLS = ("fsync", "fdatasync", "sync_file_range", "syncfs", "sync", "msync")
@@ -65,14 +70,15 @@ SYNC_CALLS = ("fsync", "fdatasync", "sync_file_range", "syncfs", "sync", "msync"
 ENTITY = {"rep": pl.Int32, "eid": pl.Int64, "layer": pl.Utf8, "name": pl.Utf8, "tid": pl.Int32, "comm": pl.Utf8,
           "start": pl.Int64, "end": pl.Int64, "size_bytes": pl.Int64, "op": pl.Utf8, "region": pl.Utf8,
           "dev_major": pl.Int32, "dev_minor": pl.Int32, "sector": pl.Int64, "fuse_unique": pl.Int64,
-          "path": pl.Utf8, "sync_mode": pl.Utf8, "file_type": pl.Utf8, "source_row": pl.Int64}
+          "path": pl.Utf8, "sync_mode": pl.Utf8, "file_type": pl.Utf8, "source_row": pl.Int64, "ino": pl.Int64}
 LINK = {"rep": pl.Int32, "parent": pl.Int64, "child": pl.Int64, "is_primary": pl.Boolean}
 
 
 def nest_calls(syscall_io: pl.DataFrame, trace_marker: pl.DataFrame | None = None,
                task_role: pl.DataFrame | None = None, fuse_req: pl.DataFrame | None = None,
                fsync_event: pl.DataFrame | None = None, jbd2_commit: pl.DataFrame | None = None,
-               block_io: pl.DataFrame | None = None, f2fs_checkpoint: pl.DataFrame | None = None) -> pl.DataFrame:
+               block_io: pl.DataFrame | None = None, f2fs_checkpoint: pl.DataFrame | None = None,
+               file_io: pl.DataFrame | None = None) -> pl.DataFrame:
     """io_span from the run's tables: the workload's calls (every traced call, IO or not) and what they caused,
     then the IO no call caused (call_id null)."""
     calls = timed_calls(workload_syscalls(syscall_io, trace_marker, task_role, fuse_req)
@@ -84,15 +90,18 @@ def nest_calls(syscall_io: pl.DataFrame, trace_marker: pl.DataFrame | None = Non
             pl.col("path"))))
     return build_io_spans(calls, fuse_req=fuse_req, daemon_calls=daemon_syscalls(syscall_io, task_role, fuse_req),
                           fsync_event=fsync_event, jbd2_commit=jbd2_commit, block_io=block_io,
-                          f2fs_checkpoint=f2fs_checkpoint)
+                          f2fs_checkpoint=f2fs_checkpoint, files=file_entities(file_io))
 
 
 def build_io_spans(calls: pl.DataFrame, *, fuse_req: pl.DataFrame | None = None,
                    daemon_calls: pl.DataFrame | None = None, fsync_event: pl.DataFrame | None = None,
                    jbd2_commit: pl.DataFrame | None = None, block_io: pl.DataFrame | None = None,
-                   f2fs_checkpoint: pl.DataFrame | None = None) -> pl.DataFrame:
+                   f2fs_checkpoint: pl.DataFrame | None = None, files: pl.DataFrame | None = None,
+                   root_layers: tuple[str, ...] = ()) -> pl.DataFrame:
     """io_span: the spans of every call's nest, then those of the IO no call caused (calls: the workload's calls
-    on the trace clock, analyzers/syscall.py timed_calls; daemon_calls: the FUSE daemons' calls into the lower fs)."""
+    on the trace clock, analyzers/syscall.py timed_calls; daemon_calls: the FUSE daemons' calls into the lower fs;
+    files: the file layer's spans, file_span.py; root_layers: layers whose spans no call contains start nests of
+    their own, file_nest.py)."""
     ids = _Ids()
     call_e = ids.tag(calls.select(
         "rep", pl.lit("syscall").alias("layer"), pl.col("syscall").alias("name"), pl.col("pid").alias("tid"),
@@ -118,6 +127,11 @@ def build_io_spans(calls: pl.DataFrame, *, fuse_req: pl.DataFrame | None = None,
         entities.append(fs_calls)
         links.append(_contained(_starts(fs_calls), levels))
         levels = [_as_hosts(fs_calls), *levels]
+    if files is not None and files.height:
+        files = ids.tag(files)
+        entities.append(files)
+        links.append(_contained(_starts(files), levels))
+        levels = [_as_hosts(files), *levels]
     sync_files = _sync_file_entities(fsync_event, ids)
     if sync_files is not None:
         entities.append(sync_files)
@@ -150,15 +164,31 @@ def build_io_spans(calls: pl.DataFrame, *, fuse_req: pl.DataFrame | None = None,
     link = pl.concat([lk.select([pl.col(c).cast(t) for c, t in LINK.items()]) for lk in links]) if links else \
         pl.DataFrame(schema=LINK)
     entity = _slide_strace_calls(entity, link, call_e)
+    return _expand_nests(call_e, entity, link, root_layers)
+
+
+def _expand_nests(call_e: pl.DataFrame, entity: pl.DataFrame, link: pl.DataFrame,
+                  root_layers: tuple[str, ...]) -> pl.DataFrame:
+    """The spans of every call's nest, then those of the rest: every entity no call reached, nested the same way
+    from the roots among them; a root of one of root_layers (a trace without calls: file_nest.py) starts a nest
+    of its own thread, as a call would."""
     caused = _expand(call_e.select("rep", "eid", "row"), entity, link)
-    # The rest: every entity no call reached, nested the same way from the roots among them.
     unreached = entity.filter(pl.col("layer") != "syscall").join(
         caused.select("rep", "eid").unique(), on=["rep", "eid"], how="anti")
     has_parent = link.join(unreached.select("rep", pl.col("eid").alias("parent")), on=["rep", "parent"])
     roots = unreached.join(has_parent.select("rep", pl.col("child").alias("eid")), on=["rep", "eid"], how="anti")
-    background = _expand(roots.select("rep", "eid", pl.lit(None, pl.Int64).alias("row")), entity, link,
-                         first_id=(caused["span_id"].max() or 0) + 1 if caused.height else 0)
+    own = pl.col("layer").is_in(list(root_layers))
+    first_row = int(call_e["row"].max()) + 1 if call_e.height else 0
+    promoted = roots.filter(own).sort("rep", "start", "eid").select(
+        "rep", "eid", (pl.int_range(pl.len(), dtype=pl.Int64).over("rep") + first_row).alias("row"))
+    caused = pl.concat([caused, _expand(promoted, entity, link, first_id=_next_id(caused))])
+    background = _expand(roots.filter(~own).select("rep", "eid", pl.lit(None, pl.Int64).alias("row")), entity, link,
+                         first_id=_next_id(caused))
     return pl.concat([caused, background]).drop("eid")
+
+
+def _next_id(spans: pl.DataFrame) -> int:
+    return int(spans["span_id"].max()) + 1 if spans.height else 0
 
 
 class _Ids:
@@ -257,7 +287,7 @@ def _sync_file_entities(fsync_event: pl.DataFrame | None, ids: _Ids) -> pl.DataF
     return ids.tag(sf.select(
         "rep", pl.lit("fs").alias("layer"), (pl.col("fs") + "_sync_file").alias("name"), pl.col("pid").alias("tid"),
         "comm", pl.col("ts").alias("start"), (pl.col("ts") + pl.col("dur")).alias("end"), "op", "dev_major",
-        "dev_minor"))
+        "dev_minor", "ino"))
 
 
 def _commit_entities(jbd2_commit: pl.DataFrame | None, ids: _Ids) -> pl.DataFrame | None:
@@ -426,5 +456,5 @@ def _expand(roots: pl.DataFrame, entity: pl.DataFrame, link: pl.DataFrame, first
     return s.select(
         "rep", "span_id", "parent_id", "call_id", "layer", "name", pl.col("s").alias("ts"),
         pl.col("e").alias("end_ts"), "tid", "comm", "size_bytes", "is_primary", "op", "region", "dev_major",
-        "dev_minor", "sector", "fuse_unique", "path", "sync_mode", "file_type", "source_row", "eid").sort(
+        "dev_minor", "sector", "fuse_unique", "path", "sync_mode", "file_type", "source_row", "ino", "eid").sort(
         "rep", "span_id")

@@ -45,11 +45,17 @@ def task_scopes(task_role: pl.DataFrame | None, syscall_io: pl.DataFrame | None)
 
 
 def with_scope(df: pl.DataFrame, task_role: pl.DataFrame | None, syscall_io: pl.DataFrame | None, *,
-               pid: str = "pid", comm: str = "comm") -> pl.DataFrame:
+               pid: str = "pid", comm: str = "comm", process: str | None = None) -> pl.DataFrame:
     """df with a `scope` column for the task in its pid/comm columns. A task still named like mobiperf is
-    mobiperf's child before it exec'd the workload (it chdir's into the stack: FUSE lookups of its own)."""
+    mobiperf's child before it exec'd the workload (it chdir's into the stack: FUSE lookups of its own). With
+    `process` (a column holding each task's thread group id), a task whose process has a role has it too: a
+    thread a recorded app started after the snapshot that listed its threads."""
     known = task_scopes(task_role, syscall_io).rename({"pid": pid, "scope": "_scope"})
     out = df.join(known, on=["rep", pid], how="left")
+    if process is not None:
+        by_process = task_scopes(task_role, syscall_io).rename({"pid": process, "scope": "_process_scope"})
+        out = out.join(by_process, on=["rep", process], how="left").with_columns(
+            _scope=pl.coalesce("_scope", "_process_scope")).drop("_process_scope")
     own = []
     if task_role is not None and "comm" in task_role.columns:
         own = task_role.filter(pl.col("role") == "mobiperf")["comm"].drop_nulls().unique().to_list()

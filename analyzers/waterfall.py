@@ -2,21 +2,25 @@
 definitions: what caused what, how spans are clipped, what a shared journal commit costs each call).
 
 waterfall: one row per call of the workload (every traced call: reads, writes, syncs, and the opens, closes,
-unlinks and renames that send FUSE requests or journal metadata). Per call:
+unlinks and renames that send FUSE requests or journal metadata), or, on a phone's trace without calls, per root
+of its nests (an android_fs read or write, a sync_file: analyzers/file_nest.py; `syscall` then names it). Per call:
   dur_ns                   the call, enter -> exit
-  fuse_ns, fs_ns, journal_ns, block_ns, device_ns
-                           inclusive time of each layer: the union of its spans (fs_ns is the lower file system's
+  fuse_ns, file_ns, fs_ns, journal_ns, block_ns, device_ns
+                           inclusive time of each layer (file_ns: Android's android_fs spans): the union of its
+                           spans (fs_ns is the lower file system's
                            time, the daemon's calls and the sync_file inside them on a FUSE stack, the call's own
                            sync_file on a native one; block_ns queue -> complete; device_ns issue -> complete)
   *_self_ns                exclusive time: the time that layer was the deepest one active. syscall_self_ns +
-                           fuse_self_ns + fs_self_ns + journal_self_ns + block_self_ns + device_self_ns = dur_ns
+                           fuse_self_ns + file_self_ns + fs_self_ns + journal_self_ns + block_self_ns +
+                           device_self_ns = dur_ns
   other_ns                 = syscall_self_ns (the name of an earlier version: the call's time outside deeper layers)
   block_requests, *_bytes, flushes, fuse_requests, fuse_data_bytes
                            what the call caused, each request counted once (a commit two calls waited for
                            counts for the first)
 layer_breakdown: per call type, each layer's exclusive time summed over the calls, and its share of their total
 time (shares add up to 1), beside the inclusive time (seed 000 Fig. 3, seed 004 Fig. 3). Call types whose calls
-never reached below the system call (getpid, fstat...) are left out of it.
+never reached below the system call (getpid, fstat...) are left out of it, and so are the layers no call of the
+repetition reached (a trace without FUSE has no fuse rows).
 block_cause: every block request of block_io with the call that caused it, or `none`.
 io_background: the IO no call caused, by scope and task (analyzers/scope.py): never dropped, never charged.
 """
@@ -26,6 +30,7 @@ from __future__ import annotations
 import polars as pl
 
 from mobiperf.analyzers.f2fs_region import region_class
+from mobiperf.analyzers.intervals import union_ns
 from mobiperf.analyzers.io_span import LAYERS, RANK
 from mobiperf.analyzers.scope import with_scope
 
@@ -35,18 +40,15 @@ COUNTS = ("block_requests", "block_bytes", "data_bytes", "journal_bytes", "metad
 
 def _union_ns(spans: pl.DataFrame, key: list[str]) -> pl.DataFrame:
     """Per key: the length of the union of the spans' [ts, end_ts] intervals (column `_union`)."""
-    iv = spans.filter(pl.col("end_ts") > pl.col("ts")).select(*key, "ts", "end_ts").sort(*key, "ts")
-    iv = iv.with_columns(_reach=pl.col("end_ts").cum_max().shift(1).over(key))
-    return iv.group_by(key).agg(
-        (pl.col("end_ts") - pl.max_horizontal("ts", pl.col("_reach").fill_null(pl.col("ts")))).clip(lower_bound=0)
-        .sum().alias("_union"))
+    return union_ns(spans, key)
 
 
-def _layer_times(spans: pl.DataFrame) -> pl.DataFrame:
-    """Per call: inclusive (<layer>_incl) and exclusive (<layer>_self) ns of every layer."""
-    key = ["rep", "call_id"]
+def layer_times(spans: pl.DataFrame, nest: str = "call_id") -> pl.DataFrame:
+    """Per nest (rep and the `nest` column: a call's call_id, or span_owner's root_id for every nest): inclusive
+    (<layer>_incl) and exclusive (<layer>_self) ns of every layer."""
+    key = ["rep", nest]
     spans = spans.with_columns(_rank=pl.col("layer").replace_strict(RANK, return_dtype=pl.Int8))
-    out = spans.filter(pl.col("layer") == "syscall").select(key).unique()
+    out = spans.filter(pl.col("parent_id").is_null()).select(key).unique()
     covers = []
     for layer in LAYERS:
         rank = RANK[layer]
@@ -76,10 +78,13 @@ def _caused_counts(spans: pl.DataFrame) -> pl.DataFrame:
 
 def build_waterfall(io_span: pl.DataFrame) -> pl.DataFrame:
     spans = io_span.filter(pl.col("call_id").is_not_null())
-    calls = spans.filter(pl.col("layer") == "syscall").select(
-        "rep", "call_id", "ts", pl.col("tid").alias("pid"), "comm", pl.col("name").alias("syscall"), "path",
-        "file_type", "sync_mode", "size_bytes", (pl.col("end_ts") - pl.col("ts")).alias("dur_ns"))
-    out = calls.join(_layer_times(spans), on=["rep", "call_id"], how="left") \
+    calls = spans.filter(pl.col("parent_id").is_null()).select(
+        "rep", "call_id", "ts", pl.col("tid").alias("pid"), "comm", pl.col("name").alias("syscall"),
+        pl.col("layer").alias("root_layer"), "path", "file_type",
+        # a phone's roots (file_nest.py): a sync_file's fsync/fdatasync, `-` for file and FUSE roots
+        pl.coalesce("sync_mode", "op", pl.lit("-")).alias("sync_mode"), "size_bytes",
+        (pl.col("end_ts") - pl.col("ts")).alias("dur_ns"))
+    out = calls.join(layer_times(spans), on=["rep", "call_id"], how="left") \
         .join(_caused_counts(spans), on=["rep", "call_id"], how="left")
     out = out.with_columns([pl.col(c).fill_null(0).cast(pl.Int64) for c in COUNTS])
     return out.sort("rep", "ts", "call_id").select(
@@ -88,30 +93,45 @@ def build_waterfall(io_span: pl.DataFrame) -> pl.DataFrame:
         "data_bytes", "journal_bytes", "metadata_bytes", "flushes", pl.col("block_incl").alias("block_ns"),
         pl.col("device_incl").alias("device_ns"), pl.col("syscall_self").alias("other_ns"),
         pl.col("journal_incl").alias("journal_ns"), *[pl.col(f"{la}_self").alias(f"{la}_self_ns") for la in LAYERS],
-        "fuse_requests", "fuse_data_bytes")
+        "fuse_requests", "fuse_data_bytes", pl.col("file_incl").alias("file_ns"), "root_layer")
 
 
 def break_down_layers(waterfall: pl.DataFrame) -> pl.DataFrame:
-    below = pl.sum_horizontal([pl.col(f"{la}_self_ns") for la in LAYERS[1:]]) > 0
+    # below the call: any layer deeper than its root's (a system call, or a phone's file or sync_file root)
+    rank = pl.col("root_layer").fill_null("syscall").replace_strict(RANK, default=0, return_dtype=pl.Int8)
+    below = pl.any_horizontal([(pl.col(f"{la}_self_ns") > 0) & (rank < RANK[la]) for la in LAYERS])
+    if "root_layer" not in waterfall.columns:  # a waterfall written before phone roots
+        waterfall = waterfall.with_columns(root_layer=pl.lit("syscall"))
     reached = waterfall.with_columns(_below=below).group_by("rep", "syscall", "sync_mode").agg(pl.col("_below").any())
     wf = waterfall.join(reached.filter(pl.col("_below")), on=["rep", "syscall", "sync_mode"])
     g = wf.group_by("rep", "syscall", "sync_mode").agg(
         count=pl.len().cast(pl.Int64), total_ns=pl.col("dur_ns").sum(),
         **{f"time:{la}": pl.col(f"{la}_self_ns").sum() for la in LAYERS},
-        **{f"incl:{la}": (pl.col("dur_ns") if la == "syscall" else pl.col(f"{_incl(la)}")).sum() for la in LAYERS})
+        **{f"incl:{la}": _inclusive(la).sum() for la in LAYERS})
     rows = []
     for la in LAYERS:
         rows.append(g.select("rep", "syscall", "sync_mode", "count", "total_ns", pl.lit(la).alias("layer"),
                              pl.col(f"time:{la}").alias("time_ns"), pl.col(f"incl:{la}").alias("inclusive_ns")))
     long = pl.concat(rows) if rows else pl.DataFrame()
+    if long.height:  # the layers the trace has: one no call of the repetition reached is left out
+        reached_layers = long.group_by("rep", "layer").agg(pl.col("inclusive_ns").sum() > 0)
+        long = long.join(reached_layers.filter(pl.col("inclusive_ns")).select("rep", "layer"), on=["rep", "layer"])
     return long.with_columns(
         time_ns=pl.col("time_ns").cast(pl.Int64), inclusive_ns=pl.col("inclusive_ns").cast(pl.Int64),
         share=pl.when(pl.col("total_ns") > 0).then(pl.col("time_ns") / pl.col("total_ns"))).sort(
         "rep", "syscall", "sync_mode", "layer")
 
 
+def _inclusive(layer: str) -> pl.Expr:
+    """A call's inclusive time in the layer: its root's whole duration (a root's layer is the call itself)."""
+    root = pl.col("root_layer").fill_null("syscall") == layer
+    if layer == "syscall":
+        return pl.when(root).then(pl.col("dur_ns")).otherwise(0)
+    return pl.when(root).then(pl.col("dur_ns")).otherwise(pl.col(_incl(layer)))
+
+
 def _incl(layer: str) -> str:
-    return {"fuse": "fuse_ns", "fs": "fs_ns", "journal": "journal_ns", "block": "block_ns",
+    return {"fuse": "fuse_ns", "file": "file_ns", "fs": "fs_ns", "journal": "journal_ns", "block": "block_ns",
             "device": "device_ns"}[layer]
 
 
@@ -119,7 +139,7 @@ def attribute_block_causes(io_span: pl.DataFrame, block_io: pl.DataFrame,
                            waterfall: pl.DataFrame | None = None) -> pl.DataFrame:
     """block_cause: every block request with the call that caused it (module docstring), or cause `none`."""
     caused = io_span.filter((pl.col("layer") == "block") & pl.col("call_id").is_not_null() & pl.col("is_primary"))
-    calls = io_span.filter(pl.col("layer") == "syscall").select(
+    calls = io_span.filter(pl.col("parent_id").is_null() & pl.col("call_id").is_not_null()).select(
         "rep", "call_id", pl.col("name").alias("cause"), pl.col("ts").alias("call_ts"), pl.col("tid").alias("call_pid"))
     caused = caused.select("rep", pl.col("source_row").alias("_req"), "call_id").join(calls, on=["rep", "call_id"])
     if waterfall is not None:

@@ -21,6 +21,8 @@ BATCH_INTERVAL_S = 0.2
 EVENT_SET_NAMES = USER_EVENT_SETS   # what --event-set names (mobiperf.core.trace_events)
 # The filesystems' and layers' tracefs systems: a stack gets the events of the systems it has.
 FS_SYSTEMS = {"ext4": ("ext4", "jbd2"), "f2fs": ("f2fs",)}
+# Every run's, whatever its stack: who the threads born during it are (task_newtask, task_rename: one event each).
+EVERY_RUN_SYSTEMS = ("task",)
 
 
 RECORDERS = ("auto", "perfetto", "tracefs")
@@ -67,7 +69,7 @@ def plan_collectors(target: Target, stack: StackFacts, raw_dir: Path, *, extra_e
     if "ftrace" in wanted or "ftrace_raw" in wanted:  # the same events, read as text or as binary pages
         events = _ftrace_events(target, stack, event_sets, TABLE_EVENTS if tables is None else tables, notes)
         events += list(extra_events)
-        collectors.append(_ftrace_recorder(target, events, raw_dir, raw_pages="ftrace" not in wanted,
+        collectors.append(ftrace_recorder(target, events, raw_dir, raw_pages="ftrace" not in wanted,
                                            recorder=recorder))
     if "syscalls" in wanted:
         collectors.append(_syscalls_collector(target, stack, raw_dir, notes))
@@ -103,7 +105,8 @@ def _ftrace_events(target: Target, stack: StackFacts, event_sets, tables, notes:
     events = block_event_specs(devices)
     if event_sets is None:
         wanted = events_for_tables(tables)
-        systems = FS_SYSTEMS.get(stack.filesystem, ()) + (("fuse",) if stack.layers or stack.fuse_servers else ())
+        systems = (FS_SYSTEMS.get(stack.filesystem, ()) + (("fuse",) if stack.layers or stack.fuse_servers else ())
+                   + EVERY_RUN_SYSTEMS)
         chosen = [(name, wanted[name]) for name in systems if name in wanted]
         android_fs = "android_fs" in wanted
     else:
@@ -183,7 +186,7 @@ def task_ids(transport, pid: int) -> list[int]:
     """The thread ids of a process on the target (empty if it is gone)."""
     done = transport.run(["ls", f"/proc/{pid}/task"], timeout=10)
     return sorted(int(t) for t in done.text.split() if t.isdigit()) if done.returncode == 0 else []
-def _ftrace_recorder(target: Target, events, raw_dir: Path, *, raw_pages: bool, recorder: str) -> Collector:
+def ftrace_recorder(target: Target, events, raw_dir: Path, *, raw_pages: bool, recorder: str) -> Collector:
     """The ftrace source's collector: the device's perfetto or tracefs directly (binary pages are tracefs's)."""
     from mobiperf.collectors.ftrace import FtraceCollector
     from mobiperf.collectors.perfetto import PerfettoCollector, choose_recorder

@@ -408,7 +408,7 @@ def cmd_analyze(rundir: str, fmt: str, cluster: str | None, force: bool) -> None
     run = RunDir.open(rundir)
     run.release_reserve()  # the space a collecting run set aside (a killed one leaves it)
     results = pipeline.analyze(run, reparse=True, force=force)
-    tables = breakdown_tables(results)
+    tables = breakdown_tables(results, text=fmt == "text")
     if fmt == "json":
         click.echo(json.dumps({title: df.to_dicts() for title, df in tables.items()}, indent=2, default=str))
         return

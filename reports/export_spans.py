@@ -28,7 +28,7 @@ import polars as pl
 
 from mobiperf.core.runstore import RunDir
 
-LAYERS = ("syscall", "fuse", "fs", "journal", "block")
+LAYERS = ("syscall", "fuse", "file", "fs", "journal", "block")
 DEPTH = {name: i for i, name in enumerate(LAYERS)}
 SPAN_SCHEMA = {
     "rep": pl.Int32, "span_id": pl.Int64, "parent_id": pl.Int64, "layer": pl.Utf8, "name": pl.Utf8, "ts": pl.Int64,
@@ -42,9 +42,12 @@ PHASES = (("Q2G", "q2g_ns"), ("G2I", "g2i_ns"), ("I2D", "i2d_ns"), ("D2C", "d2c_
 
 
 def run_spans(run: RunDir) -> tuple[pl.DataFrame, str]:
-    """(spans, source): source is "io_span" or "tables"."""
+    """(spans, source): source is "io_span" (nests that start at calls or at a phone's file layer) or "tables"
+    (a run without either: the requests of each table, linked by thread and time, FUSE on the daemon's threads)."""
     if run.has_table("io_span"):
-        return spans_from_io_span(run.read_table("io_span"), _opt(run, "block_io")), "io_span"
+        io_span = run.read_table("io_span")
+        if io_span.filter(pl.col("layer").is_in(["syscall", "file"])).height:
+            return spans_from_io_span(io_span, _opt(run, "block_io")), "io_span"
     return spans_from_tables({name: _opt(run, name) for name in ("syscall_class", "fuse_req", "fuse_event",
                                                                  "fsync_event", "jbd2_commit", "block_io")}), "tables"
 

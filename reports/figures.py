@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 import plotly.graph_objects as go
+import plotly.io as pio
 import polars as pl
 from plotly.subplots import make_subplots
 
@@ -40,10 +41,15 @@ SCATTER_GRID = (1600, 800)        # time bins x address bins: about one cell per
 MAX_CDF_POINTS = 2_000
 
 
+# Every figure's template, given once as the default (a figure takes it when made): setting it per figure deep-copies
+# the whole template again, about a tenth of a second each.
+pio.templates.default = "plotly_white"
+
+
 def _layout(fig: go.Figure, title: str, height: int = 380, **kw) -> go.Figure:
     kw.setdefault("legend", dict(orientation="h", y=-0.18))
     kw.setdefault("margin", dict(l=60, r=20, t=50, b=40))
-    fig.update_layout(title=dict(text=title, font_size=15), template="plotly_white", height=height, **kw)
+    fig.update_layout(title=dict(text=title, font_size=15), height=height, **kw)
     return fig
 
 
@@ -142,8 +148,8 @@ def block_phase_means(block_io: pl.DataFrame, op: str = "write") -> pl.DataFrame
 
 # The layers of a call's nest (analyzers/io_span.py), top to bottom, with their exclusive time's column.
 MAX_WATERFALL_SPANS = 60  # a call's nest can hold hundreds of block requests; the first of each layer show
-WATERFALL_LAYERS = (("syscall", "#9467bd"), ("fuse", "#ff7f0e"), ("fs", "#2ca02c"), ("journal", "#8c564b"),
-                    ("block", "#6baed6"), ("device", "#d62728"))
+WATERFALL_LAYERS = (("syscall", "#9467bd"), ("fuse", "#ff7f0e"), ("file", "#bcbd22"), ("fs", "#2ca02c"),
+                    ("journal", "#8c564b"), ("block", "#6baed6"), ("device", "#d62728"))
 
 
 def waterfall_layers(waterfall: pl.DataFrame) -> pl.DataFrame:
@@ -158,6 +164,11 @@ def waterfall_layers(waterfall: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.col("syscall")))
 
 
+def present_layers(per_call: pl.DataFrame) -> list[tuple[str, str]]:
+    """The layers (name, colour) a trace has: those with time in some call of waterfall_layers()'s table."""
+    return [(name, color) for name, color in WATERFALL_LAYERS if per_call[name].sum() > 0] or list(WATERFALL_LAYERS)
+
+
 def fig_layer_breakdown(block_io: pl.DataFrame, waterfall: pl.DataFrame | None = None) -> go.Figure:
     """Seed 004 Fig. 3: where an IO's time goes, stacked by layer, per IO size class.
 
@@ -169,10 +180,11 @@ def fig_layer_breakdown(block_io: pl.DataFrame, waterfall: pl.DataFrame | None =
         per = waterfall_layers(waterfall)
         per = per.filter(pl.sum_horizontal([pl.col(n) for n, _ in WATERFALL_LAYERS[1:]]) > 0)
         agg = per.group_by("group").agg(pl.len().alias("n"), *[pl.col(name).mean() for name, _ in WATERFALL_LAYERS])
+        layers = present_layers(per)
         groups = [c for c in SIZE_CLASSES if c in set(agg["group"])] + sorted(set(agg["group"]) - set(SIZE_CLASSES))
         rows = {r["group"]: r for r in agg.iter_rows(named=True)}
         labels = [_n_label(g, rows[g]["n"]) for g in groups]
-        for name, color in WATERFALL_LAYERS:
+        for name, color in layers:
             fig.add_bar(name=name, x=labels, y=[rows[g][name] / 1e3 for g in groups], marker_color=color,
                         marker_opacity=[_mean_opacity(rows[g]["n"]) for g in groups])
         totals = [sum(rows[g][name] for name, _ in WATERFALL_LAYERS) / 1e3 for g in groups]
@@ -235,7 +247,7 @@ def fig_layer_shares(layer_breakdown: pl.DataFrame) -> go.Figure:
     totals = dict(agg.group_by("key").agg(pl.col("time_ns").sum()).iter_rows())
     keys = sorted(totals)
     fig = go.Figure()
-    for name, color in WATERFALL_LAYERS:
+    for name, color in [(n, c) for n, c in WATERFALL_LAYERS if n in set(agg["layer"])]:
         vals = dict(agg.filter(pl.col("layer") == name).select("key", "time_ns").iter_rows())
         share = [100 * vals.get(k, 0) / totals[k] if totals[k] else 0 for k in keys]
         fig.add_bar(name=name, x=keys, y=share, marker_color=color, text=[f"{v:.0f}%" for v in share],

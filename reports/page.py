@@ -5,8 +5,10 @@ Every figure and table says what it aggregates over the repetitions: the tiles a
 values (with their range, the spread that matters when judging a change), most figures pool every request of
 every repetition, and the access pattern shows one repetition, named.
 
-Every section declares the result tables it needs; a section whose table is absent is replaced by a line naming
-the table and why it is absent (the analyzer's own reason from run.json when it was skipped). An incomplete or
+Every section declares the result tables it needs; a section none of whose tables the run has is left out, with
+one line in the summary naming the table and why it is absent (the analyzer's own reason from run.json when it
+was skipped). The first section after the summary is who: the processes, threads and files the IO time went to
+(reports/who_page.py). An incomplete or
 failed run says so in the title, in a banner and in the sticky navigation bar.
 """
 
@@ -26,6 +28,7 @@ from mobiperf.core.metrics import format_quantity, format_value, metric_key
 from mobiperf.reports import figures
 from mobiperf.reports.html import esc, figure_div, missing, page, status_label, table_html
 from mobiperf.reports.replay_section import replay_banner, replay_section
+from mobiperf.reports.who_page import header_facts, page_title, who_section
 from mobiperf.core.units import format_duration_ns, format_size
 
 # Per-request FUSE table: an event table, shown when the caller passes it along with the results.
@@ -44,6 +47,7 @@ class Section:
     anchor: str
     title: str
     render: Callable[[dict[str, Any], dict[str, pl.DataFrame]], str]
+    needs: tuple[str, ...] = ()  # any one of these tables fills it; with none, it is left out with one line
 
 
 def first_table(tables: dict[str, pl.DataFrame], names: tuple[str, ...]) -> tuple[str | None, pl.DataFrame | None]:
@@ -58,7 +62,7 @@ def absence_reason(meta: dict[str, Any], table: str) -> str:
     run, which cannot be collected again, what its traces lack instead of what to enable)."""
     why = _absence_reason(meta, table)
     if meta.get("target", {}).get("target") == "ingested":
-        why = re.sub(r"; enable .* when collecting$", "; the ingested traces have no such events", why)
+        why = re.sub(r"; (?:enable|add) .* when collecting$", "; the ingested traces have no such events", why)
     return why
 
 
@@ -112,12 +116,8 @@ def _need(meta, tables, *names: str) -> str | None:
 # --- sections ---
 
 def _summary(meta: dict[str, Any], tables: dict[str, pl.DataFrame]) -> str:
-    target = meta.get("target", {})
     reps = meta.get("repetitions", [])
-    facts = [("workload", " ".join(meta.get("command", [])) or "?"), ("stack", meta.get("stack")),
-             ("scheduler", meta.get("scheduler") or "default"),
-             ("target", " ".join(str(x) for x in (target.get("target"), target.get("model"),
-                                                   f"kernel {target.get('kernel')}") if x)),
+    facts = [*header_facts(meta), ("stack", meta.get("stack")), ("scheduler", meta.get("scheduler") or "default"),
              ("repetitions", f"{len(reps)} ({describe_exit_statuses(r.get('exit_code') for r in reps)})"
               if reps else "none recorded"),
              ("status", meta.get("status")), *layer_sources(meta)]
@@ -272,10 +272,22 @@ def _access_pattern(meta, tables) -> str:
     if "file_type" in block_io.columns:
         known = block_io.filter(~pl.col("file_type").is_in(["unknown", "none", ""]) & (pl.col("size_bytes") > 0))
         if len(known):
-            share = len(known) / max(1, block_io.filter(pl.col("size_bytes") > 0).height)
             out += figure_div(figures.fig_lba_scatter(block_io, "file_type"), "fig-lba-file-type")
-            out += f"<p class='sub'>{100 * share:.0f}% of the data requests are attributed to a file.</p>"
+            out += (f"<p class='sub'>coloured by file type where the layout snapshot's extents name the file "
+                    f"({len(known):,} requests).</p>")
+    share = _attributed_share(tables)
+    if share is not None:
+        out += (f"<p class='sub'>{100 * share:.0f}% of the data requests are attributed to a file (by the call,"
+                " file operation or inode whose nest they are in: the who section).</p>")
     return out
+
+
+def _attributed_share(tables) -> float | None:
+    if "io_span" not in tables or "span_owner" not in tables:
+        return None
+    from mobiperf.analyzers.who import data_file_share
+
+    return data_file_share(tables["io_span"], tables["span_owner"])
 
 
 def _throughput(meta, tables) -> str:
@@ -410,14 +422,15 @@ def _metadata(meta, tables) -> str:
 
 SECTIONS = (
     Section("summary", "Summary", _summary),
+    Section("who", "Who: processes, threads, files", who_section, needs=("io_by_owner", "blocked")),
     Section("replay", "Replay", replay_section),  # a replay run's only (render_report)
-    Section("characterisation", "IO characterisation", _characterisation),
-    Section("latency", "Latency by layer", _latency),
-    Section("access", "Block access pattern", _access_pattern),
-    Section("throughput", "Throughput", _throughput),
-    Section("sqlite", "SQLite transactions", _sqlite),
-    Section("fuse", "FUSE requests", _fuse),
-    Section("syscalls", "System calls (Table 3)", _syscalls),
+    Section("characterisation", "IO characterisation", _characterisation, needs=("io_class",)),
+    Section("latency", "Latency by layer", _latency, needs=("block_io",)),
+    Section("access", "Block access pattern", _access_pattern, needs=("block_io",)),
+    Section("throughput", "Throughput", _throughput, needs=("block_io",)),
+    Section("sqlite", "SQLite transactions", _sqlite, needs=("sqlite_txn", "sqlite_summary")),
+    Section("fuse", "FUSE requests", _fuse, needs=(*FUSE_REQUESTS, "fuse_latency")),
+    Section("syscalls", "System calls (Table 3)", _syscalls, needs=("syscall_class", "fuse_latency", "block_io")),
     Section("run", "Run metadata", _metadata),
 )
 
@@ -436,15 +449,20 @@ def status_banner(meta: dict[str, Any]) -> str:
 
 def render_report(meta: dict[str, Any], tables: dict[str, pl.DataFrame]) -> str:
     """The HTML page of a run, from run.json and the result tables that exist."""
-    parts = [f"<h1>{esc(meta.get('stack', '?'))}: {esc(' '.join(meta.get('command', [])[:1]) or 'run')}</h1>",
+    parts = [f"<h1>{esc(page_title(meta))}</h1>",
              f"<p class='sub'>{esc(meta.get('id'))} · {esc(' '.join(meta.get('command', [])))}</p>",
              status_banner(meta), replay_banner(meta, tables)]
-    sections = [s for s in SECTIONS if s.anchor != "replay" or meta.get("replay")]
-    for section in sections:
+    shown = [s for s in SECTIONS if (not s.needs or any(t in tables for t in s.needs))
+             and (s.anchor != "replay" or meta.get("replay"))]
+    left_out = [f"{s.title}: {absence_reason(meta, s.needs[-1])}" for s in SECTIONS if s not in shown and s.needs]
+    for section in shown:
         try:
             content = section.render(meta, tables)
         except Exception as e:  # one broken figure must not take the whole report down; say which and why
             content = missing(section.title, f"it could not be drawn ({type(e).__name__}: {e})")
+        if section.anchor == "summary" and left_out:  # what this trace cannot fill, one line each
+            content += ("<h3>Not in this report</h3><ul class='sub'>"
+                        + "".join(f"<li>{esc(line)}</li>" for line in left_out) + "</ul>")
         parts.append(f'<section id="{section.anchor}"><h2>{esc(section.title)}</h2>{content}</section>')
     status = status_label([meta.get("status")])
-    return page(f"mobiperf: {meta.get('id')}", [(s.anchor, s.title) for s in sections], "".join(parts), status)
+    return page(f"mobiperf: {meta.get('id')}", [(s.anchor, s.title) for s in shown], "".join(parts), status)

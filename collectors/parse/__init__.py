@@ -33,18 +33,21 @@ def parse_raw_dir(raw: Path, rep: int) -> ParsedRaw:
       strace.log        strace -f -ttt -T -y: syscall_io (source strace), on the trace clock with tasks.json's
                         clock readings; strace-N.log further ingested logs
       stderr.txt        the workload's stderr: strace_count when it ends with a `strace -c` table
-      tasks.json        who is who (the workload's root, the FUSE daemons' threads, mobiperf): task_role
+      tasks.json        who is who (the workload's root, the FUSE daemons' threads, mobiperf): task_role, task
+      process_dump.txt  systrace's `ps` listings (ingested; process_dump-N.txt further ones): task
+      proc/             a recording's /proc snapshots at its start and end: task
       LAYER-requests.tsv  a bundled FUSE daemon's log of every request it read (fuse_daemon_log.py):
                         fuse_daemon_req
       blktrace/         blk_io_trace records (per-CPU files or a blk-tracer stream): block_event when no ftrace
                         block events exist, else blktrace_event (the same columns, kept apart)
       blkparse/         blkparse text output (ingested): the same tables as blktrace/ (format in format.txt)
-      layout/           the layout snapshot: file_extent
+      layout/           the layout snapshot: file_extent, and inode_path (inodes.txt)
+      inodes/           `ls -iR` listings of a recorded app's data directory: inode_path
       inputs.json       (ingested runs) the user's name of each file above, under which its statistics are filed
     Lost events are reported per source in the summary (ring-buffer overruns, blktrace sequence gaps).
     """
     from mobiperf.collectors.parse.layout import parse_layout
-    from mobiperf.collectors.parse.tasks import read_tasks, task_roles
+    from mobiperf.collectors.parse.tasks import read_tasks
 
     out = ParsedRaw()
     parts: dict[str, list[pl.DataFrame]] = {}
@@ -57,8 +60,7 @@ def parse_raw_dir(raw: Path, rep: int) -> ParsedRaw:
     if (raw / "ftrace_raw").is_dir():
         _parse_ftrace_pages(raw, rep, add, out)
     tasks = read_tasks(raw / "tasks.json")
-    if tasks:
-        add("task_role", task_roles(tasks, rep))
+    _parse_who_is_who(raw, rep, tasks, add)
     _parse_daemon_logs(raw, rep, tasks, add, out)
     if (raw / "trace.pftrace").exists():
         from mobiperf.collectors.parse.perfetto_trace import add_perfetto_tables
@@ -92,6 +94,30 @@ def parse_raw_dir(raw: Path, rep: int) -> ParsedRaw:
     for placed, label in sorted(labels.items(), key=lambda kv: -len(kv[0])):  # the user's names, not the copies'
         out.warnings = [w.replace(str(raw / placed), label) for w in out.warnings]
     return out
+
+
+def _parse_who_is_who(raw: Path, rep: int, tasks: dict, add) -> None:
+    """task_role and task (who is whose thread), inode_path (which inode is which file): tasks.json, systrace's
+    process dumps, a recording's /proc snapshots, the layout's and a recorded app's inode listings."""
+    from mobiperf.collectors.parse.inodes import parse_inode_listings
+    from mobiperf.collectors.parse.tasks import task_roles, task_rows
+
+    if tasks:
+        add("task_role", task_roles(tasks, rep))
+        add("task", task_rows(tasks, rep))
+    for dump in _numbered(raw, "process_dump.txt", "process_dump-*.txt"):  # systrace's ps listings (ingested)
+        from mobiperf.collectors.parse.process_dump import parse_process_dump
+
+        add("task", parse_process_dump(dump, rep))
+    if (raw / "proc").is_dir():  # a recording's /proc snapshots (collectors/proc_snapshot.py)
+        from mobiperf.collectors.parse.proc_snapshot import parse_proc_snapshots
+
+        snapshot = parse_proc_snapshots(raw / "proc", rep)
+        if snapshot is not None:
+            add("task", snapshot)
+    inodes = parse_inode_listings(raw, rep)  # inode -> path: the file systems' events name inodes only
+    if inodes is not None:
+        add("inode_path", inodes)
 
 
 def _input_labels(raw: Path) -> dict[str, str]:

@@ -270,9 +270,9 @@ def _unhtml(path: Path, out: Path, label: str):
             with open(target, "rb") as src, open(decoded, "wb") as dst:
                 dst.write(base64.b64decode(b"".join(src.read().split())))
             kept.append((decoded, what))
-        elif kind == "text":
+        elif kind in ("text", "process-dump"):  # the dump names every process and thread (process_dump.py)
             kept.append((target, what))
-    if not kept:
+    if not any(_trace_data_kind(target) == "text" or target.name.endswith(".gz") for target, _ in kept):
         raise ValueError("no ftrace text inside (no linuxPerfData string or trace-data script with text)")
     return kept
 

@@ -37,6 +37,8 @@ def sniff_plain(head: bytes) -> str:
         return "trace-cmd"
     if not head or b"\x00" in head[:1024]:
         return "unknown"
+    if head.lstrip().startswith(b"PROCESS DUMP"):  # systrace's `ps` listings (parse/process_dump.py)
+        return "process-dump"
     text = head.decode("utf-8", errors="replace")
     lines = text.split("\n")
     if len(head) >= 4096:

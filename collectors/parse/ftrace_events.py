@@ -16,7 +16,7 @@ event family, written from the kernels' TP_printk formats (see specs/trace-forma
   the kernel's own text  sys_write(fd: 1, buf: 7ffd, count: 5)   sys_write -> 0x5  (hex without 0x)
   raw_syscalls           NR %ld (%lx, %lx, ...) / NR %ld = %ld  (raw_syscall_event; named by the ABI: raw_syscalls.py)
   android_fs_data*       entry_name %s, offset %llu, bytes %d, ... / ino %lu, offset %llu, bytes %d (android_fs.py)
-  sched_waking           comm=%s pid=%d prio=%d target_cpu=%03d (sched_wake.py)
+  sched_*, task_*        prev_comm=%s prev_pid=%d ... prev_state=%s ==> next_comm=%s ... (sched.py)
   f2fs_submit_*_bio      dev = (%d,%d)/(%d,%d), rw = %s(%s), %s, sector = %lld, size = %u      (f2fs_events.py)
   f2fs_write_checkpoint  dev = (%d,%d), checkpoint for %s, state = %s
 
@@ -29,7 +29,7 @@ import polars as pl
 
 from mobiperf.collectors.parse.android_fs import ANDROID_FS_EVENTS, parse_android_fs_events
 from mobiperf.collectors.parse.f2fs_events import F2FS_EVENTS, parse_f2fs_events
-from mobiperf.collectors.parse.sched_wake import SCHED_WAKE_EVENTS, parse_sched_wakes
+from mobiperf.collectors.parse.sched import SCHED_EVENTS, parse_sched_events
 from mobiperf.collectors.parse.syscall_events import RAW_SYSCALL_EVENTS, raw_syscall_events, syscall_io_of_events
 from mobiperf.core.schema import FS_EVENT, FSYNC_EVENT, FUSE_EVENT, JBD2_COMMIT, JBD2_RUN_STATS
 
@@ -57,7 +57,7 @@ FUSE_BODIES = {
 }
 FS_EVENT_PREFIXES = ("ext4_", "f2fs_", "writeback_", "jbd2_", "android_fs_")
 # Every event this module reads (the ftrace text parser hands it these rows).
-KNOWN_EVENTS = {*FSYNC_BODIES, "jbd2_run_stats", *JBD2_PHASES, *FUSE_BODIES, *ANDROID_FS_EVENTS, *SCHED_WAKE_EVENTS,
+KNOWN_EVENTS = {*FSYNC_BODIES, "jbd2_run_stats", *JBD2_PHASES, *FUSE_BODIES, *ANDROID_FS_EVENTS, *SCHED_EVENTS,
                 *F2FS_EVENTS}
 
 
@@ -122,9 +122,7 @@ def parse_other_events(head: pl.DataFrame, rep: int) -> tuple[dict[str, pl.DataF
     android_fs = parse_android_fs_events(head, rep, unparsed)  # android_fs.py
     if android_fs is not None:
         tables["android_fs_event"] = android_fs
-    wakes = parse_sched_wakes(head, rep, unparsed)  # sched_wake.py: who woke whom (FUSE without FUSE events)
-    if wakes is not None:
-        tables["sched_wake"] = wakes
+    tables.update(parse_sched_events(head, rep, unparsed))  # sched.py (sched_waking: who woke whom, FUSE's link)
 
     ev = pl.col("event")
     fs_rows = head.filter(pl.any_horizontal(ev.str.starts_with(p) for p in FS_EVENT_PREFIXES)

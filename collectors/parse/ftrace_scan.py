@@ -64,19 +64,25 @@ def _skip_spaces(buf, p, e):
 def _match_header_tail(buf, q, e, out):
     """Match `-pid  [(tgid)] [cpu] [flags] secs.frac: event:` at q (the dash). Fills out[0..6]; False if no match.
 
-    out: pid, cpu, ts_ns, event_start, event_end, body_start.
+    out: pid, cpu, ts_ns, event_start, event_end, body_start, and (where out has a 7th slot) the tgid, -1 when
+    the line has none (no column, or atrace's `(-----)`).
     """
     pid, r = _parse_uint(buf, q + 1, e, 10)
     if r == q + 1 or r >= e or buf[r] != 32:
         return False
     r = _skip_spaces(buf, r, e)
+    tgid = np.int64(-1)
     if r < e and buf[r] == 40:  # '(' tgid ')'
         r += 1
         while r < e and (buf[r] == 32 or buf[r] == 45 or _is_digit(buf[r])):
+            if _is_digit(buf[r]):
+                tgid = (tgid if tgid >= 0 else np.int64(0)) * 10 + np.int64(buf[r] - 48)
             r += 1
         if r >= e or buf[r] != 41:
             return False
         r = _skip_spaces(buf, r + 1, e)
+    if len(out) > 6:
+        out[6] = tgid
     if r >= e or buf[r] != 91:  # '['
         return False
     cpu, r2 = _parse_uint(buf, r + 1, e, 6)
@@ -479,6 +485,34 @@ def scan_trace(buf, newlines, first, stop, known_hash, known_kind):
     text = (t_line[:nt], t_ts[:nt], t_cpu[:nt], t_pid[:nt], t_cs[:nt], t_ce[:nt], t_ev[:nt], t_bs[:nt], t_be[:nt])
     bad = (x_line[:nx], x_s[:nx], x_e[:nx])
     return counted, events, block, text, bad
+
+
+# One function: the same per-byte header walk as scan_trace's, kept in one compiled loop (see the module docstring).
+@njit(cache=True, nogil=True)
+def scan_tgids(buf, newlines):
+    """(pid, tgid) of every line whose header has a numeric tgid column (`comm-pid (tgid) [cpu]`), in file order;
+    the caller keeps the distinct pairs."""
+    n = len(buf)
+    pids = np.empty(len(newlines) + 1, np.int64)
+    tgids = np.empty(len(newlines) + 1, np.int64)
+    out = np.zeros(7, np.int64)
+    k = 0
+    s = 0
+    for li in range(len(newlines) + 1):
+        e = newlines[li] if li < len(newlines) else n
+        nxt = e + 1
+        q = _skip_spaces(buf, s, e)
+        if q < e and buf[q] != 35:
+            while q < e:
+                if buf[q] == 45 and q + 1 < e and _is_digit(buf[q + 1]) and _match_header_tail(buf, q, e, out):
+                    if out[6] >= 0:
+                        pids[k] = out[0]
+                        tgids[k] = out[6]
+                        k += 1
+                    break
+                q += 1
+        s = nxt
+    return pids[:k], tgids[:k]
 
 
 @njit(cache=True, nogil=True)

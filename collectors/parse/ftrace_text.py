@@ -29,9 +29,10 @@ import polars as pl
 
 from mobiperf.collectors.parse.ftrace_events import is_known_event, known_event_expr, parse_other_events
 from mobiperf.core.errors import ParseError
-from mobiperf.core.schema import BLOCK_EVENT, TRACE_MARKER
+from mobiperf.core.schema import BLOCK_EVENT, TASK, TRACE_MARKER
 
-HEADER = (r"^\s*(?:\S+:\s+)?(?P<comm>.*)-(?P<pid>\d+)\s+(?:\(\s*[-\d]+\)\s+)?\[(?P<cpu>\d+)\]\s+(?:\S{1,8}\s+)?"
+HEADER = (r"^\s*(?:\S+:\s+)?(?P<comm>.*)-(?P<pid>\d+)\s+(?:\(\s*(?P<tgid>[-\d]+)\)\s+)?\[(?P<cpu>\d+)\]\s+"
+          r"(?:\S{1,8}\s+)?"
           r"(?P<secs>\d+)\.(?P<usecs>\d+):\s+(?P<event>\w+)(?P<sep>:\s*| |)(?P<body>.*?)\r?$")
 _DEV = r"^(?P<major>\d+),(?P<minor>\d+) (?P<rwbs>\S+) "
 _IOPRIO = r"(?: \S+,\S*,\S+)?"
@@ -130,6 +131,7 @@ class _Pieces:
     truncated_at: int | None = None
     slow: bool = False
     span: tuple[int, int] | None = None
+    tgids: list = field(default_factory=list)  # (pid, tgid) pairs of the lines with a tgid column
 
 
 def _chunks(path: Path):
@@ -178,6 +180,7 @@ def _parse_compiled(path: Path, rep: int) -> FtraceTables:
         pl.lit(rep, pl.Int32).alias("rep"), "ts", "pid", _marker_text(pl.col("body")).alias("text"))
     events, event_unparsed = parse_other_events(head.filter(known_event_expr()), rep)
     got.unparsed.update(event_unparsed)
+    _add_tgid_tasks(events, pl.concat(got.tgids) if got.tgids else None, rep)
     known = set(BLOCK_EVENT_BODY) | set(MARKER_EVENTS)
     return FtraceTables(block_event=block, trace_marker=TRACE_MARKER.validate(markers), events=events,
                         lines=got.lines, lost_events=got.lost, unparsed_by_event=got.unparsed,
@@ -192,7 +195,11 @@ _CATEGORICAL = [c for c, t in BLOCK_EVENT.columns.items() if t == pl.Categorical
 def _parse_chunk(data: bytes, offset: int, line_base: int, rep: int, got: _Pieces) -> int:
     """Rows of one chunk of whole lines (line numbers from line_base) into got; returns its number of lines."""
     buf = np.frombuffer(data, np.uint8)
-    n_lines, names, block_cols, text_cols, (bad, bad_s, bad_e), n_all = _scan(data, buf)
+    newlines = _scanner()[0].find_newlines(buf)
+    n_lines, names, block_cols, text_cols, (bad, bad_s, bad_e), n_all = _scan(data, buf, newlines)
+    if TGID_COLUMN.search(data[:TGID_PROBE_BYTES]):  # atrace's `comm-pid (tgid) [cpu]`: who is whose thread
+        pids, tgids = _scanner()[0].scan_tgids(buf, newlines)
+        got.tgids.append(pl.DataFrame({"tid": pids, "pid": tgids}).unique())
     if len(bad) and not data.endswith(b"\n") and bad_e[-1] >= len(data.rstrip(b"\r")):
         got.truncated_at = offset + int(bad_s[-1])  # a cut last line: keep everything before it, say so
         bad, bad_s, bad_e, n_lines = bad[:-1], bad_s[:-1], bad_e[:-1], n_lines - 1
@@ -265,6 +272,8 @@ def parse_ftrace_text_regex(path: Path, rep: int = 0) -> FtraceTables:
         pl.lit(rep, pl.Int32).alias("rep"), "ts", "pid", _marker_text(pl.col("body")).alias("text"))
     events, event_unparsed = parse_other_events(head.filter(known_event_expr()), rep)
     unparsed.update(event_unparsed)
+    _add_tgid_tasks(events, head.select(pl.col("pid").alias("tid"), pl.col("tgid").cast(pl.Int64, strict=False)
+                                        .alias("pid")).drop_nulls().unique(), rep)
     known = set(BLOCK_EVENT_BODY) | set(MARKER_EVENTS)
     return FtraceTables(block_event=BLOCK_EVENT.validate(block.sort("line")),
                         trace_marker=TRACE_MARKER.validate(markers), events=events, lines=n_lines,
@@ -272,6 +281,22 @@ def parse_ftrace_text_regex(path: Path, rep: int = 0) -> FtraceTables:
                         unparsed_by_event=unparsed,
                         other_events={e: n for e, n in counts.items() if e not in known and not is_known_event(e)},
                         truncated_at=truncated_at, span=span)
+
+
+# A line header with a numeric tgid column, looked for in a chunk's first bytes before its tgids are scanned.
+TGID_COLUMN = re.compile(rb"-\d+\s+\(\s*\d+\)\s+\[\d+\]")
+TGID_PROBE_BYTES = 1 << 16
+
+
+def _add_tgid_tasks(events: dict[str, pl.DataFrame], pairs: pl.DataFrame | None, rep: int) -> None:
+    """The threads the tgid column names (each line's pid and its process's), as task rows of source trace,
+    beside those the task events gave (task_newtask, sched.py)."""
+    if pairs is None or not len(pairs):
+        return
+    rows = TASK.validate(pairs.unique().sort("tid", "pid").with_columns(
+        rep=pl.lit(rep, pl.Int32), thread=pl.lit(None, pl.Utf8), process=pl.lit(None, pl.Utf8),
+        source=pl.lit("trace")))
+    events["task"] = pl.concat([events["task"], rows]) if "task" in events else rows
 
 
 def _span(ts) -> tuple[int, int] | None:
@@ -291,14 +316,14 @@ def _widen(span: tuple[int, int] | None, lo, hi) -> tuple[int, int] | None:
 PARALLEL_MIN_BYTES = 8 << 20
 
 
-def _scan(data: bytes, buf: np.ndarray):
+def _scan(data: bytes, buf: np.ndarray, newlines: np.ndarray | None = None):
     """scan_trace over a buffer of whole lines, in one line range per CPU (the scanner releases the GIL), joined.
 
     Returns (n_lines, event names, block columns, text columns, bad lines, lines in the buffer): scan_trace's
     tables with the event ids of every range mapped to one numbering, in file order (n_lines leaves blank and
     comment lines out, the last count does not)."""
     scan, known_hash, known_kind = _scanner()
-    newlines = scan.find_newlines(buf)
+    newlines = scan.find_newlines(buf) if newlines is None else newlines
     total = scan.line_count(buf, newlines)
     parts = min(os.cpu_count() or 1, max(1, len(buf) // PARALLEL_MIN_BYTES), total) or 1
     bounds = [total * i // parts for i in range(parts + 1)]

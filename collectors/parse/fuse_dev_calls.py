@@ -39,6 +39,17 @@ REPLIES = ("write", "writev")
 WRITE_REPLY_BYTES = OUT_HEADER_BYTES + 8   # fuse_out_header + fuse_write_out
 
 
+def wakings(sched_wakeup: pl.DataFrame | None, rep: int) -> pl.DataFrame | None:
+    """One repetition's sched_waking rows seen from the waker (pid, comm: the thread whose context the event ran
+    in; woken_pid, woken_comm), the link this module follows; sched_wakeup rows may run on the woken thread's CPU,
+    so they are left out."""
+    if sched_wakeup is None:
+        return None
+    return sched_wakeup.filter((pl.col("rep") == rep) & (pl.col("event") == "waking")).select(
+        "rep", "ts", "cpu", pl.col("waker_tid").alias("pid"), pl.col("waker_comm").alias("comm"),
+        pl.col("tid").alias("woken_pid"), pl.col("comm").alias("woken_comm"))
+
+
 def dev_fuse_requests(rep: int, tables: dict[str, pl.DataFrame]) -> tuple[pl.DataFrame | None, str]:
     """(fuse_req rows or None, one line saying what was found) for one repetition."""
     calls = _dev_fuse_calls(rep, tables.get("syscall_io"), tables.get("task_role"))
@@ -47,8 +58,7 @@ def dev_fuse_requests(rep: int, tables: dict[str, pl.DataFrame]) -> tuple[pl.Dat
     if not calls.height:
         return None, "no reads or writes of the daemons' /dev/fuse descriptors were traced"
     req = _requests(calls)
-    wakes = tables.get("sched_wake")
-    wakes = wakes.filter(pl.col("rep") == rep) if wakes is not None else None
+    wakes = wakings(tables.get("sched_wakeup"), rep)
     req = _with_requesters(req, wakes, _calls_of(rep, tables.get("syscall_io")))
     out = FUSE_REQ.validate(req.select(
         pl.lit(rep, pl.Int32).alias("rep"), pl.lit(None, pl.Int64).alias("connection"),

@@ -83,8 +83,10 @@ def _layer_of_rep(rep: int, events: pl.DataFrame | None, log: pl.DataFrame | Non
                 return req, req["source"][0], note
             why = note + "; "
     if log is not None and log.height:
+        from mobiperf.collectors.parse.fuse_dev_calls import wakings
+
         log, outside = _within(log, window)
-        req = daemon_log_requests(log, _comms(tables.get("syscall_io"), rep), _of(tables.get("sched_wake"), rep),
+        req = daemon_log_requests(log, _comms(tables.get("syscall_io"), rep), wakings(tables.get("sched_wakeup"), rep),
                                   _of(tables.get("syscall_io"), rep))
         left = f" ({outside} more logged outside the traced window: its mount, the set-up)" if outside else ""
         return req, "daemon_log", (f"{why}FUSE layer from {_daemon_name(log)}'s request log (the trace has no "

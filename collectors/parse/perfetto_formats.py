@@ -57,6 +57,68 @@ _ANDROID_FS_END = """
     print fmt: "ino %lu, offset %llu, bytes %d", (unsigned long) REC->ino, REC->offset, REC->bytes
 """
 
+# The scheduler's and the task events (include/trace/events/sched.h, task.h; sched_blocked_reason from the Android
+# common kernels), as this kernel declares them. prev_state's flag bits differ in old kernels above D (0x2, the same
+# everywhere): a 4.x trace's rarer states (K, W, x) may print under other letters, never as D.
+_SCHED_STATES = ("0x00000001, \"S\" }, { 0x00000002, \"D\" }, { 0x00000004, \"T\" }, { 0x00000008, \"t\" }, "
+                 "{ 0x00000010, \"X\" }, { 0x00000020, \"Z\" }, { 0x00000040, \"P\" }, { 0x00000080, \"I\"")
+_WAKE_CLASS = """
+    name: {name}
+    ID: 0
+    field:char comm[16]; offset:8; size:16; signed:0;
+    field:pid_t pid; offset:24; size:4; signed:1;
+    field:int prio; offset:28; size:4; signed:1;
+    field:int target_cpu; offset:32; size:4; signed:1;
+    print fmt: "comm=%s pid=%d prio=%d target_cpu=%03d", REC->comm, REC->pid, REC->prio, REC->target_cpu
+"""
+_SCHED_FORMATS = (
+    ("sched", """
+    name: sched_switch
+    ID: 0
+    field:char prev_comm[16]; offset:8; size:16; signed:0;
+    field:pid_t prev_pid; offset:24; size:4; signed:1;
+    field:int prev_prio; offset:28; size:4; signed:1;
+    field:long prev_state; offset:32; size:8; signed:1;
+    field:char next_comm[16]; offset:40; size:16; signed:0;
+    field:pid_t next_pid; offset:56; size:4; signed:1;
+    field:int next_prio; offset:60; size:4; signed:1;
+    print fmt: "prev_comm=%s prev_pid=%d prev_prio=%d prev_state=%s%s ==> next_comm=%s next_pid=%d next_prio=%d",
+        REC->prev_comm, REC->prev_pid, REC->prev_prio, (REC->prev_state & 0xff) ? __print_flags(REC->prev_state &
+        0xff, "|", { """ + "{STATES}" + """ }) : "R", REC->prev_state & 0x100 ? "+" : "", REC->next_comm,
+        REC->next_pid, REC->next_prio
+"""),
+    ("sched", _WAKE_CLASS.format(name="sched_waking")),
+    ("sched", _WAKE_CLASS.format(name="sched_wakeup")),
+    ("sched", """
+    name: sched_blocked_reason
+    ID: 0
+    field:pid_t pid; offset:8; size:4; signed:1;
+    field:void* caller; offset:16; size:8; signed:0;
+    field:bool io_wait; offset:24; size:1; signed:0;
+    print fmt: "pid=%d iowait=%d caller=%pS", REC->pid, REC->io_wait, REC->caller
+"""),
+    ("task", """
+    name: task_newtask
+    ID: 0
+    field:pid_t pid; offset:8; size:4; signed:1;
+    field:char comm[16]; offset:12; size:16; signed:0;
+    field:u64 clone_flags; offset:32; size:8; signed:0;
+    field:short oom_score_adj; offset:40; size:2; signed:1;
+    print fmt: "pid=%d comm=%s clone_flags=%llx oom_score_adj=%hd", REC->pid, REC->comm, REC->clone_flags,
+        REC->oom_score_adj
+"""),
+    ("task", """
+    name: task_rename
+    ID: 0
+    field:pid_t pid; offset:8; size:4; signed:1;
+    field:char oldcomm[16]; offset:12; size:16; signed:0;
+    field:char newcomm[16]; offset:28; size:16; signed:0;
+    field:short oom_score_adj; offset:44; size:2; signed:1;
+    print fmt: "pid=%d oldcomm=%s newcomm=%s oom_score_adj=%hd", REC->pid, REC->oldcomm, REC->newcomm,
+        REC->oom_score_adj
+"""),
+)
+
 FORMATS = (
     ("ext4", """
     name: ext4_sync_file_enter
@@ -203,7 +265,8 @@ FORMATS = (
 def builtin_formats() -> dict[str, EventFormat]:
     """The formats above by event name."""
     out = {}
-    for system, block in FORMATS:
+    for system, block in (*FORMATS, *_SCHED_FORMATS):
+        block = block.replace("{STATES}", _SCHED_STATES)
         lines: list[str] = []
         for line in block.strip("\n").splitlines():
             if line.startswith("        ") and lines:

@@ -27,6 +27,26 @@ NAMING_EVENTS = {"task_newtask": [("pid", "comm")], "task_rename": [("pid", "new
                  "sched_wakeup_new": [("pid", "comm")], "sched_process_exec": [("pid", "filename")]}
 
 
+def process_tree_tasks(trees: list[tuple[int, bytes]], rep: int) -> pl.DataFrame | None:
+    """task rows (source perfetto) of process_tree packets: every thread with its tgid and name, every process with
+    its command line's first word (a package name on Android), the last scan's word where scans differ."""
+    rows = []
+    for _, raw in trees:
+        tree = decode_message("ProcessTree", raw)
+        if tree is None:
+            continue
+        rows += [(p.pid, p.pid, None, p.cmdline[0] if p.cmdline else None) for p in tree.processes]
+        rows += [(t.tid, t.tgid or None, t.name or None, None) for t in tree.threads]
+    if not rows:
+        return None
+    df = pl.DataFrame(rows, schema={"tid": pl.Int32, "pid": pl.Int32, "thread": pl.Utf8, "process": pl.Utf8},
+                      orient="row")
+    df = df.group_by("tid", maintain_order=True).agg(pl.col("pid").drop_nulls().last(),
+                                                     pl.col("thread").drop_nulls().last(),
+                                                     pl.col("process").drop_nulls().last())
+    return df.with_columns(rep=pl.lit(rep, pl.Int32), source=pl.lit("perfetto"))
+
+
 class NameTimeline:
     def __init__(self):
         self.parts: list[pl.DataFrame] = []

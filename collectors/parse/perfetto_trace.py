@@ -13,6 +13,8 @@ perfetto_wire.py):
   print             trace_marker (atrace's B|pid|name lines included, as written)
   other storage     their kernel text is written back (perfetto_bodies.py) and read by the text path's
                     parse_other_events(), so the tables are the text's, row for row
+  tasks             who is whose thread (task table, source perfetto): process_tree packets' threads with their
+                    tgid, processes with their command line's first word
   names             a thread's name at each moment, from process_tree packets (threads' names, a process's
                     cmdline as comm), task_newtask (the child's comm) and task_rename (the new comm): the text's
                     header comm, which the kernel takes from its saved cmdlines; pid 0 is <idle>, unknown <...>
@@ -46,7 +48,7 @@ from mobiperf.collectors.parse.event_format import EventFormat, read_formats
 from mobiperf.collectors.parse.ftrace_events import is_known_event, parse_other_events
 from mobiperf.collectors.parse.ftrace_text import BLOCK_EVENT_BODY
 from mobiperf.collectors.parse.perfetto_bodies import FieldColumns, field_pairs, render_bodies
-from mobiperf.collectors.parse.perfetto_names import NameTimeline
+from mobiperf.collectors.parse.perfetto_names import NameTimeline, process_tree_tasks
 from mobiperf.collectors.parse.perfetto_sniff import trace_members
 from mobiperf.collectors.parse.perfetto_tables import (BlockRows, clock_summary, head_frame, in_trace_order,
                                                       loss_summary, marker_frame, system_summary)
@@ -54,7 +56,7 @@ from mobiperf.collectors.parse.perfetto_schema import (MessageLayout, event_fiel
                                                       generic_numbers, layout_from_descriptor, packet_field,
                                                       trace_packet_number, wire_numbers)
 from mobiperf.core.errors import ParseError
-from mobiperf.core.schema import BLOCK_EVENT, GENERIC_EVENT, TRACE_MARKER
+from mobiperf.core.schema import BLOCK_EVENT, GENERIC_EVENT, TASK, TRACE_MARKER
 
 STORAGE_TABLES = ("block_event", "fsync_event", "jbd2_commit", "jbd2_run_stats", "fuse_event", "fs_event",
                   "syscall_io")
@@ -269,6 +271,10 @@ class _ChunkReader:
             out.events, unparsed = parse_other_events(self._named(self.heads), rep)
             for ev, n in unparsed.items():
                 out.unparsed_by_event[ev] = out.unparsed_by_event.get(ev, 0) + n
+        tasks = process_tree_tasks(self.metas.get("process_tree", []), rep)
+        if tasks is not None:  # who is whose thread: beside what task_newtask/rename said (parse/sched.py)
+            tasks = TASK.validate(tasks)
+            out.events["task"] = pl.concat([out.events["task"], tasks]) if "task" in out.events else tasks
         if self.generic:
             out.events["generic_event"] = GENERIC_EVENT.validate(
                 self._named(self.generic).with_columns(rep=pl.lit(rep, pl.Int32)))
@@ -480,8 +486,9 @@ def _summarise(out: PerfettoTables, bundles, metas) -> None:
     if out.events_total and not any(len(t) for name, t in [("block_event", out.block_event), *out.events.items()]
                                     if name in STORAGE_TABLES):
         top = sorted(out.other_events.items(), key=lambda kv: -kv[1])[:5]
+        read = [f"{name} ({len(t)} rows)" for name, t in out.events.items() if len(t)]  # sched, task ...
         out.warnings.append("the trace holds no storage events (block, ext4, f2fs, jbd2, fuse, syscalls); it has "
-                            + (", ".join(f"{n} {e}" for e, n in top) or f"{out.events_total} other events"))
+                            + (", ".join([*(f"{n} {e}" for e, n in top), *read]) or f"{out.events_total} other events"))
     if out.unrendered:
         out.warnings += [f"{ev}: text not reproduced exactly ({why})" for ev, why in sorted(out.unrendered.items())]
     out.warnings += [f"{n} {ev} events did not decode or match the known formats and were skipped"

@@ -1,7 +1,8 @@
 """raw/tasks.json -> task_role: which tasks of a trace are mobiperf's, the workload's root, the FUSE daemons'.
 
 The pipeline writes tasks.json when a repetition ends (mobiperf/orchestration/pipeline.py `write_task_roles`). One row
-per (task, role): `workload` for the root process of the workload (its tree is the tids of its traced calls, see
+per (task, role): `workload` for the root process of the workload (for a recording, every thread of the app's
+processes: `workload_tids`) (its tree is the tids of its traced calls, see
 analyzers/scope.py), `fuse_daemon` for every thread of a stack's FUSE daemon (fuse_fd: one row per descriptor the daemon
 holds on /dev/fuse, -1 when it holds none), `mobiperf` for mobiperf's own process (with its comm: the workload's root
 carries it until it execs). A run directory without tasks.json (older runs, ingested traces) has no task_role table:
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import polars as pl
 
-from mobiperf.core.schema import TASK_ROLE
+from mobiperf.core.schema import TASK, TASK_ROLE
 
 
 def read_tasks(path: Path) -> dict:
@@ -33,6 +34,8 @@ def task_roles(tasks: dict, rep: int) -> pl.DataFrame:
     rows = []
     if tasks.get("workload_pid"):
         rows.append((rep, int(tasks["workload_pid"]), "workload", -1, "", None))
+    for tid in tasks.get("workload_tids", []):  # a recording's app: every thread of its processes (record.py)
+        rows.append((rep, int(tid), "workload", -1, "", None))
     if tasks.get("mobiperf_pid"):
         rows.append((rep, int(tasks["mobiperf_pid"]), "mobiperf", -1, "", tasks.get("mobiperf_comm")))
     for daemon in tasks.get("fuse_daemons", []):
@@ -41,6 +44,22 @@ def task_roles(tasks: dict, rep: int) -> pl.DataFrame:
                 rows.append((rep, tid, "fuse_daemon", int(fd), str(daemon.get("layer", "")), None))
     return TASK_ROLE.validate(pl.DataFrame(rows, schema=["rep", "pid", "role", "fuse_fd", "layer", "comm"],
                                            orient="row"))
+
+
+def task_rows(tasks: dict, rep: int) -> pl.DataFrame:
+    """task rows (source tasks.json): the workload's root and mobiperf as processes of their own, every thread of a
+    FUSE daemon as the daemon's (its process named after the stack layer it serves), a recorded app's processes
+    named after its package."""
+    rows = []
+    for key, name in (("workload_pid", None), ("mobiperf_pid", tasks.get("mobiperf_comm"))):
+        if tasks.get(key):
+            rows.append((rep, int(tasks[key]), int(tasks[key]), name, name))
+    for daemon in tasks.get("fuse_daemons", []):
+        for tid in sorted({int(daemon["pid"]), *map(int, daemon.get("tids", []))}):
+            rows.append((rep, tid, int(daemon["pid"]), None, str(daemon.get("layer") or "") or None))
+    rows += [(rep, int(pid), int(pid), None, tasks.get("package")) for pid in tasks.get("app_pids", [])]
+    df = pl.DataFrame(rows, schema=["rep", "tid", "pid", "thread", "process"], orient="row")
+    return TASK.validate(df.with_columns(source=pl.lit("tasks.json")))
 
 
 def wall_to_trace_clock(syscall_io: pl.DataFrame, readings: list[dict]) -> pl.DataFrame:

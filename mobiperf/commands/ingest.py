@@ -46,7 +46,7 @@ Examples:
   mobiperf ingest pixel-pages/ -o runs/raw      (cpuN trace_pipe_raw files and the formats/ saved with them)
   mobiperf ingest ftrace.txt app.strace -o runs/app --label "Pixel 6, app launch"
 """
-TEXT_PLACES = {"ftrace": ("ftrace", ".txt"), "strace": ("strace", ".log")}
+TEXT_PLACES = {"ftrace": ("ftrace", ".txt"), "strace": ("strace", ".log"), "process-dump": ("process_dump", ".txt")}
 
 
 def sniff_kind(path: Path) -> str:
@@ -320,7 +320,9 @@ def _refuse_if_empty(rundir, inputs: list[Path]) -> None:
 
     from mobiperf.core.schema import TABLES
 
-    if any(rundir.has_table(t) and rundir.scan_table(t).select(pl.len()).collect().item() for t in TABLES):
+    # who is who (a process dump, the tgid column) is no event of its own
+    events = [t for t in TABLES if t != "task"]
+    if any(rundir.has_table(t) and rundir.scan_table(t).select(pl.len()).collect().item() for t in events):
         return
     meta = rundir.read_meta()
     seen: dict[str, int] = {}

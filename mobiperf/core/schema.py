@@ -188,23 +188,45 @@ RAW_SYSCALL_EVENT = Schema("raw_syscall_event", {
 }, "raw_syscalls:sys_enter (phase enter: the call's number and its six argument registers) and sys_exit (phase"
    " exit: its return value): what collectors/parse/raw_syscalls.py decodes into syscall_io by the device's ABI.")
 
-SCHED_WAKE = Schema("sched_wake", {
-    **_EV, "woken_pid": I32, "woken_comm": STR,
-}, "sched_waking events (collectors/parse/sched_wake.py): pid/comm the waker (the event runs in its context),"
-   " woken_pid/woken_comm the thread it woke.")
-
 BLKTRACE_EVENT = Schema("blktrace_event", dict(BLOCK_EVENT.columns),
                         "blktrace records of a run that also has ftrace block events (which stay in block_event):"
                         " the same columns, kept apart so no request is counted twice.")
 
+SCHED_SWITCH = Schema("sched_switch", {
+    "rep": I32, "ts": I64, "cpu": I32, "prev_tid": I32, "prev_comm": STR, "prev_state": STR, "next_tid": I32,
+    "next_comm": STR,
+}, "The scheduler's context switches (sched_switch): the thread that left the CPU, the state it left in"
+   " (prev_state as the kernel prints it: R, R+, S, D, D|K ...: D is uninterruptible sleep) and the thread that"
+   " took it (collectors/parse/sched.py).")
+
+SCHED_WAKEUP = Schema("sched_wakeup", {
+    "rep": I32, "ts": I64, "cpu": I32, "tid": I32, "comm": STR, "waker_tid": I32, "waker_comm": STR, "event": STR,
+}, "A sleeping thread woken (sched_waking: the waker starts to wake it, event waking; sched_wakeup: it is"
+   " runnable, event wakeup): tid/comm the woken thread, waker_tid/waker_comm the thread whose context the event"
+   " ran in (the waker itself for waking, which runs in try_to_wake_up; sched_wakeup may run on the woken one's"
+   " CPU).")
+
+SCHED_BLOCKED_REASON = Schema("sched_blocked_reason", {
+    "rep": I32, "ts": I64, "tid": I32, "is_io_wait": BOOL, "caller": STR,
+}, "Android's sched_blocked_reason: where a thread in uninterruptible sleep was blocked (caller, the kernel"
+   " function, symbolized as the text prints it) and whether it was an IO wait; traced when the thread wakes.")
+
 TASK = Schema("task", {
-    "rep": I32, "tid": I32, "pid": I32, "thread": STR, "process": STR, "source": STR,
+    "rep": I32, "tid": I32, "pid": I32, "thread": STR, "process": STR, "source": STR, "parent_tid": I32,
 }, "Who a thread is, as a trace or the capture said it: tid its thread id, pid its process (the thread group id;"
    " null where the source does not say), thread its name (comm), process the process's name (its command line's"
    " first word where known, else the group leader's comm; null where unknown). source: tasks.json (the run's"
    " workload root and FUSE daemons), trace (the tgid column of ftrace text), task_newtask (a thread or process"
-   " created during the trace), proc (a /proc snapshot taken by `mobiperf record`), perfetto (process_tree"
-   " packets). A thread may appear once per source; analyzers/task_identity.py decides.")
+   " created or renamed during the trace), ps (systrace's process dump), proc (a /proc snapshot taken when"
+   " recording), perfetto (process_tree packets). parent_tid: for a thread task_newtask made (CLONE_THREAD) in a"
+   " trace that does not say its tgid, the thread that made it (its process is that thread's); else null. A thread"
+   " may appear once per source; analyzers/task_identity.py decides.", added=(("parent_tid", None),))
+
+INODE_PATH = Schema("inode_path", {
+    "rep": I32, "ino": I64, "path": STR, "source": STR,
+}, "A file's inode and its path, from a listing taken on the device (collectors/parse/inodes.py): source layout"
+   " (the layout snapshot's find), listing (a recorded app's data directory). The file systems' events name files"
+   " by inode only.")
 
 GENERIC_EVENT = Schema("generic_event", {
     **_EV, "event": STR, "body": STR,
@@ -213,8 +235,9 @@ GENERIC_EVENT = Schema("generic_event", {
 
 TABLES = {s.name: s for s in (BLOCK_EVENT, BLOCK_RQ, TRACE_MARKER, FSYNC_EVENT, JBD2_RUN_STATS, JBD2_COMMIT,
                               FUSE_EVENT, FUSE_REQ, SYSCALL_IO, STRACE_COUNT, TASK_ROLE, FS_EVENT, FILE_EXTENT,
-                              BLKTRACE_EVENT, GENERIC_EVENT, ANDROID_FS_EVENT, TASK, FUSE_DAEMON_REQ, SCHED_WAKE,
-                              RAW_SYSCALL_EVENT, F2FS_BIO, F2FS_CHECKPOINT)}
+                              BLKTRACE_EVENT, GENERIC_EVENT, ANDROID_FS_EVENT, TASK, FUSE_DAEMON_REQ,
+                              RAW_SYSCALL_EVENT, F2FS_BIO, F2FS_CHECKPOINT, SCHED_SWITCH, SCHED_WAKEUP,
+                              SCHED_BLOCKED_REASON, INODE_PATH)}
 
 # --- result tables ---
 
@@ -255,10 +278,12 @@ SYSCALL_CLASS = Schema("syscall_class", {
 FILE_IO = Schema("file_io", {
     "rep": I32, "ts": I64, "dur": I64, "pid": I32, "comm": STR, "op": STR, "path": STR, "file_type": STR,
     "size_bytes": I64, "offset_bytes": I64, "size_class": STR, "size_log2_bytes": I64, "locality": STR,
-    "locality_tolerant": STR, "locality_global": STR, "sync_mode": STR, "ino": I64,
+    "locality_tolerant": STR, "locality_global": STR, "sync_mode": STR, "ino": I64, "tid": I32, "thread": STR,
 }, "The file layer (Android's android_fs events): every file read where it missed the page cache and every"
    " write where it entered it, with its path and file type, size and locality per (process, file); dur from"
-   " its start to its end event (null if none was seen).")
+   " its start to its end event (null if none was seen). pid/comm: the process (tgid, command line); tid/thread:"
+   " the thread that did it (null in run directories analysed before they were kept).",
+   added=(("tid", None), ("thread", None)))
 
 IO_CLASS = Schema("io_class", {
     "rep": I32, "layer": STR, "op": STR, "size_class": STR, "locality": STR, "sync_mode": STR, "region": STR,
@@ -295,27 +320,32 @@ WATERFALL = Schema("waterfall", {
     "block_bytes": I64, "data_bytes": I64, "journal_bytes": I64, "metadata_bytes": I64, "flushes": I64,
     "block_ns": I64, "device_ns": I64, "other_ns": I64, "journal_ns": I64, "syscall_self_ns": I64,
     "fuse_self_ns": I64, "fs_self_ns": I64, "journal_self_ns": I64, "block_self_ns": I64, "device_self_ns": I64,
-    "fuse_requests": I64, "fuse_data_bytes": I64,
+    "fuse_requests": I64, "fuse_data_bytes": I64, "file_ns": I64, "file_self_ns": I64, "root_layer": STR,
 }, "Each call of the workload (analyzers/waterfall.py, io_span.py) with what it caused, layer by layer:"
-   " *_ns the inclusive time of each layer (fs_ns the lower file system's, also under FUSE; block_ns queue ->"
+   " *_ns the inclusive time of each layer (file_ns Android's android_fs spans; fs_ns the lower file system's,"
+   " also under FUSE; block_ns queue ->"
    " complete; device_ns issue -> complete), *_self_ns the exclusive time (the layer was the deepest active;"
-   " they add up to dur_ns), other_ns = syscall_self_ns; requests and bytes counted once per request.",
+   " they add up to dur_ns), other_ns = syscall_self_ns; requests and bytes counted once per request. root_layer:"
+   " the layer of the call (syscall; a phone's trace without calls: file or fs, syscall then naming it).",
    added=(("call_id", None), ("journal_ns", 0), ("syscall_self_ns", None), ("fuse_self_ns", 0),
           ("fs_self_ns", 0), ("journal_self_ns", 0), ("block_self_ns", 0), ("device_self_ns", 0),
-          ("fuse_requests", 0), ("fuse_data_bytes", 0)))
+          ("fuse_requests", 0), ("fuse_data_bytes", 0), ("file_ns", 0), ("file_self_ns", 0),
+          ("root_layer", "syscall")))
 
 IO_SPAN = Schema("io_span", {
     "rep": I32, "span_id": I64, "parent_id": I64, "call_id": I64, "layer": STR, "name": STR, "ts": I64,
     "end_ts": I64, "tid": I32, "comm": STR, "size_bytes": I64, "is_primary": BOOL, "op": STR, "region": STR,
     "dev_major": I32, "dev_minor": I32, "sector": I64, "fuse_unique": I64, "path": STR, "sync_mode": STR,
-    "file_type": STR, "source_row": I64,
+    "file_type": STR, "source_row": I64, "ino": I64,
 }, "The nest of intervals of every call (analyzers/io_span.py): layer syscall (the call), fuse (a request it"
    " sent), fs (a daemon's call into the lower file system, a sync_file), journal (a jbd2 commit it waited for),"
    " block (a request, queue -> complete), device (issue -> complete); each span clipped to its parent"
    " (parent_id), call_id the top call (null: IO no call caused, nested the same way). is_primary: the span's"
    " bytes count for this call (false for the second waiter of a shared commit). path, sync_mode and file_type"
    " of calls (sync_mode `none` for calls that are not IO) and block requests. source_row: the row in the"
-   " source table (the call's call_id, fuse_req, block_io).")
+   " source table (the call's call_id, fuse_req, block_io). A phone's trace without calls starts its nests at"
+   " layer file (Android's android_fs read/write, analyzers/file_nest.py) and at fs (sync_file); ino: the inode"
+   " of file and sync_file spans (null elsewhere).", added=(("ino", None),))
 
 TIME_PROFILE = Schema("time_profile", {
     "rep": I32, "layer": STR, "name": STR, "process": STR, "thread": STR, "path": STR, "file_type": STR,
@@ -376,7 +406,7 @@ SQLITE_SUMMARY = Schema("sqlite_summary", {
 
 SPAN_OWNER = Schema("span_owner", {
     "rep": I32, "span_id": I64, "scope": STR, "process": STR, "pid": I32, "thread": STR, "tid": I32, "path": STR,
-    "file_type": STR, "path_from": STR,
+    "file_type": STR, "path_from": STR, "root_id": I64,
 }, "Whose each io_span row is (analyzers/attribution.py), one row per io_span row (same rep, span_id): the"
    " thread whose call (or file operation) the span's nest starts from, by causality: the call's thread for"
    " everything it caused (FUSE requests, the daemon's calls, the journal commits it waited for, block requests,"
@@ -384,7 +414,17 @@ SPAN_OWNER = Schema("span_owner", {
    " its process (pid null where no source says; process then the thread's name), scope as in block_io"
    " (analyzers/scope.py). path: the top-most path on the way down to the span (the app's own name of the file"
    " where the call has one; else the file layer's, an inode's, the layout snapshot's), null where none is known;"
-   " file_type from it (analyzers/file_type.py); path_from the layer whose span gave the path.")
+   " file_type from it (analyzers/file_type.py); path_from the layer whose span gave the path; root_id the"
+   " span_id of the nest's root.", added=(("root_id", None),))
+
+IO_BY_OWNER = Schema("io_by_owner", {
+    "rep": I32, "scope": STR, "process": STR, "pid": I32, "thread": STR, "tid": I32, "path": STR,
+    "file_type": STR, "layer": STR, "self_ns": I64, "nests": I64, "block_bytes": I64,
+}, "Where each owner's IO time went (analyzers/io_by_owner.py): per process, thread, file (the path of the nest's"
+   " root, span_owner) and layer, the exclusive time of the layer summed over the owner's nests (the time it was"
+   " the deepest active one, as in the waterfall: the layers of an owner's file add up to the time its calls,"
+   " file operations or background requests on it took); nests the nests with time in the layer; block_bytes the"
+   " bytes of the nests' block requests (counted once, on the block row).")
 
 IO_BY_FILE = Schema("io_by_file", {
     "rep": I32, "scope": STR, "process": STR, "pid": I32, "thread": STR, "tid": I32, "path": STR,
@@ -406,8 +446,18 @@ REPLAY_FIDELITY = Schema("replay_fidelity", {
    " block.flushes, fs.syncs, elapsed), the recording's figure, the replay's, their ratio replay/original, the"
    " bound it is held to (0: equal; null: none, e.g. block figures on another stack) and whether it holds.")
 
+BLOCKED = Schema("blocked", {
+    "rep": I32, "scope": STR, "process": STR, "pid": I32, "thread": STR, "tid": I32, "waited_on": STR,
+    "count": I64, "blocked_ns": I64,
+}, "Per thread, its time in uninterruptible sleep (sched_switch prev_state D until its wake-up) by what it waited"
+   " on (analyzers/blocked.py): the deepest layer of its own nests active then (block: a block request in flight,"
+   " journal: a commit its sync waited for, fuse: the FUSE reply, fs, file, call), else the kernel function of"
+   " Android's sched_blocked_reason (io:NAME for an IO wait, caller:NAME otherwise), else unknown; count the"
+   " intervals with time on it. The causes"
+   " of a thread add up to its time in D. scope, process and pid as in span_owner.")
+
 RESULTS = {s.name: s for s in (BLOCK_IO, PAIRING_SUMMARY, SYSCALL_CLASS, FILE_IO, IO_CLASS, IO_SHARE,
                                LATENCY_SUMMARY, SYSCALL_LATENCY, FS_LATENCY, FUSE_LATENCY, IO_SPAN, WATERFALL,
                                BLOCK_CAUSE, LAYER_BREAKDOWN, IO_BACKGROUND, TIME_PROFILE, AMPLIFICATION,
-                               WINDOW_BLOCK, SQLITE_TXN, SQLITE_SUMMARY, SPAN_OWNER, IO_BY_FILE,
-                               REPLAY_FIDELITY)}
+                               WINDOW_BLOCK, SQLITE_TXN, SQLITE_SUMMARY, SPAN_OWNER, IO_BY_FILE, BLOCKED,
+                               IO_BY_OWNER, REPLAY_FIDELITY)}

@@ -195,6 +195,11 @@ EVENT_SETS: dict[str, EventSet] = {
         ),
         "bdi",
     ),
+    # the scheduler: who ran, who slept uninterruptibly and where (sched_blocked_reason: Android kernels); every
+    # context switch of the machine (no field to filter on), so only when asked (`--event-set sched`, `record`)
+    "sched": EventSet("sched", ("sched_switch", "sched_waking", "sched_wakeup", "sched_blocked_reason"), None),
+    # threads and processes born or renamed during the trace: who is who (one event per thread: every run)
+    "task": EventSet("task", ("task_newtask", "task_rename"), None),
     # the syscalls source's set (an instance of its own, the workload's pids): not an --event-set choice
     "syscalls": EventSet("syscalls", SYSCALL_EVENTS, None),
 }
@@ -223,6 +228,10 @@ TABLE_EVENTS: dict[str, tuple[str, ...]] = {
     # one event per bio f2fs submits (no more than the block events of the same IO) and per checkpoint step
     "f2fs_bio": _named("f2fs", ("f2fs_submit_write_bio", "f2fs_submit_read_bio")),
     "f2fs_checkpoint": _named("f2fs", ("f2fs_write_checkpoint",)),
+    "sched_switch": _named("sched", ("sched_switch",)),
+    "sched_wakeup": _named("sched", ("sched_waking", "sched_wakeup")),
+    "sched_blocked_reason": _named("sched", ("sched_blocked_reason",)),
+    "task": _named("task", EVENT_SETS["task"].events),
 }
 
 

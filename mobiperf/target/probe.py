@@ -12,10 +12,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mobiperf.core.errors import TargetError
+from mobiperf.core.trace_events import EVENT_SETS
 from mobiperf.target.transport import Transport
 
 TRACEFS_CANDIDATES = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
-EVENT_SYSTEMS = ("block", "ext4", "jbd2", "f2fs", "fuse", "writeback", "syscalls", "raw_syscalls", "sched")
+# The tracefs systems of every event set mobiperf reads (android_fs on Android kernels; sched and task: `record`),
+# and raw_syscalls: the call layer where a kernel has no syscalls:* events (collectors/plan.py).
+EVENT_SYSTEMS = (*dict.fromkeys(s.system for s in EVENT_SETS.values()), "raw_syscalls")
 MKFS = {"ext4": "mkfs.ext4", "xfs": "mkfs.xfs", "btrfs": "mkfs.btrfs", "f2fs": "mkfs.f2fs"}
 
 

@@ -83,7 +83,7 @@ def test_layer_breakdown_shares_add_up(run, syscalls):
     wf = build_waterfall(spans_of(rd, results, syscalls))
     lb = LAYER_BREAKDOWN.validate(break_down_layers(wf))
     fsync = lb.filter(pl.col("syscall") == "fsync")
-    assert set(fsync["layer"]) == {"syscall", "fuse", "fs", "journal", "block", "device"}
+    assert set(fsync["layer"]) == {"syscall", "fs", "journal", "block", "device"}  # the layers it has: no FUSE
     assert abs(fsync["share"].sum() - 1.0) < 1e-9
     assert fsync.filter(pl.col("layer") == "device")["share"][0] > 0.2  # the device does the waiting
 

@@ -55,7 +55,8 @@ def test_legacy_systrace_excerpt_counts(tmp_path):
     assert markers["text"][0] == "C|124|VSYNC|1" and not markers["text"].str.contains(r"\\").any()
     name = f"{FIX / 'systrace' / 'catapult-android_systrace-excerpt.html'}:linuxPerfData"  # the file's own name
     summary = run.read_meta()["parse"]["repetitions"]["0"][name]
-    assert summary["other_events"] == {"sched_switch": 582, "sched_wakeup": 333} and summary["unparsed"] == {}
+    assert summary["other_events"] == {} and summary["unparsed"] == {}  # the scheduler's events are read now
+    assert (len(table(run, "sched_switch")), len(table(run, "sched_wakeup"))) == (582, 333)
 
 
 def test_current_systrace_html_with_tgid_column(tmp_path):
@@ -141,8 +142,10 @@ def test_old_kernel_print_events_with_char_buf_of_size_0(tmp_path):
     assert got.trace_marker["text"].to_list() == [
         f"cpu_frequency_devlib:        state={s} cpu_id={c}"
         for s, c in ((450000, 0), (800000, 1), (800000, 2), (450000, 3), (450000, 4), (450000, 5))]
-    assert got.other_events == {"sched_load_cfs_rq": 2437, "cpu_idle": 474, "sched_switch": 399,
-                                "sched_load_se": 364, "sched_migrate_task": 28, "cpu_frequency": 16}
+    assert got.other_events == {"sched_load_cfs_rq": 2437, "cpu_idle": 474, "sched_load_se": 364,
+                                "sched_migrate_task": 28, "cpu_frequency": 16}
+    # trace-cmd report counts 399 sched_switch: each one read, with a state the 3.x format printed
+    assert len(got.events["sched_switch"]) == 399 and got.unparsed_by_event == {}
     assert not got.unrendered and not got.unparsed_by_event
 
 
@@ -259,11 +262,22 @@ def test_inputs_that_are_no_trace_are_refused_naming_the_file_and_leave_nothing(
 
 
 def test_a_trace_with_no_event_mobiperf_reads_is_refused(tmp_path):
+    """trappy's legacy systrace without its 3 sched_switch and 2 sched_wakeup lines (which mobiperf reads: who
+    slept, analyzers/blocked.py): only scheduler-statistics events are left."""
+    trace = tmp_path / "stats-only.html"
+    trace.write_text("".join(line for line in (FIX / "systrace" / "trappy-trace_legacy_systrace.html").read_text()
+                             .splitlines(keepends=True) if "sched_switch" not in line and "sched_wakeup" not in line))
     out = tmp_path / "run"
     with pytest.raises(UsageError) as e:
-        ingest([FIX / "systrace" / "trappy-trace_legacy_systrace.html"], out)
+        ingest([trace], out)
     assert "no block, file system, system call or marker event found" in str(e.value)
     assert "sched_load_avg_cpu (5)" in str(e.value) and not out.exists()
+
+
+def test_a_trace_of_scheduler_events_alone_gives_blocked_time(tmp_path):
+    run = ingest([FIX / "systrace" / "trappy-trace_legacy_systrace.html"], tmp_path / "run", report=False)
+    assert (len(table(run, "sched_switch")), len(table(run, "sched_wakeup"))) == (3, 2)
+    assert "blocked" in run.read_meta()["analysis"]["results"]
 
 
 def test_cli_refusal_is_one_line_and_the_output_can_be_reused(tmp_path):

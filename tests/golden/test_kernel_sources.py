@@ -18,6 +18,7 @@ import pytest
 from mobiperf.analyzers.io_span import nest_calls
 from mobiperf.analyzers.waterfall import build_waterfall
 from mobiperf.collectors.parse import derive_tables, parse_raw_dir
+from mobiperf.collectors.parse.fuse_dev_calls import wakings
 from mobiperf.collectors.parse.fuse_layer import daemon_log_requests
 from mobiperf.collectors.parse.raw_syscalls import raw_syscall_io
 from mobiperf.core.runstore import RunDir
@@ -74,7 +75,7 @@ def test_host_fuse_events_and_the_daemons_log_pair_the_same_requests(parsed):
     tables, summary, _ = parsed("host618-bfuse")
     events = tables["fuse_req"]
     assert set(events["source"]) == {"fuse_events"} and events["end_ts"].is_not_null().all()
-    log = daemon_log_requests(tables["fuse_daemon_req"], None, tables.get("sched_wake"), tables["syscall_io"])
+    log = daemon_log_requests(tables["fuse_daemon_req"], None, wakings(tables.get("sched_wakeup"), 0), tables["syscall_io"])
     logged = log.join(events.select("unique", pl.col("send_ts").alias("ev_send"), pl.col("end_ts").alias("ev_end"),
                                     pl.col("opcode").alias("ev_op"), pl.col("pid").alias("ev_pid"),
                                     pl.col("daemon_tid").alias("ev_daemon")), on="unique")
@@ -96,7 +97,7 @@ def test_host_fuse_inclusive_per_call_is_the_same_from_either_source(parsed):
     is tens of us, and what the log cannot see (the kernel's queueing before the daemon's read when no wake-up
     says when it was sent, and the reply's way back after the daemon's write began) may be 20 points of it."""
     tables, _, _ = parsed("host618-bfuse")
-    log = daemon_log_requests(tables["fuse_daemon_req"], None, tables.get("sched_wake"), tables["syscall_io"])
+    log = daemon_log_requests(tables["fuse_daemon_req"], None, wakings(tables.get("sched_wakeup"), 0), tables["syscall_io"])
     shares = _compare_shares(tables, tables["fuse_req"], log)
     syncs, writes = shares.filter(pl.col("syscall") == "fdatasync"), shares.filter(pl.col("syscall") == "write")
     assert syncs.height == 100 and writes.height >= 100

@@ -58,7 +58,9 @@ def test_tables_equal_the_text_of_the_same_capture(trace, capture, text):
     assert_frame_equal(_text_ts(got.block_event), text.block_event)
     assert_frame_equal(_text_ts(got.trace_marker), text.trace_marker)
     assert got.trace_marker["text"].to_list() == ["rawdec start", "rawdec end"]
-    assert set(got.events) - {"generic_event"} == set(text.events) == FS_TABLES
+    assert set(got.events) - {"generic_event", "task"} == set(text.events) == FS_TABLES
+    # the Perfetto trace also says who is whose thread (process_tree packets): the text has no such packets
+    assert set(got.events["task"]["source"]) <= {"perfetto", "task_newtask"}
     for name, want in text.events.items():
         mine = _text_ts(got.events[name])
         if name == "syscall_io":

@@ -29,7 +29,7 @@ _FIGURES_JS = """
   const uniq = Array.from(new Set(divs));
   return JSON.stringify({now: performance.now(), figures: uniq.map(d => ({
     id: d.id, traces: (d.data || []).length, on_first_screen: d.getBoundingClientRect().top < window.innerHeight,
-    points: (d._fullData || []).reduce((n, t) => n + ((t.x && t.x.length) || (t.y && t.y.length) || 0), 0),
+    points: (d._fullData || []).reduce((n, t) => n + ((t.x && t.x.length) || (t.y && t.y.length) || (t.labels && t.labels.length) || 0), 0),
     drawn: !!d.querySelector('.main-svg') && !!d._fullLayout,
     title: (d.layout && d.layout.title && (d.layout.title.text || d.layout.title)) || ''
   }))});

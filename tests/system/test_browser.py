@@ -60,8 +60,9 @@ def test_report_loads_without_console_errors_and_draws_every_figure(runs, screen
     check = check_page(report, screenshots / "report.png")
     _assert_clean(check, ["fig-characterisation-block", "fig-layer-breakdown", "fig-block-phases", "fig-layer-shares",
                           "fig-latency-cdf", "fig-syscall-cdf", "fig-waterfall", "fig-lba", "fig-throughput",
-                          "fig-amplification", "fig-layer-throughput", "fig-fuse"])
+                          "fig-amplification", "fig-layer-throughput", "fig-fuse", "fig-who"])
     assert "IO characterisation" in check.text and "Run metadata" in check.text
+    assert "Each box is a process, one of its threads, a file" in check.text  # the who section leads
     assert "Per transaction (seed 002's per-insert table" in check.text
     assert "# of pwrite64()" in check.text and "# of FUSE WRITE requests" in check.text
 
@@ -72,7 +73,7 @@ def test_report_of_a_block_only_run_says_why_sections_are_missing(runs, screensh
     check = check_page(pipeline.report(runs[2]), screenshots / "report-block-only.png", full_page=False)
     assert check.console_errors == []
     assert all(f["drawn"] and f["traces"] for f in check.figures)
-    assert "The SQLite per-transaction table (seed 002) is not shown: no sqlite_txn table" in check.text
+    assert "SQLite transactions: no sqlite_summary table" in check.text  # left out, one line in the summary
     assert "The cross-layer breakdown and waterfall (syscall, file system, FUSE, block) is not shown" in check.text
 
 

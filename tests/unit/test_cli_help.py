@@ -33,8 +33,8 @@ def help_text(*args: str) -> str:
 
 
 def test_the_commands_are_the_ones_this_test_knows():
-    assert COMMANDS == ["analyze", "compare", "doctor", "export", "index", "ingest", "probe", "query", "replay", "report",
-                        "run", "show", "study", "sweep", "targets"]
+    assert COMMANDS == ["analyze", "compare", "doctor", "export", "index", "ingest", "probe", "query", "record",
+                        "replay", "report", "run", "show", "study", "sweep", "targets"]
 
 
 @pytest.mark.parametrize("command", [None, *COMMANDS])

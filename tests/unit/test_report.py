@@ -41,8 +41,9 @@ def test_complete_report_has_every_block_figure_and_says_why_others_are_absent(s
         assert f'id="{fig_id}"' in html
     assert "[INCOMPLETE]" not in html and "run-status" not in html and "This run" not in html
     assert "<script src=" not in html and "<link " not in html  # offline: plotly.js is inlined
-    assert "SQLite per-transaction table (seed 002) is not shown: no sqlite_txn table" in html
-    assert "FUSE request sizes and counts is not shown" in html
+    # sections the run cannot fill are left out, one line each in the summary
+    assert "<li>SQLite transactions: no sqlite_summary table" in html and 'id="sqlite"' not in html
+    assert "<li>FUSE requests: no fuse_latency table" in html and 'id="fuse"' not in html
     # Table 3's block rows, one column per repetition, equal to the block_io counts.
     bio = synthetic_run.read_table("block_io")
     writes = bio.filter(pl.col("op") == "write").group_by("rep").len().sort("rep")["len"].to_list()
@@ -59,8 +60,8 @@ def test_missing_table_omits_its_section_and_names_the_reason(synthetic_run, tmp
     run.write_meta(meta)
     html = pipeline.report(run).read_text()
     assert 'id="fig-lba"' not in html and 'id="fig-waterfall"' not in html
-    assert ("The block access pattern (seed 000 Fig. 12/15) is not shown: no block_io table: needs the block_rq "
-            "table; enable block:block_rq_issue when collecting") in html
+    assert ("<li>Block access pattern: no block_io table: needs the block_rq table; enable block:block_rq_issue "
+            "when collecting</li>") in html and 'id="access"' not in html
     assert 'id="fig-characterisation-block"' in html  # io_class is still there
 
 
@@ -86,7 +87,7 @@ def test_failed_run_is_labelled(synthetic_run, tmp_path):
 def test_report_of_a_run_without_any_result_table_still_renders():
     meta = {"id": "empty", "status": "incomplete", "stack": "ext4", "command": ["dd"], "repetitions": []}
     html = render_report(meta, {})
-    assert "IO characterisation (seed 000 Fig. 4) is not shown: no io_class table" in html
+    assert "<li>IO characterisation: no io_class table" in html
     assert "[INCOMPLETE]" in html
 
 

@@ -12,6 +12,7 @@ from mobiperf.collectors.parse.android_fs import ANDROID_FS_EVENTS
 from mobiperf.collectors.parse.block_requests import KINDS
 from mobiperf.collectors.parse.f2fs_events import BIO_EVENTS
 from mobiperf.collectors.parse.ftrace_events import FSYNC_BODIES, FUSE_BODIES, JBD2_PHASES
+from mobiperf.collectors.parse.sched import SCHED_EVENTS
 from mobiperf.collectors.plan import check_trace_choice, plan_collectors
 from mobiperf.core.errors import UsageError
 from mobiperf.core.trace_events import EVENT_SETS, TABLE_EVENTS
@@ -37,15 +38,18 @@ def test_the_analyzers_needs_decide_the_events_of_a_run(tmp_path):
     jbd2 = {f"jbd2:{e}" for e in EVENT_SETS["jbd2"].events}
     fsync = {"ext4:ext4_sync_file_enter", "ext4:ext4_sync_file_exit"}
     fuse = {"fuse:fuse_request_send", "fuse:fuse_request_end"}
-    assert planned(tmp_path, "ext4", [{"mountpoint": "/m"}], needed_tables()) == block | jbd2 | fsync | fuse
-    assert planned(tmp_path, "ext4", [], needed_tables()) == block | jbd2 | fsync
+    task = {"task:task_newtask", "task:task_rename"}  # every run's: who the threads born during it are
+    assert planned(tmp_path, "ext4", [{"mountpoint": "/m"}], needed_tables()) == block | jbd2 | fsync | fuse | task
+    assert planned(tmp_path, "ext4", [], needed_tables()) == block | jbd2 | fsync | task
     # f2fs: its fsyncs, its bios (node vs data) and its checkpoints (the journal layer), not its per-page events
-    assert planned(tmp_path, "f2fs", [], needed_tables()) == block | {
+    assert planned(tmp_path, "f2fs", [], needed_tables()) == block | task | {
         "f2fs:f2fs_sync_file_enter", "f2fs:f2fs_sync_file_exit", "f2fs:f2fs_submit_write_bio",
         "f2fs:f2fs_submit_read_bio", "f2fs:f2fs_write_checkpoint"}
     # an analyzer set that reads no fsync or jbd2 table gets none of their events: the needs drive it
-    without = needed_tables() - {"fsync_event", "jbd2_commit", "jbd2_run_stats"}
+    without = needed_tables() - {"fsync_event", "jbd2_commit", "jbd2_run_stats", "task"}
     assert planned(tmp_path, "ext4", [], without) == block
+    # the scheduler's events (every context switch of the machine) only when asked
+    assert not {e for e in planned(tmp_path, "ext4", [], needed_tables()) if e.startswith("sched:")}
 
 
 def test_every_table_an_analyzer_names_is_made_somewhere():
@@ -58,9 +62,13 @@ def test_every_table_an_analyzer_names_is_made_somewhere():
     ("block_event", set(KINDS)), ("fsync_event", set(FSYNC_BODIES)), ("jbd2_commit", set(JBD2_PHASES)),
     ("jbd2_run_stats", {"jbd2_run_stats"}), ("fuse_event", set(FUSE_BODIES)),
     ("android_fs_event", set(ANDROID_FS_EVENTS)), ("f2fs_bio", set(BIO_EVENTS)),
-    ("f2fs_checkpoint", {"f2fs_write_checkpoint"})])
+    ("f2fs_checkpoint", {"f2fs_write_checkpoint"}), ("sched_switch", {"sched_switch"}),
+    ("sched_wakeup", {"sched_waking", "sched_wakeup"}), ("sched_blocked_reason", {"sched_blocked_reason"}),
+    ("task", {"task_newtask", "task_rename"})])
 def test_each_listed_event_is_parsed_into_its_table(table, parsed):
     assert {named.split(":", 1)[1] for named in TABLE_EVENTS[table]} <= parsed
+    if table.startswith(("sched", "task")):  # sched.py: each of its events lands in the table it is listed for
+        assert parsed <= set(SCHED_EVENTS)
 
 
 def test_trace_choices_are_checked_in_one_place():
