@@ -1,4 +1,4 @@
-"""Subcommands beyond the core (run, analyze, report, show, probe, targets), one module per area.
+"""Subcommands beyond the core (run, analyze, report, show, targets), one module per area.
 
 Each module defines its Click commands and a `register(group)` function; the CLI registers every module found
 here, so an area adds commands without editing cli.py.
