@@ -22,7 +22,8 @@ def switches(rows):
 
 def wakeups(rows):
     return SCHED_WAKEUP.validate(pl.DataFrame(rows, schema=["ts", "tid"], orient="row").with_columns(
-        rep=pl.lit(0), cpu=pl.lit(0), comm=pl.lit("t"), waker_tid=pl.lit(0), event=pl.lit("waking")))
+        rep=pl.lit(0), cpu=pl.lit(0), comm=pl.lit("t"), waker_tid=pl.lit(0), waker_comm=pl.lit("w"),
+        event=pl.lit("waking")))
 
 
 def nest(spans):

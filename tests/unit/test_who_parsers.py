@@ -46,8 +46,9 @@ def test_switches_wakeups_and_blocked_reasons(trace):
         (4711, "Jit thread pool", "D", 0, "swapper/2"), (0, "swapper/2", "R", 4711, "Jit thread pool"),
         (4712, "RenderThread", "D|K", 77, "kworker/3:1"), (77, "kworker/3:1", "R+", 901, "a=b c")]
     wake = events["sched_wakeup"]
-    assert wake.select("tid", "comm", "waker_tid", "event").rows() == [(4711, "Jit thread pool", 0, "waking"),
-                                                                      (4711, "Jit thread pool", 0, "wakeup")]
+    # the waker: the context the event ran in (the idle task here, an interrupt's wake-up)
+    assert wake.select("tid", "comm", "waker_tid", "waker_comm", "event").rows() == [
+        (4711, "Jit thread pool", 0, "<idle>", "waking"), (4711, "Jit thread pool", 0, "<idle>", "wakeup")]
     assert events["sched_blocked_reason"].select("tid", "is_io_wait", "caller").rows() == [
         (4711, True, "wait_on_page_bit_common+0x1c0/0x3a8")]
 
