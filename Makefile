@@ -45,7 +45,7 @@ layers: .stamps/venv
 		$(BIN)/python setup.py -q build_py --build-lib "$$tree" >/dev/null 2>&1 && \
 		cd "$$tree" && PYTHONPATH="$$tree" $(CURDIR)/$(BIN)/lint-imports $(CURDIR)/setup.cfg --no-cache
 
-setup: .stamps/system-packages .stamps/venv reference
+setup: .stamps/system-packages .stamps/venv .stamps/compiled reference
 
 system-packages: .stamps/system-packages
 .stamps/system-packages: Makefile
@@ -61,6 +61,11 @@ system-packages: .stamps/system-packages
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
 	@mkdir -p .stamps && touch $@
+
+# The parsers' numba code compiled once here, not at a first parse (collectors/parse/compiled_code.py).
+.stamps/compiled: .stamps/venv $(wildcard collectors/parse/*.py)
+	$(BIN)/python -m mobiperf.collectors.parse.compiled_code -q
+	@touch $@
 
 # The host's build, and the static phone builds the Android-shaped test devices run: arm64-v8a (through
 # qemu-user) and, on an x86_64 host, x86_64 (natively: the FUSE passthrough test).

@@ -11,12 +11,17 @@ host), then installs reference-impl/bin as <data>/share/mobiperf/bin, where an i
 piece naming its Debian package (reference-impl/check-build-deps.sh). The wheel is tagged for this platform: it
 holds machine code. MOBIPERF_SKIP_REFERENCE_BUILD=1 builds a wheel without them (the binaries are then looked
 for in $MOBIPERF_BIN).
+
+Compiled parsers: the build also compiles the parsers' numba code into the built tree's caches
+(collectors/parse/compiled_code.py; numba, polars and pyarrow are build requirements for this, pyproject.toml), so
+that an installed mobiperf's first parse compiles nothing; MOBIPERF_SKIP_COMPILE=1 leaves them out.
 """
 
 import os
 import platform
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from setuptools import Distribution, find_packages, setup
@@ -47,6 +52,7 @@ class BuildWithReference(build):
         # end up in the wheel beside its new name
         shutil.rmtree(self.build_lib, ignore_errors=True)
         super().run()
+        self._compile_parsers()
         if os.environ.get("MOBIPERF_SKIP_REFERENCE_BUILD") or not REFERENCE.is_dir():
             return
         self._make()
@@ -56,6 +62,21 @@ class BuildWithReference(build):
             folder = Path("share/mobiperf/bin") / path.parent.relative_to(bin_dir)
             by_folder.setdefault(str(folder), []).append(str(path.relative_to(HERE)))
         self.distribution.data_files = sorted(by_folder.items())
+
+    def _compile_parsers(self):
+        """The parsers' numba code compiled into the built tree's caches (collectors/parse/compiled_code.py), which
+        the wheel carries: its user's first parse loads it instead of compiling. Skipped (the first parse compiles,
+        as before) where the build environment lacks numba or MOBIPERF_SKIP_COMPILE is set."""
+        if os.environ.get("MOBIPERF_SKIP_COMPILE"):
+            return
+        env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}  # the caches beside the modules
+        env.update(PYTHONPATH=os.path.abspath(self.build_lib), PYTHONDONTWRITEBYTECODE="1")
+        done = subprocess.run([sys.executable, "-m", "mobiperf.collectors.parse.compiled_code", "-q"], env=env,
+                              cwd=self.build_lib, capture_output=True, text=True)
+        said = (done.stdout + done.stderr).strip().splitlines()
+        print(said[-1] if done.returncode == 0 and said else
+              "mobiperf: the parsers' numba code was not compiled into the wheel (their first use compiles it): "
+              + (said[-1] if said else f"exit {done.returncode}"))
 
     def _make(self):
         arch = PHONE_ABI.get(platform.machine())

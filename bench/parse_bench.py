@@ -1,21 +1,26 @@
-"""Parser throughput against blkparse, on the same block events (one run; the machine may be loaded).
+"""Parser throughput against blkparse, on the same block events; before/after against another checkout.
 
-    python bench/parse_bench.py [--lines 2000000] [--workdir /tmp]
+    python bench/parse_bench.py [--lines 2000000] [--repeat 3] [--against CHECKOUT ...] [--workdir /tmp]
 
-1. A real ftrace text trace (the 6.18 fixture of 4 KiB O_DSYNC writes) is repeated, with shifted timestamps, to
-   --lines lines: the ftrace text input.
-2. The same events are written as blk_io_trace v0x07 records (vectorized converter below: block_bio_queue -> Q,
-   block_rq_issue -> D, ...; plug/unplug get the trace's device): the blktrace binary input.
-3. Timed, each in its own process so its peak memory (max RSS) is its own:
-     mobiperf ftrace text -> block_event table       parse_ftrace_text
-     mobiperf blktrace binary -> block_event table   parse_blktrace
-     mobiperf Perfetto protobuf -> block_event table parse_perfetto (the same events as typed block_* messages of
-                                                     the perfetto package's protos, 1000 per bundle, make_perfetto)
-     blkparse binary -> text                          blkparse -i - (pipe mode) > /dev/null
-Targets (issue 6): ftrace text >= 2 M lines/s and >= 2.3x blkparse's text output; binary >= 3x blkparse.
-Target (issue 18): Perfetto >= 1 M ftrace events/s, peak memory <= 3x the trace file (peak RSS less the
-interpreter's with everything imported and compiled, over the file size).
-The numba code is compiled once and cached; a warm-up call on a tiny file loads the cache before timing.
+Inputs (bench/parse_inputs.py): a real ftrace text trace (the 6.18 fixture of 4 KiB O_DSYNC writes) repeated to
+--lines lines, and its block events as blk_io_trace v0x07 records and as a Perfetto trace of typed block_* events.
+
+Each parser runs in a fresh interpreter of the checkout it belongs to (CHECKOUT/.venv/bin/python: `make setup`
+there first; `git worktree add --detach /tmp/old bc813ac` gives an older state), in rounds that alternate the
+checkouts, so every version sees the machine in the same state; the figures are the medians over the rounds:
+  mobiperf ftrace text -> block_event        parse_ftrace_text
+  mobiperf blktrace binary -> block_event    parse_blktrace
+  mobiperf Perfetto protobuf -> block_event  parse_perfetto (checkouts older than the reader show n/a)
+  blkparse binary -> text (> /dev/null)      blkparse -i - (pipe mode), the peer
+Before timing, each child parses a 200,000-line prefix of the same input (19 MB of text, 9.6 MB of records:
+above every size below which a parser takes its small-file path), so the timed parse runs the code a big trace
+runs, with numba's start and cached code already loaded; that start is shown on its own ("start": imports and
+the prefix's parse, CPU seconds), as a user's first parse in a process pays it once.
+Targets (issue 28): text >= 4x blkparse, binary >= 10x blkparse, wall time on a quiet machine (the text parser
+runs on every CPU: its CPU-time ratio is lower); peak memory no higher than the state before (compare with
+--against); Perfetto >= 1.6 M events/s and peak memory <= 3x the file (the peak over the interpreter's, with
+everything imported and the prefix parsed, divided by the file's size).
+The machine may be loaded: the load average is printed; CPU time is less disturbed by other tenants than wall.
 """
 
 from __future__ import annotations
@@ -24,329 +29,208 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import parse_inputs  # noqa: E402  (bench/ is not a package)
 
 REPO = Path(__file__).resolve().parent.parent
-FIXTURE = REPO / "tests" / "fixtures" / "ftrace" / "k6.18-dd-4k-direct-dsync.txt"
-ACTION = {"block_bio_queue": 1, "block_bio_backmerge": 2, "block_bio_frontmerge": 3, "block_getrq": 4,
-          "block_rq_requeue": 6, "block_rq_issue": 7, "block_rq_complete": 8, "block_plug": 9, "block_unplug": 10,
-          "block_rq_insert": 12, "block_split": 13}
-CATEGORY = {1: 0x10, 2: 0x10, 3: 0x10, 4: 0x10, 6: 0x20, 7: 0x40, 8: 0x80, 9: 0x10, 10: 0x10, 12: 0x10, 13: 0}
-BLK_DTYPE = np.dtype([("magic", "<u4"), ("sequence", "<u4"), ("time", "<u8"), ("sector", "<u8"),
-                      ("bytes", "<u4"), ("action", "<u4"), ("pid", "<u4"), ("device", "<u4"), ("cpu", "<u4"),
-                      ("error", "<u2"), ("pdu_len", "<u2")])
+WARM_LINES = 200_000
+KINDS = {"text": "mobiperf ftrace text -> block_event", "binary": "mobiperf blktrace binary -> block_event",
+         "perfetto": "mobiperf Perfetto protobuf -> block_event"}
+TARGET_TEXT_X, TARGET_BINARY_X, TARGET_PERFETTO_MEV, TARGET_PERFETTO_MEM = 4.0, 10.0, 1.6, 3.0
 
-
-def make_ftrace_text(path: Path, lines: int) -> int:
-    src = FIXTURE.read_text().splitlines()
-    period_s = 10
-    written = 0
-    with open(path, "w") as out:
-        k = 0
-        while written < lines:
-            chunk = []
-            for line in src[:lines - written]:
-                head, sep, rest = line.partition("]")
-                flags, ts_rest = rest[:7], rest[7:]
-                secs, _, tail = ts_rest.strip().partition(".")
-                chunk.append(f"{head}]{flags} {int(secs) + k * period_s:5d}.{tail}")
-            out.write("\n".join(chunk) + "\n")
-            written += len(chunk)
-            k += 1
-    return written
-
-
-def make_blktrace(events, path: Path) -> int:
-    """block_event rows -> blk_io_trace v0x07 records (U carries its request count as a big-endian PDU)."""
+CHILD = r"""
+import gc, json, sys, time
+from pathlib import Path
+kind, path, warm, want = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]
+def hwm_mb():
+    return int([l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0].split()[1]) / 1024
+t0 = time.process_time()
+try:
+    if kind == "text":
+        from mobiperf.collectors.parse.ftrace_text import parse_ftrace_text as parse
+    elif kind == "binary":
+        from mobiperf.collectors.parse.blktrace import parse_blktrace
+        parse = lambda p: parse_blktrace([p])
+    else:
+        from mobiperf.collectors.parse.perfetto_trace import parse_perfetto as parse
+except ImportError:
+    print(json.dumps({"missing": True}))
+    sys.exit()
+import mobiperf
+parse(warm)
+start = time.process_time() - t0
+gc.collect()
+base = hwm_mb()
+c, t = time.process_time(), time.perf_counter()
+r = parse(path)
+RESULT = {"wall_s": time.perf_counter() - t, "cpu_s": time.process_time() - c, "start_cpu_s": start,
+          "rows": len(r.block_event), "base_mb": base, "peak_mb": hwm_mb(), "module": mobiperf.__file__}
+if kind != "binary":  # the same rows as the text's (comm aside: the Perfetto input has no process names)
     import polars as pl
-
-    ev = events.with_columns(
-        action=pl.col("event").cast(pl.Utf8).replace_strict(ACTION, default=0, return_dtype=pl.Int64))
-    ev = ev.filter(pl.col("action") > 0)
-    dev_major = int(ev.filter(pl.col("dev_major") >= 0)["dev_major"][0])
-    dev_minor = int(ev.filter(pl.col("dev_major") >= 0)["dev_minor"][0])
-    n = len(ev)
-    rwbs = ev["rwbs"].cast(pl.Utf8)  # block_event keeps rwbs as a category
-    tc = (np.where(rwbs.str.contains("W").to_numpy(), 2, 1) | np.where(rwbs.str.contains("S").to_numpy(), 8, 0)
-          | np.where(rwbs.str.contains("M").to_numpy(), 0x1000, 0))
-    action = ev["action"].to_numpy()
-    tc |= np.vectorize(CATEGORY.get)(action) | np.where((action >= 6) & (action <= 12) & (action != 9)
-                                                        & (action != 10), 0x100, 0)
-    rec = np.zeros(n, BLK_DTYPE)
-    rec["magic"] = 0x65617407
-    rec["sequence"] = np.arange(1, n + 1)
-    rec["time"] = ev["ts"].to_numpy()
-    rec["sector"] = np.maximum(ev["sector"].to_numpy(), 0)
-    rec["bytes"] = np.maximum(ev["size_bytes"].to_numpy(), 0)
-    rec["action"] = action | (tc << 16)
-    rec["pid"] = ev["pid"].to_numpy()
-    rec["device"] = (dev_major << 20) | dev_minor
-    rec["cpu"] = 0  # one stream: blkparse pipe mode wants per-CPU sequences, all on cpu 0 here
-    is_unplug = action == 10
-    rec["pdu_len"] = np.where(is_unplug, 8, 0)
-    # Interleave the 8-byte PDUs of unplugs: build the byte stream with one numpy pass.
-    sizes = 48 + rec["pdu_len"].astype(np.int64)
-    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    out = np.zeros(int(sizes.sum()), np.uint8)
-    raw = rec.view(np.uint8).reshape(n, 48)
-    out[offsets[:, None] + np.arange(48)] = raw
-    pdu = np.frombuffer(np.full(int(is_unplug.sum()), 1, ">u8").tobytes(), np.uint8).reshape(-1, 8)
-    out[offsets[is_unplug][:, None] + 48 + np.arange(8)] = pdu
-    path.write_bytes(out.tobytes())
-    return n
+    got = r.block_event.drop("comm").with_columns(pl.col(pl.Categorical).cast(pl.Utf8))
+    RESULT["same"] = got.equals(pl.read_parquet(want).with_columns(pl.col(pl.Categorical).cast(pl.Utf8)))
+print(json.dumps(RESULT))
+"""
 
 
-def make_perfetto(events, path: Path) -> int:
-    """block_event rows -> a Perfetto trace: FtraceEvent {timestamp, pid, block_*{...}} in FtraceEventBundles of
-    up to 1000 consecutive events of one CPU, field numbers from the perfetto package's protos."""
-    import polars as pl
-    import pyarrow as pa
-
-    from mobiperf.collectors.parse.perfetto_schema import event_field, ftrace_event_types
-
-    names = sorted(events["event"].unique().to_list())
-    wanted = ("dev", "sector", "nr_sector", "bytes", "rwbs", "comm", "error", "new_sector")
-    table = np.zeros((len(names), len(wanted) + 1), np.int64)
-    for k, name in enumerate(names):
-        layout = ftrace_event_types()[event_field(name)]
-        table[k, 0] = event_field(name)
-        for j, f in enumerate(wanted, 1):
-            table[k, j] = layout.fields[f].number if f in layout.fields else 0
-    code = events["event"].cast(pl.Utf8).replace_strict({n: k for k, n in enumerate(names)},
-                                                       return_dtype=pl.Int64).to_numpy()
-
-    def strings(col: str):
-        arr = events[col].to_arrow().cast(pa.large_string())
-        arr = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
-        return (np.frombuffer(arr.buffers()[1], np.int64)[arr.offset:arr.offset + len(arr) + 1].copy(),
-                np.frombuffer(arr.buffers()[2], np.uint8).copy())
-
-    sector = events["sector"].to_numpy()
-    nr = events["nr_sector"].to_numpy()
-    out = _encode_perfetto(events["ts"].to_numpy(), events["pid"].to_numpy().astype(np.int64),
-                           events["cpu"].to_numpy().astype(np.int64), code, table,
-                           (events["dev_major"].to_numpy().astype(np.int64) << 20) | events["dev_minor"].to_numpy(),
-                           sector, nr, events["size_bytes"].to_numpy(), events["error"].to_numpy().astype(np.int64),
-                           sector + nr, *strings("rwbs"), *strings("comm"))
-    path.write_bytes(out.tobytes())
-    return len(events)
-
-
-def _encode_perfetto(*args):
-    from numba import njit
-
-    @njit(cache=False)
-    def varint_len(v):
-        n = 1
-        v = np.uint64(v)
-        while v >= 128:
-            v >>= np.uint64(7)
-            n += 1
-        return n
-
-    @njit(cache=False)
-    def put(out, o, v):
-        v = np.uint64(v)
-        while v >= 128:
-            out[o] = np.uint8((v & np.uint64(127)) | np.uint64(128))
-            v >>= np.uint64(7)
-            o += 1
-        out[o] = np.uint8(v)
-        return o + 1
-
-    @njit(cache=False)
-    def payload_len(i, k, table, vals, r_off, c_off):
-        n = 0
-        for j in range(1, 9):
-            f = table[k, j]
-            if f == 0:
-                continue
-            if j == 5:
-                ln = r_off[i + 1] - r_off[i]
-                n += varint_len(f << 3) + varint_len(ln) + ln
-            elif j == 6:
-                ln = c_off[i + 1] - c_off[i]
-                n += varint_len(f << 3) + varint_len(ln) + ln
-            else:
-                n += varint_len(f << 3) + varint_len(vals[j, i])
-        return n
-
-    @njit(cache=False)
-    def encode(ts, pid, cpu, code, table, dev, sector, nr, size, err, new, r_off, r_dat, c_off, c_dat):
-        n = len(ts)
-        vals = np.zeros((9, n), np.int64)
-        vals[1], vals[2], vals[3], vals[4], vals[7], vals[8] = dev, sector, nr, size, err, new
-        for i in range(n):  # sector -1 stays: a flush's (sector_t)-1, sent as the uint64 it is
-            if vals[3, i] < 0:
-                vals[3, i] = 0
-            if vals[4, i] < 0:
-                vals[4, i] = 0
-        ev_len = np.zeros(n, np.int64)
-        for i in range(n):
-            k = code[i]
-            p = payload_len(i, k, table, vals, r_off, c_off)
-            ev_len[i] = (1 + varint_len(ts[i]) + 1 + varint_len(pid[i]) + varint_len(table[k, 0] << 3)
-                         + varint_len(p) + p)
-        out = np.empty(n * 128 + 1024, np.uint8)
-        o = 0
-        i = 0
-        while i < n:
-            j = i
-            body = 2
-            while j < n and j - i < 1000 and cpu[j] == cpu[i]:
-                body += 1 + varint_len(ev_len[j]) + ev_len[j]
-                j += 1
-            o = put(out, o, 0x0A)  # Trace.packet
-            o = put(out, o, 1 + varint_len(body) + body)
-            o = put(out, o, 0x0A)  # TracePacket.ftrace_events
-            o = put(out, o, body)
-            o = put(out, o, 0x08)
-            o = put(out, o, cpu[i])
-            for e in range(i, j):
-                k = code[e]
-                o = put(out, o, 0x12)
-                o = put(out, o, ev_len[e])
-                o = put(out, o, 0x08)
-                o = put(out, o, ts[e])
-                o = put(out, o, 0x10)
-                o = put(out, o, pid[e])
-                o = put(out, o, (table[k, 0] << 3) | 2)
-                o = put(out, o, payload_len(e, k, table, vals, r_off, c_off))
-                for jj in range(1, 9):
-                    f = table[k, jj]
-                    if f == 0:
-                        continue
-                    if jj == 5 or jj == 6:
-                        off, dat = (r_off, r_dat) if jj == 5 else (c_off, c_dat)
-                        o = put(out, o, (f << 3) | 2)
-                        o = put(out, o, off[e + 1] - off[e])
-                        for b in range(off[e], off[e + 1]):
-                            out[o] = dat[b]
-                            o += 1
-                    else:
-                        o = put(out, o, f << 3)
-                        o = put(out, o, vals[jj, e])
-            i = j
-        return out[:o]
-
-    return encode(*args)
-
-
-def timed_child(code: str) -> dict:
-    """Run code in a fresh interpreter; it prints a JSON dict; add the child's peak RSS."""
-    wrapper = (f"import json, resource, sys, time\n{code}\n"
-               # VmHWM is this process's own peak; ru_maxrss would include the parent's (kept across exec).
-               "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0].split()[1]\n"
-               "RESULT['max_rss_mb'] = int(hwm) / 1024\nprint(json.dumps(RESULT))\n")
-    done = subprocess.run([sys.executable, "-c", wrapper], capture_output=True, text=True, timeout=1800)
+def run_json(argv: list[str], cwd: Path) -> dict:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=1800, cwd=cwd)
     if done.returncode != 0:
-        raise SystemExit(done.stderr)
+        raise SystemExit(f"{' '.join(argv[:3])} failed in {cwd}:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def time_blkparse(path: Path) -> dict:
     """blkparse in pipe mode, text to /dev/null, timed from a child whose only child is blkparse (its peak RSS)."""
-    return timed_child(
-        "import resource, subprocess\n"
-        f"f = open({str(path)!r}, 'rb')\n"
-        "t = time.perf_counter()\n"
-        "done = subprocess.run(['blkparse', '-i', '-'], stdin=f, stdout=subprocess.DEVNULL, "
-        "stderr=subprocess.DEVNULL, timeout=1800)\n"
-        "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
-        "RESULT = {'wall_s': time.perf_counter() - t, 'ok': done.returncode == 0, "
-        "'cpu_s': u.ru_utime + u.ru_stime, 'blkparse_rss_mb': u.ru_maxrss / 1024}\n")
+    code = ("import json, resource, subprocess, sys, time\n"
+            f"f = open({str(path)!r}, 'rb')\n"
+            "t = time.perf_counter()\n"
+            "done = subprocess.run(['blkparse', '-i', '-'], stdin=f, stdout=subprocess.DEVNULL, "
+            "stderr=subprocess.DEVNULL, timeout=1800)\n"
+            "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+            "print(json.dumps({'wall_s': time.perf_counter() - t, 'ok': done.returncode == 0, "
+            "'cpu_s': u.ru_utime + u.ru_stime, 'peak_mb': u.ru_maxrss / 1024}))\n")
+    got = run_json([sys.executable, "-c", code], REPO)
+    if not got["ok"]:
+        raise SystemExit("blkparse failed on the converted records")
+    return got
+
+
+class Checkout:
+    """A source tree with its own venv: the code a child process imports."""
+
+    def __init__(self, root: Path):
+        self.root = root.resolve()
+        self.python = self.root / ".venv" / "bin" / "python"
+        if not self.python.exists():
+            raise SystemExit(f"{self.root}: no .venv/bin/python (run `make setup` there first)")
+        rev = subprocess.run(["git", "-C", str(self.root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True)
+        self.name = f"{rev.stdout.strip() or '?'} ({self.root})"
+        self.runs: dict[str, list[dict]] = {k: [] for k in KINDS}
+
+    def parse(self, kind: str, inputs: dict[str, Path]) -> None:
+        got = run_json([str(self.python), "-c", CHILD, kind, str(inputs[kind]), str(inputs[f"warm-{kind}"]),
+                        str(inputs["want"])], self.root)
+        if not got.get("missing") and not Path(got["module"]).resolve().is_relative_to(self.root):
+            raise SystemExit(f"{self.python} imports mobiperf from {got['module']}, not from {self.root}")
+        if got.get("same") is False and self.root == REPO:
+            raise SystemExit(f"{self.name}: the {kind} parser's block_event differs from the text's")
+        self.runs[kind].append(got)
+
+    def median(self, kind: str) -> dict | None:
+        runs = [r for r in self.runs[kind] if not r.get("missing")]
+        if not runs:
+            return None
+        return {k: statistics.median(r[k] for r in runs) for k in ("wall_s", "cpu_s", "start_cpu_s", "rows",
+                                                                    "base_mb", "peak_mb")}
+
+
+def make_inputs(work: Path, lines: int) -> tuple[dict[str, Path], int]:
+    import polars as pl
+
+    from mobiperf.collectors.parse.ftrace_text import parse_ftrace_text
+
+    inputs: dict[str, Path] = {}
+    for prefix, n in (("", lines), ("warm-", WARM_LINES)):
+        text = inputs[f"{prefix}text"] = work / f"{prefix}trace.txt"
+        parse_inputs.make_ftrace_text(text, n)
+        events = parse_ftrace_text(text).block_event
+        parse_inputs.make_blktrace(events, inputs.setdefault(f"{prefix}binary", work / f"{prefix}trace.blkbin"))
+        parse_inputs.make_perfetto(events, inputs.setdefault(f"{prefix}perfetto", work / f"{prefix}trace.pftrace"))
+        if not prefix:
+            inputs["want"] = work / "want.parquet"
+            events.drop("comm").with_columns(pl.col(pl.Categorical).cast(pl.Utf8)).write_parquet(inputs["want"])
+            n_events = len(events)
+    return inputs, n_events
+
+
+def report(checkouts: list[Checkout], blkparse: list[dict], inputs: dict[str, Path], n_events: int) -> list[str]:
+    """Print the medians, the ratios to blkparse and between checkouts; return the targets missed (this tree)."""
+    bp = {k: statistics.median(r[k] for r in blkparse) for k in ("wall_s", "cpu_s", "peak_mb")}
+    print(f"\n{'parser':<44}{'wall s':>7}{'cpu s':>7}{'M ev/s':>8}{'peak MB':>8}{'start s':>8}"
+          f"{'x blkparse':>11}{'(cpu)':>7}")
+    missed = []
+    for co in checkouts:
+        print(f"-- {co.name}")
+        for kind, label in KINDS.items():
+            m = co.median(kind)
+            if m is None:
+                print(f"{label:<44}{'n/a (no such parser in this checkout)':>40}")
+                continue
+            x_wall, x_cpu = bp["wall_s"] / m["wall_s"], bp["cpu_s"] / m["cpu_s"]
+            print(f"{label:<44}{m['wall_s']:>7.2f}{m['cpu_s']:>7.2f}{n_events / m['wall_s'] / 1e6:>8.2f}"
+                  f"{m['peak_mb']:>8.0f}{m['start_cpu_s']:>8.2f}{x_wall:>10.2f}x{x_cpu:>6.2f}x")
+            if co is checkouts[0]:
+                missed += _missed(kind, m, x_wall, n_events, inputs)
+    print(f"{'blkparse binary -> text (> /dev/null)':<44}{bp['wall_s']:>7.2f}{bp['cpu_s']:>7.2f}"
+          f"{n_events / bp['wall_s'] / 1e6:>8.2f}{bp['peak_mb']:>8.0f}{'':>8}{1:>10.2f}x{1:>6.2f}x")
+    for other in checkouts[1:]:
+        print(f"\nthis tree / {other.name} (below 1: faster or smaller here)")
+        for kind, label in KINDS.items():
+            a, b = checkouts[0].median(kind), other.median(kind)
+            if a and b:
+                print(f"  {label:<42} wall {a['wall_s'] / b['wall_s']:5.2f}  cpu {a['cpu_s'] / b['cpu_s']:5.2f}  "
+                      f"peak {a['peak_mb'] / b['peak_mb']:5.2f}  start {a['start_cpu_s'] / b['start_cpu_s']:5.2f}")
+    return missed
+
+
+def _missed(kind: str, m: dict, x_wall: float, n_events: int, inputs: dict[str, Path]) -> list[str]:
+    if kind == "text" and x_wall < TARGET_TEXT_X:
+        return [f"ftrace text {x_wall:.2f}x blkparse (target >= {TARGET_TEXT_X}x)"]
+    if kind == "binary" and x_wall < TARGET_BINARY_X:
+        return [f"blktrace binary {x_wall:.2f}x blkparse (target >= {TARGET_BINARY_X}x)"]
+    if kind != "perfetto":
+        return []
+    rate = n_events / m["wall_s"] / 1e6
+    growth = (m["peak_mb"] - m["base_mb"]) * 2**20 / inputs["perfetto"].stat().st_size
+    print(f"Perfetto: {rate:.2f} M events/s; peak {m['peak_mb'] - m['base_mb']:.0f} MB over a "
+          f"{m['base_mb']:.0f} MB interpreter = {growth:.2f}x the file")
+    out = [f"Perfetto {rate:.2f} M events/s (target >= {TARGET_PERFETTO_MEV})"] if rate < TARGET_PERFETTO_MEV else []
+    return out + ([f"Perfetto memory {growth:.2f}x the file (target <= {TARGET_PERFETTO_MEM}x)"]
+                  if growth > TARGET_PERFETTO_MEM else [])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lines", type=int, default=2_000_000)
+    ap.add_argument("--repeat", type=int, default=3, help="rounds, each running every parser of every checkout")
+    ap.add_argument("--against", type=Path, action="append", default=[],
+                    help="another checkout (with its own .venv) to run beside this one, alternated")
     ap.add_argument("--workdir", default=tempfile.gettempdir())
     args = ap.parse_args()
     if not shutil.which("blkparse"):
         raise SystemExit("blkparse is not installed (Debian: blktrace)")
+    checkouts = [Checkout(REPO), *(Checkout(p) for p in args.against)]
     work = Path(tempfile.mkdtemp(prefix="mobiperf-parse-bench-", dir=args.workdir))
     try:
-        text = work / "trace.txt"
-        n_lines = make_ftrace_text(text, args.lines)
-        sys.path.insert(0, str(REPO))
-        from mobiperf.collectors.parse.ftrace_text import parse_ftrace_text
-        events = parse_ftrace_text(text).block_event
-        blk = work / "trace.blkbin"
-        n_records = make_blktrace(events, blk)
-        warm = ("from mobiperf.collectors.parse.ftrace_text import parse_ftrace_text\n"
-                f"parse_ftrace_text({str(FIXTURE)!r})\n")
-        ft = timed_child(warm + f"t = time.perf_counter(); c = time.process_time(); "
-                         f"r = parse_ftrace_text({str(text)!r}); "
-                         "RESULT = {'wall_s': time.perf_counter() - t, 'cpu_s': time.process_time() - c, "
-                         "'rows': len(r.block_event)}")
-        warm_b = ("from mobiperf.collectors.parse.blktrace import parse_blktrace\n"
-                  f"parse_blktrace([{str(REPO / 'tests/fixtures/blktrace/loop-dd-4k-direct.blkbin')!r}])\n")
-        bt = timed_child(warm_b + f"from pathlib import Path\nt = time.perf_counter(); c = time.process_time(); "
-                         f"r = parse_blktrace([Path({str(blk)!r})]); "
-                         "RESULT = {'wall_s': time.perf_counter() - t, 'cpu_s': time.process_time() - c, "
-                         "'rows': len(r.block_event)}")
-        pf = work / "trace.pftrace"
-        n_perfetto = make_perfetto(events, pf)
-        warm_p = ("from mobiperf.collectors.parse.perfetto_trace import parse_perfetto\n" + _warm_perfetto(work)
-                  + "import gc; gc.collect()\n"
-                  "base = int([l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0].split()[1])\n")
-        events.drop("comm").write_parquet(work / "want.parquet")
-        pt = timed_child(warm_p + f"from pathlib import Path\nt = time.perf_counter(); "
-                         f"c = time.process_time(); r = parse_perfetto(Path({str(pf)!r})); "
-                         "RESULT = {'wall_s': time.perf_counter() - t, 'cpu_s': time.process_time() - c, "
-                         "'rows': len(r.block_event), 'base_mb': base / 1024, 'parse_hwm_mb': int([l for l in "
-                         "open('/proc/self/status') if l.startswith('VmHWM:')][0].split()[1]) / 1024}\n"
-                         "import polars as pl\n"  # the same rows as the text (comm aside: no process tree here)
-                         f"want = pl.read_parquet({str(work / 'want.parquet')!r})\n"
-                         "RESULT['same'] = r.block_event.drop('comm').equals(want)")
-        bp = time_blkparse(blk)
-        if not bp["ok"]:
-            raise SystemExit("blkparse failed on the converted records")
-        rate = lambda n, s: n / s / 1e6  # noqa: E731
-        print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (shared, figures are noisy)")
-        print(f"input: {n_lines:,} ftrace text lines ({text.stat().st_size / 1e6:.0f} MB); "
-              f"{n_records:,} blktrace records ({blk.stat().st_size / 1e6:.0f} MB); "
-              f"{n_perfetto:,} Perfetto ftrace events ({pf.stat().st_size / 1e6:.0f} MB)")
-        print(f"{'parser':<42}{'wall s':>7}{'cpu s':>7}{'M ev/s wall':>12}{'M ev/s cpu':>11}{'peak MB':>8}"
-              f"{'x blkparse wall':>16}{'x blkparse cpu':>15}")
-        bp_wall, bp_cpu = rate(n_records, bp["wall_s"]), rate(n_records, bp["cpu_s"])
-        rows = [("mobiperf ftrace text -> block_event", ft, n_lines, ft["max_rss_mb"]),
-                ("mobiperf blktrace binary -> block_event", bt, n_records, bt["max_rss_mb"]),
-                ("mobiperf Perfetto protobuf -> block_event", pt, n_perfetto, pt["parse_hwm_mb"]),
-                ("blkparse binary -> text (> /dev/null)", bp, n_records, bp["blkparse_rss_mb"])]
-        for name, m, n, mem in rows:
-            w, c = rate(n, m["wall_s"]), rate(n, m["cpu_s"])
-            print(f"{name:<42}{m['wall_s']:>7.2f}{m['cpu_s']:>7.2f}{w:>12.2f}{c:>11.2f}{mem:>8.0f}"
-                  f"{w / bp_wall:>15.2f}x{c / bp_cpu:>14.2f}x")
-        print("targets: text >= 2.00 M lines/s and >= 2.30x blkparse; binary >= 3.00x blkparse "
-              "(cpu columns: time on a CPU, less sensitive to the other tenants of a shared machine)")
-        growth = (pt["parse_hwm_mb"] - pt["base_mb"]) * 2**20 / pf.stat().st_size
-        print(f"Perfetto: {rate(n_perfetto, pt['wall_s']):.2f} M events/s wall, {rate(n_perfetto, pt['cpu_s']):.2f} "
-              f"cpu; peak memory {pt['parse_hwm_mb'] - pt['base_mb']:.0f} MB over a {pt['base_mb']:.0f} MB "
-              "interpreter "
-              f"= {growth:.2f}x the file (targets: >= 1 M events/s, <= 3x)")
-        if not pt["same"]:
-            raise SystemExit("the Perfetto reader's block_event differs from the text's")
-        if ft["rows"] != n_lines or bt["rows"] != n_records or pt["rows"] != n_perfetto:
-            raise SystemExit(f"row counts differ: text {ft['rows']} of {n_lines}, binary {bt['rows']} of {n_records}")
+        inputs, n_events = make_inputs(work, args.lines)
+        print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start")
+        print(f"input: {n_events:,} events: ftrace text {inputs['text'].stat().st_size / 1e6:.0f} MB, blktrace "
+              f"{inputs['binary'].stat().st_size / 1e6:.0f} MB, Perfetto {inputs['perfetto'].stat().st_size / 1e6:.0f}"
+              f" MB; {args.repeat} rounds, alternated")
+        blkparse = []
+        for _ in range(args.repeat):
+            for co in checkouts:
+                for kind in KINDS:
+                    co.parse(kind, inputs)
+            blkparse.append(time_blkparse(inputs["binary"]))
+        missed = report(checkouts, blkparse, inputs, n_events)
+        rows = {k: co.median(k)["rows"] for co in checkouts[:1] for k in KINDS}
+        if any(r != n_events for r in rows.values()):
+            raise SystemExit(f"row counts differ from the {n_events} events: {rows}")
+        print(f"\nload average at the end {os.getloadavg()[0]:.1f}; targets (this tree, wall on a quiet machine): "
+              f"text >= {TARGET_TEXT_X}x, binary >= {TARGET_BINARY_X}x blkparse, Perfetto >= {TARGET_PERFETTO_MEV} "
+              f"M events/s and <= {TARGET_PERFETTO_MEM}x the file")
+        print("missed: " + "; ".join(missed) if missed else "all targets met")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-
-def _warm_perfetto(work: Path) -> str:
-    """Code that compiles (or loads from cache) the reader's numba functions on a tiny trace before timing."""
-    tiny = work / "warm.pftrace"
-    if not tiny.exists():
-        import polars as pl
-
-        from mobiperf.collectors.parse.ftrace_text import parse_ftrace_text
-        make_perfetto(parse_ftrace_text(FIXTURE).block_event.head(50).with_columns(pl.col("ts")), tiny)
-    return f"from pathlib import Path\nparse_perfetto(Path({str(tiny)!r}))\n"
 
 
 if __name__ == "__main__":

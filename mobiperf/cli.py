@@ -22,6 +22,18 @@ def _examples(*lines: str) -> str:
     return "\n\n\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines)
 
 
+class LazyEpilogCommand(click.Command):
+    """A command whose epilog names lists that take imports to make (the studies, the sweep parameters): written
+    by `epilog_of()` when the command's help is shown, not at every start of mobiperf."""
+
+    epilog_of = None  # () -> str, set by the module that registers the command
+
+    def format_epilog(self, ctx, formatter) -> None:
+        if self.epilog_of is not None:
+            self.epilog = self.epilog_of()
+        super().format_epilog(ctx, formatter)
+
+
 def _target(spec: str):
     """The Target -t names (its facts are probed when first asked for)."""
     from mobiperf.target.target import Target
@@ -515,7 +527,6 @@ def is_root(transport) -> bool:
 def main() -> None:
     from mobiperf.core import signals
     from mobiperf.commands import register_all
-    from mobiperf.core.run_stop import is_storage_error
 
     signals.install()  # SIGTERM and SIGHUP stop every command the way Ctrl-C does
     try:
@@ -541,6 +552,8 @@ def main() -> None:
         if isinstance(e.__context__, KeyboardInterrupt):  # click's echo after a stop, to a terminal gone (SIGHUP)
             signals.flush_std_streams()
             sys.exit(signals.exit_status(e.__context__))
+        from mobiperf.core.run_stop import is_storage_error  # the run facts' model: on this path only
+
         if not is_storage_error(e):
             raise
         # A full or failing disk is not a bug: one line, no traceback.

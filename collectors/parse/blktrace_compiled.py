@@ -35,7 +35,7 @@ from mobiperf.collectors.parse.blktrace_format import (  # noqa: F401  (re-expor
     ACTION_EVENT, CGROUP_FLAG, HEADER_SIZE, MAGIC, NOTE_MESSAGE, NOTE_PROCESS, NOTE_TIMESTAMP, TC, TC_SHIFT,
     BlktraceTables, blktrace_files, comm_lookup, detect_format, map_file, note_record, note_tables, rwbs_text,
     sequence_gaps)
-from mobiperf.core.schema import BLOCK_EVENT
+from mobiperf.core.schema import BLOCK_EVENT, categories
 
 
 @njit(cache=True, nogil=True)
@@ -444,8 +444,8 @@ def _emit_block_event(files: list[_File], dest: np.ndarray, comm_of: dict, n_row
     rwbs_keys = np.zeros((1 << 17) + 1, np.int64)
     for f in files:
         _emit(f.buf, f.offs, f.big, f.version, dest, f.base, comm_pid, rwbs_id, rwbs_keys, *col.values())
-    event_names = pl.Series("event", [ACTION_EVENT.get(c, "") for c in range(14)], dtype=pl.Utf8)
-    rwbs_texts = pl.Series("rwbs", [rwbs_text(k) for k in rwbs_keys[1:rwbs_keys[0] + 1].tolist()], dtype=pl.Utf8)
+    event_names = categories("event", [ACTION_EVENT.get(c, "") for c in range(14)])
+    rwbs_texts = categories("rwbs", [rwbs_text(k) for k in rwbs_keys[1:rwbs_keys[0] + 1].tolist()])
     return pl.DataFrame({
         "ts": col["ts"], "cpu": col["cpu"], "pid": col["pid"],
         "event": event_names.gather(col["event"]), "dev_major": col["dev_major"], "dev_minor": col["dev_minor"],
@@ -453,4 +453,4 @@ def _emit_block_event(files: list[_File], dest: np.ndarray, comm_of: dict, n_row
         "rwbs": rwbs_texts.gather(col["rwbs"]), "error": col["error"],
     }).with_columns(  # constant columns stay scalars (no 5 M-row copies of one value)
         rep=pl.lit(rep, dtype=pl.Int32),
-        comm=pl.Series("comm", comm_text, dtype=pl.Utf8).gather(col["comm"]) if comm_of else pl.lit("", pl.Utf8))
+        comm=categories("comm", comm_text).gather(col["comm"]) if comm_of else pl.lit("", pl.Categorical()))

@@ -18,7 +18,7 @@ import polars as pl
 from mobiperf.collectors.parse.blktrace_format import (ACTION_EVENT, CGROUP_FLAG, HEADER_SIZE, BlktraceTables,
                                                        comm_lookup, detect_format, map_file, note_record,
                                                        note_tables, rwbs_text, sequence_gaps)
-from mobiperf.core.schema import BLOCK_EVENT
+from mobiperf.core.schema import BLOCK_EVENT, categories
 
 TOP = (1 << 63) - 1
 
@@ -99,9 +99,9 @@ def parse_blktrace_numpy(paths: list[Path], rep: int = 0) -> BlktraceTables:
     del cols["ts_sort"]
     comm_text = cols.pop("comm_text")
     c = {k: v[keep] for k, v in cols.items()}
-    event_names = pl.Series("event", [ACTION_EVENT.get(k, "") for k in range(14)], dtype=pl.Utf8)
+    event_names = categories("event", [ACTION_EVENT.get(k, "") for k in range(14)])
     keys, key_idx = np.unique(c.pop("rwbs_key"), return_inverse=True)
-    rwbs_texts = pl.Series("rwbs", [rwbs_text(int(k)) for k in keys], dtype=pl.Utf8)
+    rwbs_texts = categories("rwbs", [rwbs_text(int(k)) for k in keys])
     block = pl.DataFrame({
         "ts": c["ts"], "cpu": c["cpu"], "pid": c["pid"],
         "event": event_names.gather(c["event"].astype(np.uint32)), "dev_major": c["dev_major"],
@@ -109,7 +109,7 @@ def parse_blktrace_numpy(paths: list[Path], rep: int = 0) -> BlktraceTables:
         "size_bytes": c["size_bytes"], "rwbs": rwbs_texts.gather(key_idx.astype(np.uint32)), "error": c["error"],
     }).with_columns(
         rep=pl.lit(rep, dtype=pl.Int32),
-        comm=pl.Series("comm", comm_text, dtype=pl.Utf8).gather(c["comm"]) if comm_of else pl.lit("", pl.Utf8))
+        comm=categories("comm", comm_text).gather(c["comm"]) if comm_of else pl.lit("", pl.Categorical()))
     n_records = len(known)
     return BlktraceTables(block_event=BLOCK_EVENT.validate(block), trace_marker=marker_df, records=n_records,
                           lost_records=lost, skipped_actions=skipped, start_wallclock_ns=start_wall,

@@ -12,15 +12,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import polars as pl
 
 from mobiperf.core.errors import UsageError
+
+if TYPE_CHECKING:  # polars where a query runs: not at every start of mobiperf
+    import polars as pl
 
 
 def run_query(rundir: Path, sql: str) -> pl.DataFrame:
     """The result of `sql` over the run's tables; UsageError naming the tables when the query is wrong."""
+    import polars as pl
+
     from mobiperf.core.runstore import RunDir
 
     run = RunDir.open(rundir)
@@ -59,6 +64,8 @@ def cmd_query(rundir: str, sql: str | None, list_tables: bool, fmt: str) -> None
         return
     rundir = Path(rundir)
     if list_tables:
+        import polars as pl
+
         from mobiperf.core.runstore import RunDir
 
         run = RunDir.open(rundir)
@@ -95,6 +102,8 @@ def _print_frame(df: pl.DataFrame, fmt: str) -> None:
     elif fmt == "csv":
         click.echo(df.write_csv(), nl=False)
     else:
+        import polars as pl
+
         with pl.Config(tbl_rows=100, tbl_cols=30, tbl_hide_dataframe_shape=True, tbl_width_chars=200):
             click.echo(df)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from mobiperf.core.errors import UsageError
-from mobiperf.cli import repeat_option
+from mobiperf.cli import LazyEpilogCommand, repeat_option
 
 EPILOG = """
 
@@ -33,7 +33,7 @@ Examples:
 """
 
 
-@click.command("study", epilog=EPILOG.format(studies="PLACEHOLDER"))
+@click.command("study", cls=LazyEpilogCommand)
 @click.argument("name", required=False)
 @click.option("-o", "--output", type=click.Path(path_type=Path),
               help="Study directory (default studies/NAME, or studies/NAME-quick).")
@@ -111,8 +111,12 @@ def _failed_units(out: Path) -> str | None:
     return f"{len(units)} of {len(units)}" + (f", first: {errors[0][:200]}" if errors else "")
 
 
-def register(group: click.Group) -> None:
+def _epilog() -> str:
     from mobiperf.orchestration.study import registry
 
-    cmd_study.epilog = EPILOG.format(studies="\n".join(f"  {s.name:<14}{s.title}" for s in registry().values()))
+    return EPILOG.format(studies="\n".join(f"  {s.name:<14}{s.title}" for s in registry().values()))
+
+
+def register(group: click.Group) -> None:
+    cmd_study.epilog_of = _epilog
     group.add_command(cmd_study)

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from mobiperf.core.errors import UsageError
-from mobiperf.cli import repeat_option
+from mobiperf.cli import LazyEpilogCommand, repeat_option
 
 EPILOG = """
 
@@ -35,7 +35,7 @@ Examples:
 """
 
 
-@click.command("sweep", epilog=EPILOG.format(params="PLACEHOLDER"))
+@click.command("sweep", cls=LazyEpilogCommand)
 @click.option("-o", "--output", required=True, type=click.Path(path_type=Path),
               help="Sweep directory (created, or resumed when it holds a sweep).")
 @click.option("-p", "--param", "params", multiple=True, metavar="NAME=V1,V2",
@@ -158,8 +158,12 @@ def _params_text(sdir, cell_id: str) -> str:
     return " ".join(f"{k}={v}" for k, v in cell["params"].items())
 
 
-def register(group: click.Group) -> None:
+def _epilog() -> str:
     from mobiperf.orchestration.sweep import describe_parameters
 
-    cmd_sweep.epilog = EPILOG.format(params=describe_parameters())
+    return EPILOG.format(params=describe_parameters())
+
+
+def register(group: click.Group) -> None:
+    cmd_sweep.epilog_of = _epilog
     group.add_command(cmd_sweep)

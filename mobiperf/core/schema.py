@@ -44,6 +44,12 @@ class Schema:
 I64, I32, U64, STR, BOOL, F64 = pl.Int64, pl.Int32, pl.UInt64, pl.Utf8, pl.Boolean, pl.Float64
 CAT = pl.Categorical()  # a string column of few distinct values, 4 bytes a row (block events: tens of millions)
 
+
+def categories(name: str, values: list[str]) -> pl.Series:
+    """A categorical Series of distinct strings, to gather rows from by code: 6x faster than gathering strings and
+    casting every row (the cast hashes each one)."""
+    return pl.Series(name, values, dtype=pl.Utf8).cast(CAT)
+
 BLOCK_EVENT = Schema("block_event", {
     "rep": I32, "ts": I64, "cpu": I32, "pid": I32, "comm": CAT, "event": CAT,
     "dev_major": I32, "dev_minor": I32, "sector": I64, "nr_sector": I64, "size_bytes": I64,

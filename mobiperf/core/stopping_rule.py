@@ -29,9 +29,6 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
-import numpy as np
-
-from mobiperf.core import stats
 from mobiperf.core.errors import UsageError
 
 DEFAULT_LIMIT = 20
@@ -103,6 +100,10 @@ class Plan:
 
     def look_one(self, values: Sequence[float]) -> Look:
         """The look after `len(values)` repetitions of one run: the interval of the median."""
+        import numpy as np  # numpy and stats where a look is taken: the CLI imports this module at every start
+
+        from mobiperf.core import stats
+
         n = len(values)
         conf = 1 - self._alphas[n]
         ci = stats.median_ci(values, confidence=conf)
@@ -111,6 +112,10 @@ class Plan:
 
     def look_two(self, base: Sequence[float], new: Sequence[float], *, seed: int = 0) -> Look:
         """The look after `min(len(base), len(new))` repetitions per side: the interval of the ratio."""
+        import numpy as np
+
+        from mobiperf.core import stats
+
         n = min(len(base), len(new))
         conf = 1 - self._alphas[n]
         ci = stats.ratio_ci(base, new, confidence=conf, seed=seed)

@@ -29,9 +29,14 @@ pytestmark = needs_root
 
 @pytest.fixture(scope="module")
 def fresh_venv(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("install")
+    """A venv with mobiperf's wheel built without the parsers' compiled code (MOBIPERF_SKIP_COMPILE: compiling it
+    takes minutes of CPU, and only the slow test of the compiled code looks at it)."""
+    return _venv_of_wheel(tmp_path_factory.mktemp("install"), {"MOBIPERF_SKIP_COMPILE": "1"})
+
+
+def _venv_of_wheel(root: Path, env: dict) -> Path:
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(root / "dist"), str(REPO)],
-                   check=True, timeout=300, cwd=root, capture_output=True)
+                   check=True, timeout=1800, cwd=root, capture_output=True, env={**os.environ, **env})
     [wheel] = (root / "dist").glob("mobiperf-*.whl")
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
@@ -42,6 +47,27 @@ def fresh_venv(tmp_path_factory) -> Path:
                                check=True, capture_output=True, text=True).stdout.strip())
     (site / "_test_dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
     return venv
+
+
+@pytest.mark.slow
+def test_an_installed_wheel_parses_without_compiling(tmp_path):
+    """pip's build compiles the parsers' numba code into the wheel (setup.py): the installed mobiperf's first
+    parse through every compiled path (tests/support/compiled_paths.py) loads it and compiles nothing."""
+    venv = _venv_of_wheel(tmp_path / "build", {})
+    support = REPO / "tests" / "support"
+    code = ("import sys, tempfile\nfrom pathlib import Path\nimport mobiperf\n"
+            "from compiled_paths import parse_through_compiled_paths\n"
+            "parse_through_compiled_paths(Path(tempfile.mkdtemp()))\n"
+            "from numba.core.registry import CPUDispatcher\n"
+            "print(mobiperf.__file__, sorted(f'{n}.{a}' for n, m in list(sys.modules.items()) if n.startswith('mobiperf.')"
+            " for a, d in vars(m).items() if isinstance(d, CPUDispatcher) and d.stats.cache_misses))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MOBIPERF_BIN", "NUMBA_CACHE_DIR")}
+    done = subprocess.run([str(venv / "bin" / "python"), "-c", code], cwd=support, capture_output=True, text=True,
+                          timeout=600, env={**env, "PYTHONPATH": str(support)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    package, compiled = done.stdout.split(" ", 1)
+    assert Path(package).is_relative_to(venv)
+    assert compiled.strip() == "[]", f"compiled at the first parse: {compiled}"
 
 
 def run_installed(venv: Path, cwd: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:

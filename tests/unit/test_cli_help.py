@@ -106,3 +106,26 @@ def test_analysis_tables_as_text_fit_120_columns_and_say_what_they_left_out(tmp_
             assert lines[-1] == f"… {df.height - 40:,} more rows (--format csv prints every row)"
         # every column is there, named (or shortened with …) in the header
         assert len(lines[1].split("  ")) == df.width
+
+
+HEAVY_MODULES = ("polars", "numpy", "pyarrow", "numba", "scipy", "plotly", "msgspec", "duckdb")
+
+
+def test_help_loads_no_data_library():
+    """`mobiperf --help` (and a subcommand's help) in a fresh interpreter imports none of the data libraries:
+    each costs tens to hundreds of ms at every start (issue 28: --help in 0.3 s). The study and sweep epilogs,
+    which need their registries, are written only when their own help is shown."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, contextlib, io\n"
+             "from mobiperf.cli import main\n"
+             "sys.argv = ['mobiperf', *sys.argv[1:], '--help']\n"
+             "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+             "    try:\n        main()\n    except SystemExit:\n        pass\n"
+             f"print(sorted(m for m in {HEAVY_MODULES!r} if m in sys.modules), len(out.getvalue()))\n")
+    for args in ([], ["run"], ["analyze"], ["query"]):
+        got = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=60)
+        loaded, length = got.stdout.rsplit(" ", 1)
+        assert loaded == "[]", f"mobiperf {' '.join(args)} --help imported {loaded}"
+        assert int(length) > 200, got.stdout  # the help itself was printed
