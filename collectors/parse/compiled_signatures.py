@@ -69,6 +69,8 @@ SIGNATURES = {'mobiperf.collectors.parse.blktrace_compiled._destinations': ["(Ar
                                                         "(Array(uint8, 1, 'C', True, aligned=True), Array(int64, "
                                                         "1, 'C', False, aligned=True), Array(int64, 1, 'C', False, "
                                                         'aligned=True))'],
+ 'mobiperf.collectors.parse.ftrace_scan.scan_tgids': ["(Array(uint8, 1, 'C', True, aligned=True), Array(int64, 1, "
+                                                      "'C', False, aligned=True))"],
  'mobiperf.collectors.parse.ftrace_scan.scan_trace': ["(Array(uint8, 1, 'C', True, aligned=True), Array(int64, 1, "
                                                       "'C', False, aligned=True), int64, int64, Array(uint64, 1, "
                                                       "'C', False, aligned=True), Array(int64, 1, 'C', False, "
@@ -105,6 +107,10 @@ SIGNATURES = {'mobiperf.collectors.parse.blktrace_compiled._destinations': ["(Ar
                                                         "Array(int64, 1, 'C', False, aligned=True))"],
  'mobiperf.collectors.parse.perfetto_wire.split_packets': ["(Array(uint8, 1, 'C', True, aligned=True), int64, "
                                                            'int64, int64)'],
+ 'mobiperf.collectors.parse.sched_scan.scan_switch': ["(Array(uint8, 1, 'C', True, aligned=True), Array(int64, 1, "
+                                                      "'C', True, aligned=True), int64)"],
+ 'mobiperf.collectors.parse.sched_scan.scan_wake': ["(Array(uint8, 1, 'C', True, aligned=True), Array(int64, 1, "
+                                                    "'C', True, aligned=True), int64)"],
  'mobiperf.collectors.parse.text_writer._write_rows': ["(Array(uint8, 1, 'C', True, aligned=True), Array(int64, 1, "
                                                        "'C', False, aligned=True), Array(int64, 2, 'C', False, "
                                                        "aligned=True), Array(int64, 1, 'C', False, aligned=True), "

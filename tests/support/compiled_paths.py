@@ -11,6 +11,7 @@ files of tests/fixtures would otherwise take the numpy and regex paths):
   trace-cmd .dat  ingest's extraction and the page decoder, v6, v7 and v7 with zstd
   Perfetto        parse_perfetto: the busy capture written as a trace with generic events of both encodings
   pairing         pair_block_requests_compiled over a golden run's block events
+  sched           the scheduler's scanner (sched_scan.py) over the two-writers capture's sched_* lines
 observed_signatures() then lists, for each compiled function of mobiperf, the argument types it was compiled or
 loaded for (numba's dispatcher signatures), in the form collectors/parse/compiled_signatures.py keeps them.
 
@@ -37,6 +38,7 @@ def parse_through_compiled_paths(tmp: Path) -> None:
     _trace_cmd(tmp)
     _perfetto(tmp, busy)
     _pairing()
+    _sched(tmp)
 
 
 def _ftrace_text() -> None:
@@ -45,6 +47,23 @@ def _ftrace_text() -> None:
     for path in (FIX / "ftrace" / "k6.18-dd-4k-direct-dsync.txt", FIX / "ftrace" / "k5.10-tgid-syscalls.txt",
                  FIX / "layers" / "fuse-fdatasync" / "raw" / "rep0" / "syscalls.txt"):
         assert len(parse_ftrace_text(path, compiled=True).block_event) or path.name == "syscalls.txt"
+
+
+def _sched(tmp: Path) -> None:
+    import lzma
+
+    from mobiperf.collectors.parse import sched
+    from mobiperf.collectors.parse.ftrace_text import parse_ftrace_text
+
+    text = tmp / "two-writers.txt"
+    text.write_bytes(lzma.decompress((FIX / "who" / "two-writers" / "raw" / "rep0" / "ftrace.txt.xz").read_bytes()))
+    at = sched.SCAN_MIN_ROWS
+    sched.SCAN_MIN_ROWS = 1  # the scanner whatever the count
+    try:
+        for compiled in (False, True):
+            assert len(parse_ftrace_text(text, compiled=compiled).events["sched_switch"])
+    finally:
+        sched.SCAN_MIN_ROWS = at
 
 
 def _blktrace(tmp: Path) -> None:
