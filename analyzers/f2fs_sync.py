@@ -45,7 +45,8 @@ def checkpoint_entities(f2fs_checkpoint: pl.DataFrame | None,
         end=pl.col("ts").filter(pl.col("phase") == "end").first(),
         tid=pl.col("pid").filter(pl.col("phase") == "start").first(),
         comm=pl.col("comm").filter(pl.col("phase") == "start").first(),
-    ).filter(pl.col("start").is_not_null() & pl.col("end").is_not_null() & (pl.col("n") > 0))
+    ).filter(pl.col("start").is_not_null() & pl.col("end").is_not_null() & (pl.col("n") > 0)).sort(
+        "rep", "start", "dev_major", "dev_minor")  # ids in time order, the same every time
     if not spans.height:
         return None
     return tag(spans.sort("rep", "start").select(

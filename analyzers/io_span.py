@@ -85,7 +85,7 @@ def nest_calls(syscall_io: pl.DataFrame, trace_marker: pl.DataFrame | None = Non
                         .filter(~pl.col("syscall").is_in(["lseek", "_llseek"])))
     calls = calls.sort("rep", "ts", "pid").with_columns(row=pl.int_range(pl.len(), dtype=pl.Int64).over("rep"))
     io = classify_calls(calls, keep=("row",)).select("rep", "row", "sync_mode", "file_type")
-    calls = calls.join(io, on=["rep", "row"], how="left").with_columns(
+    calls = calls.join(io, on=["rep", "row"], how="left", maintain_order="left").with_columns(
         sync_mode=pl.col("sync_mode").fill_null("none"), file_type=pl.coalesce("file_type", file_type_of_path(
             pl.col("path"))))
     return build_io_spans(calls, fuse_req=fuse_req, daemon_calls=daemon_syscalls(syscall_io, task_role, fuse_req),
@@ -296,7 +296,8 @@ def _commit_entities(jbd2_commit: pl.DataFrame | None, ids: _Ids) -> pl.DataFram
         return None
     c = jbd2_commit.group_by("rep", "dev_major", "dev_minor", "tid").agg(
         start=pl.col("ts").min(), end=pl.col("ts").filter(pl.col("phase") == "end").max(),
-        jbd2_tid=pl.col("pid").first(), comm=pl.col("comm").first()).filter(pl.col("end").is_not_null())
+        jbd2_tid=pl.col("pid").first(), comm=pl.col("comm").first()).filter(pl.col("end").is_not_null()).sort(
+        "rep", "start", "dev_major", "dev_minor", "tid")  # ids in time order, the same every time
     return ids.tag(c.select(
         "rep", pl.lit("journal").alias("layer"), pl.lit("jbd2_commit").alias("name"), pl.col("jbd2_tid").alias("tid"),
         "comm", "start", "end", "dev_major", "dev_minor", pl.col("tid").alias("transaction")))
@@ -435,7 +436,9 @@ def _expand(roots: pl.DataFrame, entity: pl.DataFrame, link: pl.DataFrame, first
     frontier = roots.join(times, on=["rep", "eid"]).select(
         "rep", "eid", pl.col("row").alias("call_id"), pl.col("start").alias("s"), pl.col("end").alias("e"),
         pl.lit(True).alias("is_primary"), pl.lit(None, pl.Int64).alias("parent_id"))
-    frontier = frontier.with_columns(span_id=pl.int_range(first_id, first_id + pl.len(), dtype=pl.Int64))
+    # joins keep no order: each level sorted before its ids are given, so an analysis gives the same ids every time
+    frontier = frontier.sort("rep", "call_id", "eid", nulls_last=True).with_columns(
+        span_id=pl.int_range(first_id, first_id + pl.len(), dtype=pl.Int64))
     spans, next_id = [frontier], first_id + frontier.height
     for _ in range(16):  # the deepest nest has 8 links (call, fuse, fs, sync_file, commit, block, flush, device)
         kids = frontier.join(link, left_on=["rep", "eid"], right_on=["rep", "parent"]).join(
@@ -448,7 +451,8 @@ def _expand(roots: pl.DataFrame, entity: pl.DataFrame, link: pl.DataFrame, first
             _clip(pl.col("end"), start, pl.col("e")).alias("e"),
             (pl.col("is_primary") & pl.col("is_primary_right")).alias("is_primary"),
             pl.col("span_id").alias("parent_id"))
-        kids = kids.with_columns(span_id=pl.int_range(next_id, next_id + pl.len(), dtype=pl.Int64))
+        kids = kids.sort("rep", "parent_id", "eid").with_columns(
+            span_id=pl.int_range(next_id, next_id + pl.len(), dtype=pl.Int64))
         next_id += kids.height
         spans.append(kids.select(frontier.columns))
         frontier = kids

@@ -163,4 +163,5 @@ def summarize_background(io_span: pl.DataFrame, task_role: pl.DataFrame | None =
     return bg.group_by("rep", "scope", "tid", "comm", "layer", "name").agg(
         count=pl.len().cast(pl.Int64), bytes=pl.col("size_bytes").fill_null(0).sum().cast(pl.Int64),
         time_ns=(pl.col("end_ts") - pl.col("ts")).sum().cast(pl.Int64)).rename({"tid": "pid"}).sort(
-        "rep", "scope", "layer", "bytes", "count", descending=[False, False, False, True, True])
+        "rep", "scope", "layer", "bytes", "count", "pid", "comm", "name",
+        descending=[False, False, False, True, True, False, False, False], nulls_last=True)  # one order, every time

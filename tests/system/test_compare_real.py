@@ -172,7 +172,8 @@ def test_compare_page_and_run_report_of_real_runs_in_chromium(runs, screenshots,
     assert check.console_errors == []
     assert all(f["drawn"] and f["traces"] for f in check.figures)
     ids = [f["id"] for f in check.figures]
-    assert ids[:3] == ["fig-primary", "fig-guard-0", "fig-changes"]
+    # the verdict, then where the time moved (the differential icicle, the latency shifts), then guards, changes
+    assert ids[:5] == ["fig-primary", "fig-icicle-0", "fig-latency-cdfs", "fig-guard-0", "fig-changes"]
     primary = check.figures[0]
     assert primary["on_first_screen"] and primary["points"] == 10
     lines = [line.strip() for line in check.text.splitlines() if line.strip()]
@@ -199,8 +200,10 @@ def test_analyze_of_a_real_run_fits_120_columns(runs):
     assert max(len(line) for line in lines) <= 120
     assert "== IO classes (block and syscall layers)" in lines and "┆" not in r.stdout
     # The notes of what was not computed are grouped by reason: one line per reason, not one per analysis.
-    notes = [line for line in r.stderr.splitlines() if line.startswith("note: ")]
-    assert len(notes) == len({line.split(" not computed: ")[1] for line in notes})
+    notes = [line for line in r.stderr.splitlines() if line.startswith("note: ") and " not computed: " in line]
+    assert len(notes) >= 2 and len(notes) == len({line.split(" not computed: ")[1] for line in notes})
+    # and the FUSE layer's source, in one line of its own (collectors/parse/fuse_layer.py)
+    assert "note: FUSE layer: from fuse_request_send/end paired by request id: " in r.stderr
     data = json.loads(mobiperf("analyze", str(fast), "--format", "json").stdout)
     assert len(data["IO classes (block and syscall layers)"]) > 0
 
