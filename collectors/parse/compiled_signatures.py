@@ -3,119 +3,147 @@ compiled_code.compile_parsers() compiles ahead of a user's first parse. Generate
 `python tests/support/compiled_paths.py --write` from every compiled parse path run over the fixtures;
 tests/unit/test_compiled_code.py holds it equal to what they call."""
 
-SIGNATURES = {'mobiperf.collectors.parse.blktrace_compiled._destinations': ["(Array(int64, 1, 'C', False, aligned=True), "
-                                                               "Array(bool, 1, 'C', False, aligned=True), "
-                                                               "Array(int32, 1, 'C', False, aligned=True))"],
- 'mobiperf.collectors.parse.blktrace_compiled._emit': ["(Array(uint8, 1, 'C', True, aligned=True), Array(int64, 1, "
-                                                       "'C', False, aligned=True), bool, int64, Array(int32, 1, "
-                                                       "'C', False, aligned=True), int64, Array(int64, 1, 'C', "
-                                                       "False, aligned=True), Array(int64, 1, 'C', False, "
-                                                       "aligned=True), Array(int64, 1, 'C', False, aligned=True), "
-                                                       "Array(int64, 1, 'C', False, aligned=True), Array(int32, 1, "
-                                                       "'C', False, aligned=True), Array(int32, 1, 'C', False, "
-                                                       "aligned=True), Array(uint32, 1, 'C', False, aligned=True), "
-                                                       "Array(uint32, 1, 'C', False, aligned=True), Array(int32, "
-                                                       "1, 'C', False, aligned=True), Array(int32, 1, 'C', False, "
-                                                       "aligned=True), Array(int64, 1, 'C', False, aligned=True), "
-                                                       "Array(int64, 1, 'C', False, aligned=True), Array(int64, 1, "
-                                                       "'C', False, aligned=True), Array(uint32, 1, 'C', False, "
-                                                       "aligned=True), Array(int32, 1, 'C', False, aligned=True))",
-                                                       "(Array(uint8, 1, 'C', True, aligned=True), Array(int64, 1, "
-                                                       "'C', False, aligned=True), bool, int64, Array(int64, 1, "
-                                                       "'C', False, aligned=True), int64, Array(int64, 1, 'C', "
-                                                       "False, aligned=True), Array(int64, 1, 'C', False, "
-                                                       "aligned=True), Array(int64, 1, 'C', False, aligned=True), "
-                                                       "Array(int64, 1, 'C', False, aligned=True), Array(int32, 1, "
-                                                       "'C', False, aligned=True), Array(int32, 1, 'C', False, "
-                                                       "aligned=True), Array(uint32, 1, 'C', False, aligned=True), "
-                                                       "Array(uint32, 1, 'C', False, aligned=True), Array(int32, "
-                                                       "1, 'C', False, aligned=True), Array(int32, 1, 'C', False, "
-                                                       "aligned=True), Array(int64, 1, 'C', False, aligned=True), "
-                                                       "Array(int64, 1, 'C', False, aligned=True), Array(int64, 1, "
-                                                       "'C', False, aligned=True), Array(uint32, 1, 'C', False, "
-                                                       "aligned=True), Array(int32, 1, 'C', False, aligned=True))"],
- 'mobiperf.collectors.parse.blktrace_compiled._index': ["(Array(uint8, 1, 'C', True, aligned=True), Array(int64, "
-                                                        "1, 'C', False, aligned=True), bool, int64, Array(int64, "
-                                                        "1, 'C', False, aligned=True), Array(bool, 1, 'C', False, "
+SIGNATURES = {'mobiperf.collectors.parse.blktrace_compiled._destinations': ["(Array(int64, 1, 'C', False, "
+                                                               "aligned=True), Array(bool, 1, 'C', "
+                                                               'False, aligned=True), Array(int32, 1, '
+                                                               "'C', False, aligned=True))"],
+ 'mobiperf.collectors.parse.blktrace_compiled._emit': ["(Array(uint8, 1, 'C', True, aligned=True), "
+                                                       "Array(int64, 1, 'C', False, aligned=True), "
+                                                       "bool, int64, Array(int32, 1, 'C', False, "
+                                                       "aligned=True), int64, Array(int64, 1, 'C', "
+                                                       "False, aligned=True), Array(int64, 1, 'C', "
+                                                       "False, aligned=True), Array(int64, 1, 'C', "
+                                                       "False, aligned=True), Array(int64, 1, 'C', "
+                                                       "False, aligned=True), Array(int32, 1, 'C', "
+                                                       "False, aligned=True), Array(int32, 1, 'C', "
+                                                       "False, aligned=True), Array(uint32, 1, 'C', "
+                                                       "False, aligned=True), Array(uint32, 1, 'C', "
+                                                       "False, aligned=True), Array(int32, 1, 'C', "
+                                                       "False, aligned=True), Array(int32, 1, 'C', "
+                                                       "False, aligned=True), Array(int64, 1, 'C', "
+                                                       "False, aligned=True), Array(int64, 1, 'C', "
+                                                       "False, aligned=True), Array(int64, 1, 'C', "
+                                                       "False, aligned=True), Array(uint32, 1, 'C', "
+                                                       "False, aligned=True), Array(int32, 1, 'C', "
+                                                       'False, aligned=True))',
+                                                       "(Array(uint8, 1, 'C', True, aligned=True), "
+                                                       "Array(int64, 1, 'C', False, aligned=True), "
+                                                       "bool, int64, Array(int64, 1, 'C', False, "
+                                                       "aligned=True), int64, Array(int64, 1, 'C', "
+                                                       "False, aligned=True), Array(int64, 1, 'C', "
+                                                       "False, aligned=True), Array(int64, 1, 'C', "
+                                                       "False, aligned=True), Array(int64, 1, 'C', "
+                                                       "False, aligned=True), Array(int32, 1, 'C', "
+                                                       "False, aligned=True), Array(int32, 1, 'C', "
+                                                       "False, aligned=True), Array(uint32, 1, 'C', "
+                                                       "False, aligned=True), Array(uint32, 1, 'C', "
+                                                       "False, aligned=True), Array(int32, 1, 'C', "
+                                                       "False, aligned=True), Array(int32, 1, 'C', "
+                                                       "False, aligned=True), Array(int64, 1, 'C', "
+                                                       "False, aligned=True), Array(int64, 1, 'C', "
+                                                       "False, aligned=True), Array(int64, 1, 'C', "
+                                                       "False, aligned=True), Array(uint32, 1, 'C', "
+                                                       "False, aligned=True), Array(int32, 1, 'C', "
+                                                       'False, aligned=True))'],
+ 'mobiperf.collectors.parse.blktrace_compiled._index': ["(Array(uint8, 1, 'C', True, aligned=True), "
+                                                        "Array(int64, 1, 'C', False, aligned=True), "
+                                                        "bool, int64, Array(int64, 1, 'C', False, "
+                                                        "aligned=True), Array(bool, 1, 'C', False, "
                                                         "aligned=True), Array(int64, 1, 'C', False, "
                                                         'aligned=True))'],
- 'mobiperf.collectors.parse.blktrace_compiled._merge_destinations': ["(Array(int64, 1, 'C', False, aligned=True), "
-                                                                     "Array(bool, 1, 'C', False, aligned=True), "
-                                                                     "Array(int64, 1, 'C', False, aligned=True), "
-                                                                     "Array(int32, 1, 'C', False, aligned=True))"],
- 'mobiperf.collectors.parse.blktrace_compiled._sequence_columns': ["(Array(uint8, 1, 'C', True, aligned=True), "
-                                                                   "Array(int64, 1, 'C', False, aligned=True), "
-                                                                   'bool, int64)'],
- 'mobiperf.collectors.parse.blktrace_compiled._walk': ["(Array(uint8, 1, 'C', True, aligned=True), bool, int64, "
-                                                       "Array(int64, 1, 'C', False, aligned=True))"],
- 'mobiperf.collectors.parse.event_fields.read_int_fields': ["(Array(uint8, 1, 'C', False, aligned=True), "
-                                                            "Array(int64, 1, 'C', False, aligned=True), "
-                                                            "Array(int64, 1, 'C', False, aligned=True), "
-                                                            "Array(int64, 1, 'C', False, aligned=True), "
-                                                            "Array(int64, 1, 'C', False, aligned=True), "
-                                                            "Array(bool, 1, 'C', False, aligned=True))"],
- 'mobiperf.collectors.parse.event_fields.read_ints': ["(Array(uint8, 1, 'C', False, aligned=True), Array(int64, 1, "
-                                                      "'C', False, aligned=True), Array(int64, 1, 'C', False, "
-                                                      'aligned=True), int64, int64, bool)'],
- 'mobiperf.collectors.parse.event_fields.string_spans': ["(Array(uint8, 1, 'C', False, aligned=True), Array(int64, "
-                                                         "1, 'C', False, aligned=True), Array(int64, 1, 'C', "
-                                                         'False, aligned=True), int64, int64, bool, bool)'],
- 'mobiperf.collectors.parse.ftrace_raw.walk_pages': ["(Array(uint8, 1, 'C', False, aligned=True), int64, int64)",
-                                                     "(Array(uint8, 1, 'C', True, aligned=True), int64, int64)"],
+ 'mobiperf.collectors.parse.blktrace_compiled._merge_destinations': ["(Array(int64, 1, 'C', False, "
+                                                                     'aligned=True), Array(bool, 1, '
+                                                                     "'C', False, aligned=True), "
+                                                                     "Array(int64, 1, 'C', False, "
+                                                                     'aligned=True), Array(int32, 1, '
+                                                                     "'C', False, aligned=True))"],
+ 'mobiperf.collectors.parse.blktrace_compiled._sequence_columns': ["(Array(uint8, 1, 'C', True, "
+                                                                   "aligned=True), Array(int64, 1, 'C', "
+                                                                   'False, aligned=True), bool, int64)'],
+ 'mobiperf.collectors.parse.blktrace_compiled._walk': ["(Array(uint8, 1, 'C', True, aligned=True), "
+                                                       "bool, int64, Array(int64, 1, 'C', False, "
+                                                       'aligned=True))'],
+ 'mobiperf.collectors.parse.event_fields.read_int_fields': ["(Array(uint8, 1, 'C', False, "
+                                                            "aligned=True), Array(int64, 1, 'C', False, "
+                                                            "aligned=True), Array(int64, 1, 'C', False, "
+                                                            "aligned=True), Array(int64, 1, 'C', False, "
+                                                            "aligned=True), Array(int64, 1, 'C', False, "
+                                                            "aligned=True), Array(bool, 1, 'C', False, "
+                                                            'aligned=True))'],
+ 'mobiperf.collectors.parse.event_fields.read_ints': ["(Array(uint8, 1, 'C', False, aligned=True), "
+                                                      "Array(int64, 1, 'C', False, aligned=True), "
+                                                      "Array(int64, 1, 'C', False, aligned=True), "
+                                                      'int64, int64, bool)'],
+ 'mobiperf.collectors.parse.event_fields.string_spans': ["(Array(uint8, 1, 'C', False, aligned=True), "
+                                                         "Array(int64, 1, 'C', False, aligned=True), "
+                                                         "Array(int64, 1, 'C', False, aligned=True), "
+                                                         'int64, int64, bool, bool)'],
+ 'mobiperf.collectors.parse.ftrace_raw.walk_pages': ["(Array(uint8, 1, 'C', False, aligned=True), "
+                                                     'int64, int64)',
+                                                     "(Array(uint8, 1, 'C', True, aligned=True), int64, "
+                                                     'int64)'],
  'mobiperf.collectors.parse.ftrace_scan.find_newlines': ["(Array(uint8, 1, 'C', True, aligned=True),)"],
- 'mobiperf.collectors.parse.ftrace_scan.gather_spans': ["(Array(uint8, 1, 'C', False, aligned=True), Array(int64, "
-                                                        "1, 'C', False, aligned=True), Array(int64, 1, 'C', False, "
-                                                        'aligned=True))',
-                                                        "(Array(uint8, 1, 'C', True, aligned=True), Array(int64, "
-                                                        "1, 'C', False, aligned=True), Array(int64, 1, 'C', False, "
-                                                        'aligned=True))'],
- 'mobiperf.collectors.parse.ftrace_scan.scan_tgids': ["(Array(uint8, 1, 'C', True, aligned=True), Array(int64, 1, "
-                                                      "'C', False, aligned=True))"],
- 'mobiperf.collectors.parse.ftrace_scan.scan_trace': ["(Array(uint8, 1, 'C', True, aligned=True), Array(int64, 1, "
-                                                      "'C', False, aligned=True), int64, int64, Array(uint64, 1, "
-                                                      "'C', False, aligned=True), Array(int64, 1, 'C', False, "
+ 'mobiperf.collectors.parse.ftrace_scan.gather_spans': ["(Array(uint8, 1, 'C', False, aligned=True), "
+                                                        "Array(int64, 1, 'C', False, aligned=True), "
+                                                        "Array(int64, 1, 'C', False, aligned=True))",
+                                                        "(Array(uint8, 1, 'C', True, aligned=True), "
+                                                        "Array(int64, 1, 'C', False, aligned=True), "
+                                                        "Array(int64, 1, 'C', False, aligned=True))"],
+ 'mobiperf.collectors.parse.ftrace_scan.scan_tgids': ["(Array(uint8, 1, 'C', True, aligned=True), "
+                                                      "Array(int64, 1, 'C', False, aligned=True))"],
+ 'mobiperf.collectors.parse.ftrace_scan.scan_trace': ["(Array(uint8, 1, 'C', True, aligned=True), "
+                                                      "Array(int64, 1, 'C', False, aligned=True), "
+                                                      "int64, int64, Array(uint64, 1, 'C', False, "
+                                                      "aligned=True), Array(int64, 1, 'C', False, "
                                                       'aligned=True))'],
- 'mobiperf.collectors.parse.pairing_kernel.device_ids': ["(Array(int32, 1, 'C', True, aligned=True), Array(int32, "
-                                                         "1, 'C', True, aligned=True), Array(int32, 1, 'C', True, "
-                                                         'aligned=True))'],
- 'mobiperf.collectors.parse.pairing_kernel.pair_events': ["(Array(int8, 1, 'C', False, aligned=True), Array(int32, "
-                                                          "1, 'C', False, aligned=True), Array(int64, 1, 'C', "
-                                                          "True, aligned=True), Array(int64, 1, 'C', True, "
-                                                          "aligned=True), Array(int64, 1, 'C', True, "
-                                                          "aligned=True), Array(bool, 1, 'C', False, "
-                                                          'aligned=True), int64, int64)'],
- 'mobiperf.collectors.parse.pairing_kernel.sector_span': ["(Array(int64, 1, 'C', True, aligned=True), Array(int64, "
-                                                          "1, 'C', True, aligned=True))"],
+ 'mobiperf.collectors.parse.pairing_kernel.device_ids': ["(Array(int32, 1, 'C', True, aligned=True), "
+                                                         "Array(int32, 1, 'C', True, aligned=True), "
+                                                         "Array(int32, 1, 'C', True, aligned=True))"],
+ 'mobiperf.collectors.parse.pairing_kernel.pair_events': ["(Array(int8, 1, 'C', False, aligned=True), "
+                                                          "Array(int32, 1, 'C', False, aligned=True), "
+                                                          "Array(int64, 1, 'C', True, aligned=True), "
+                                                          "Array(int64, 1, 'C', True, aligned=True), "
+                                                          "Array(int64, 1, 'C', True, aligned=True), "
+                                                          "Array(bool, 1, 'C', False, aligned=True), "
+                                                          'int64, int64)'],
+ 'mobiperf.collectors.parse.pairing_kernel.sector_span': ["(Array(int64, 1, 'C', True, aligned=True), "
+                                                          "Array(int64, 1, 'C', True, aligned=True))"],
  'mobiperf.collectors.parse.perfetto_wire.decode_fields': ["(Array(uint8, 1, 'C', True, aligned=True), "
                                                            "Array(int64, 1, 'C', False, aligned=True), "
                                                            "Array(int64, 1, 'C', False, aligned=True), "
                                                            "Array(int64, 1, 'C', False, aligned=True), "
                                                            "Array(int64, 1, 'C', False, aligned=True), "
                                                            "Array(int64, 1, 'C', False, aligned=True), "
-                                                           "Array(int64, 1, 'C', False, aligned=True), int64, "
-                                                           'int64)'],
- 'mobiperf.collectors.parse.perfetto_wire.flatten_generic': ["(Array(uint8, 1, 'C', True, aligned=True), "
-                                                             "Array(int64, 1, 'C', False, aligned=True), "
-                                                             "Array(int64, 1, 'C', False, aligned=True), "
-                                                             "Array(int64, 1, 'C', False, aligned=True))"],
- 'mobiperf.collectors.parse.perfetto_wire.hash_spans': ["(Array(uint8, 1, 'C', True, aligned=True), Array(int64, "
-                                                        "1, 'C', False, aligned=True), Array(int64, 1, 'C', False, "
-                                                        'aligned=True))'],
- 'mobiperf.collectors.parse.perfetto_wire.scan_trace': ["(Array(uint8, 1, 'C', True, aligned=True), Array(int64, "
-                                                        "1, 'C', False, aligned=True), Array(int64, 1, 'C', False, "
-                                                        "aligned=True), Array(int8, 1, 'C', False, aligned=True), "
-                                                        "Array(int64, 1, 'C', False, aligned=True))"],
- 'mobiperf.collectors.parse.perfetto_wire.split_packets': ["(Array(uint8, 1, 'C', True, aligned=True), int64, "
+                                                           "Array(int64, 1, 'C', False, aligned=True), "
                                                            'int64, int64)'],
- 'mobiperf.collectors.parse.sched_scan.scan_switch': ["(Array(uint8, 1, 'C', True, aligned=True), Array(int64, 1, "
-                                                      "'C', True, aligned=True), int64)"],
- 'mobiperf.collectors.parse.sched_scan.scan_wake': ["(Array(uint8, 1, 'C', True, aligned=True), Array(int64, 1, "
-                                                    "'C', True, aligned=True), int64)"],
- 'mobiperf.collectors.parse.text_writer._write_rows': ["(Array(uint8, 1, 'C', True, aligned=True), Array(int64, 1, "
-                                                       "'C', False, aligned=True), Array(int64, 2, 'C', False, "
-                                                       "aligned=True), Array(int64, 1, 'C', False, aligned=True), "
-                                                       "Array(int64, 1, 'C', False, aligned=True), Array(int64, 2, "
-                                                       "'C', False, aligned=True), Array(int64, 2, 'C', False, "
-                                                       "aligned=True), Array(int64, 2, 'C', False, aligned=True), "
-                                                       "Array(uint8, 1, 'C', False, aligned=True), Array(int64, 1, "
-                                                       "'C', False, aligned=True), int64)"]}
+ 'mobiperf.collectors.parse.perfetto_wire.flatten_generic': ["(Array(uint8, 1, 'C', True, "
+                                                             "aligned=True), Array(int64, 1, 'C', "
+                                                             'False, aligned=True), Array(int64, 1, '
+                                                             "'C', False, aligned=True), Array(int64, "
+                                                             "1, 'C', False, aligned=True))"],
+ 'mobiperf.collectors.parse.perfetto_wire.hash_spans': ["(Array(uint8, 1, 'C', True, aligned=True), "
+                                                        "Array(int64, 1, 'C', False, aligned=True), "
+                                                        "Array(int64, 1, 'C', False, aligned=True))"],
+ 'mobiperf.collectors.parse.perfetto_wire.scan_trace': ["(Array(uint8, 1, 'C', True, aligned=True), "
+                                                        "Array(int64, 1, 'C', False, aligned=True), "
+                                                        "Array(int64, 1, 'C', False, aligned=True), "
+                                                        "Array(int8, 1, 'C', False, aligned=True), "
+                                                        "Array(int64, 1, 'C', False, aligned=True))"],
+ 'mobiperf.collectors.parse.perfetto_wire.split_packets': ["(Array(uint8, 1, 'C', True, aligned=True), "
+                                                           'int64, int64, int64)'],
+ 'mobiperf.collectors.parse.sched_scan.scan_switch': ["(Array(uint8, 1, 'C', True, aligned=True), "
+                                                      "Array(int64, 1, 'C', True, aligned=True), "
+                                                      'int64)'],
+ 'mobiperf.collectors.parse.sched_scan.scan_wake': ["(Array(uint8, 1, 'C', True, aligned=True), "
+                                                    "Array(int64, 1, 'C', True, aligned=True), int64)"],
+ 'mobiperf.collectors.parse.text_writer._write_rows': ["(Array(uint8, 1, 'C', True, aligned=True), "
+                                                       "Array(int64, 1, 'C', False, aligned=True), "
+                                                       "Array(int64, 2, 'C', False, aligned=True), "
+                                                       "Array(int64, 1, 'C', False, aligned=True), "
+                                                       "Array(int64, 1, 'C', False, aligned=True), "
+                                                       "Array(int64, 2, 'C', False, aligned=True), "
+                                                       "Array(int64, 2, 'C', False, aligned=True), "
+                                                       "Array(int64, 2, 'C', False, aligned=True), "
+                                                       "Array(uint8, 1, 'C', False, aligned=True), "
+                                                       "Array(int64, 1, 'C', False, aligned=True), "
+                                                       'int64)']}
