@@ -14,7 +14,7 @@ phase, three per block request (queue, issue, complete).
 
 Each repetition runs in a child process (a fresh heap: its peak RSS is the step's own) that loads the scaled
 tables, then times, with getrusage CPU time and wall time:
-  io_span       analyzers/io_span.nest_calls on the tables, as `mobiperf analyze` calls it
+  io_span       nest_calls (analyzers/io_span.py) on the tables, as `mobiperf analyze` calls it
   + waterfall   build_waterfall and break_down_layers on that io_span
   + profile     time_profile's profile_span_time on that io_span
 The peak RSS of the child less its RSS after loading the tables is the memory the analysis took, against the
