@@ -114,6 +114,15 @@ def install_app_on_phone(phone, package: str, uid: int) -> None:
     _register(phone, package, uid, PHONE_BIN)
 
 
+def uninstall_app_on_phone(phone, package: str) -> None:
+    """What install_app_on_phone left, gone: the zygote stand-in and the app's processes ended, the FIFO, the
+    package's data and listing removed, /product/bin unmounted (the session's phone is shared by later tests,
+    which find /data/local/tmp as they expect it)."""
+    undo = (f"pkill -f zygote-standin; pkill -f {PHONE_BIN}/app_process; rm -f {FIFO}; "
+            f"rm -rf /data/data/{package} /data/system/packages.list; umount {PHONE_BIN}; true")
+    phone.shell(f"su 0 sh -c {shlex.quote(undo)}", timeout=60)
+
+
 def _register(device, package: str, uid: int, bin_dir: str) -> None:
     """packages.list, the app's data directory, and the zygote stand-in started as root, waited for."""
     setup = (f"mkdir -p /data/system /data/data/{package} && "

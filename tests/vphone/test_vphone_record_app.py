@@ -18,7 +18,7 @@ import sys
 import polars as pl
 import pytest
 
-from app_standin import install_app_on_phone
+from app_standin import install_app_on_phone, uninstall_app_on_phone
 from mobiperf.core.runstore import RunDir
 
 pytest_plugins = ["adb_fixtures", "vphone_fixtures"]
@@ -32,13 +32,16 @@ KIB = 1024
 @pytest.fixture(scope="module")
 def recorded(vphone, tmp_path_factory):
     install_app_on_phone(vphone, PACKAGE, UID)
-    out = tmp_path_factory.mktemp("record") / "notes"
-    env = dict(os.environ, ANDROID_ADB_SERVER_PORT=str(vphone.server_port))
-    done = subprocess.run([sys.executable, "-m", "mobiperf", "record", "-t", f"adb:{vphone.serial}", "--app",
-                           PACKAGE, "--duration", "10s", "--no-report", "-o", str(out)],
-                          capture_output=True, text=True, timeout=1200, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done, RunDir.open(out)
+    try:
+        out = tmp_path_factory.mktemp("record") / "notes"
+        env = dict(os.environ, ANDROID_ADB_SERVER_PORT=str(vphone.server_port))
+        done = subprocess.run([sys.executable, "-m", "mobiperf", "record", "-t", f"adb:{vphone.serial}", "--app",
+                               PACKAGE, "--duration", "10s", "--no-report", "-o", str(out)],
+                              capture_output=True, text=True, timeout=1200, env=env)
+        assert done.returncode == 0, done.stderr[-3000:]
+        yield done, RunDir.open(out)
+    finally:
+        uninstall_app_on_phone(vphone, PACKAGE)
 
 
 def test_the_app_launched_through_the_zygote_stand_in_is_the_workload(recorded, vphone):
