@@ -186,14 +186,32 @@ def _without_bookkeeping(calls: pl.DataFrame, trace_marker: pl.DataFrame | None)
 
 def daemon_syscalls(syscall_io: pl.DataFrame, task_role: pl.DataFrame | None,
                     fuse_req: pl.DataFrame | None) -> pl.DataFrame:
-    """The FUSE daemons' calls into the file system under them: their traced calls, less those on /dev/fuse."""
+    """The FUSE daemons' calls into the file system under them: their traced calls, less those that carry the FUSE
+    protocol: on /dev/fuse (a splice names its source), and the reads and writes of the pipes a splicing daemon
+    moves each request through (libfuse reads the header there; bfuse's request log tees it into a pipe of its
+    own). The pipes are listed once the workload has run (tasks.json), and a descriptor number may have been a
+    file before: a call on one is the pipe's only after the daemon's last close of that number."""
     tids = daemon_tids(task_role, fuse_req)
     calls = syscall_io.filter(pl.col("source").fill_null("") != "strace").join(tids, on=["rep", "pid"])
     if task_role is not None and len(task_role):
-        fds = task_role.filter((pl.col("role") == "fuse_daemon") & (pl.col("fuse_fd") >= 0))["fuse_fd"].unique()
-        if len(fds):  # threads share the daemon's descriptors
-            calls = calls.filter(~pl.col("fd").is_in(fds.to_list()))
+        daemon_fds = task_role.filter((pl.col("role") == "fuse_daemon") & (pl.col("fuse_fd") >= 0))
+        fuse = daemon_fds.filter(pl.col("fd_kind") == "fuse")["fuse_fd"].unique().to_list()
+        calls = calls.filter(~pl.col("fd").is_in(fuse))  # threads share the daemon's descriptors
+        calls = calls.filter(~_on_pipes(calls, daemon_fds.filter(pl.col("fd_kind") == "pipe")))
     return calls.filter(pl.col("dur").is_not_null())
+
+
+def _on_pipes(calls: pl.DataFrame, pipes: pl.DataFrame) -> pl.Series:
+    """Which of the daemons' calls read or write one of their pipes (daemon_syscalls)."""
+    if not pipes.height:
+        return pl.Series([False] * calls.height, dtype=pl.Boolean)
+    pipe = pipes.select("rep", "pid", "layer", pl.col("fuse_fd").alias("fd"))
+    closes = (calls.filter((pl.col("syscall") == "close") & (pl.col("ret") == 0)).join(pipe, on=["rep", "pid", "fd"])
+              .group_by("rep", "layer", "fd").agg(pl.col("ts").max().alias("_last_close")))
+    marked = (calls.with_row_index("_row").join(pipe, on=["rep", "pid", "fd"], how="left", maintain_order="left")
+              .join(closes, on=["rep", "layer", "fd"], how="left", maintain_order="left").sort("_row"))
+    return (marked["layer"].is_not_null() & marked["syscall"].is_in(["read", "readv", "write", "writev"])
+            & (marked["_last_close"].is_null() | (marked["ts"] > marked["_last_close"])))
 
 
 def timed_calls(calls: pl.DataFrame) -> pl.DataFrame:

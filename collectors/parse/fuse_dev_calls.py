@@ -82,7 +82,8 @@ def _dev_fuse_calls(rep: int, syscall_io: pl.DataFrame | None, task_role: pl.Dat
     """The daemons' calls on their /dev/fuse descriptors, in each thread's order (None: no descriptor known)."""
     if task_role is None or syscall_io is None:
         return None
-    fds = task_role.filter((pl.col("rep") == rep) & (pl.col("role") == "fuse_daemon") & (pl.col("fuse_fd") >= 0))
+    fds = task_role.filter((pl.col("rep") == rep) & (pl.col("role") == "fuse_daemon") & (pl.col("fuse_fd") >= 0)
+                           & (pl.col("fd_kind") == "fuse"))
     if not fds.height:
         return None
     return syscall_io.filter((pl.col("rep") == rep) & pl.col("syscall").is_in([*RECEIVES, *REPLIES])).join(

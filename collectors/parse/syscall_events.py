@@ -41,7 +41,7 @@ SYSCALL_ARG_BYTES = {  # which argument of an IO syscall is its size and which i
     "preadv": ("vlen", "pos_l"), "pwritev": ("vlen", "pos_l"), "fallocate": ("len", "offset"),
     "sync_file_range": ("nbytes", "offset"), "ftruncate": (None, "length"),  # ftruncate: its new length
 }
-FD_ARGS = ("fd", "fildes", "oldfd", "dfd", "olddfd")
+FD_ARGS = ("fd", "fildes", "oldfd", "dfd", "olddfd", "fd_in")  # fd_in: splice's source
 RAW_SYSCALL_EVENTS = ("sys_enter", "sys_exit")
 _FLAG_ARGS = ("flag_bits", "fcntl_cmd", "fd2")
 ARM_ABIS = ("arm64-v8a", "armeabi-v7a")

@@ -1,12 +1,12 @@
 """raw/tasks.json -> task_role: which tasks of a trace are mobiperf's, the workload's root, the FUSE daemons'.
 
-The pipeline writes tasks.json when a repetition ends (mobiperf/orchestration/pipeline.py `write_task_roles`). One row
-per (task, role): `workload` for the root process of the workload (for a recording, every thread of the app's
-processes: `workload_tids`) (its tree is the tids of its traced calls, see
-analyzers/scope.py), `fuse_daemon` for every thread of a stack's FUSE daemon (fuse_fd: one row per descriptor the daemon
-holds on /dev/fuse, -1 when it holds none), `mobiperf` for mobiperf's own process (with its comm: the workload's root
-carries it until it execs). A run directory without tasks.json (older runs, ingested traces) has no task_role table:
-scope is then the whole trace.
+The collector writes tasks.json when a repetition ends (mobiperf/orchestration/collect.py `write_task_roles`). One
+row per (task, role): `workload` for the root process of the workload (for a recording, every thread of the app's
+processes: `workload_tids`) (its tree is the tids of its traced calls, see analyzers/scope.py), `fuse_daemon` for
+every thread of a stack's FUSE daemon (fuse_fd: one row per descriptor the daemon holds on /dev/fuse, fd_kind fuse,
+and per pipe it holds, fd_kind pipe; -1 when it holds none), `mobiperf` for mobiperf's own process (with its comm:
+the workload's root carries it until it execs). A run directory without tasks.json (older runs, ingested traces)
+has no task_role table: scope is then the whole trace.
 
 The same file holds the wall-clock readings (collectors/clock.py): wall_to_trace_clock() puts strace's realtime
 stamps on the trace clock with them, interpolating between the readings before and after the workload.
@@ -33,17 +33,19 @@ def read_tasks(path: Path) -> dict:
 def task_roles(tasks: dict, rep: int) -> pl.DataFrame:
     rows = []
     if tasks.get("workload_pid"):
-        rows.append((rep, int(tasks["workload_pid"]), "workload", -1, "", None))
+        rows.append((rep, int(tasks["workload_pid"]), "workload", -1, "", None, None))
     for tid in tasks.get("workload_tids", []):  # a recording's app: every thread of its processes (record.py)
-        rows.append((rep, int(tid), "workload", -1, "", None))
+        rows.append((rep, int(tid), "workload", -1, "", None, None))
     if tasks.get("mobiperf_pid"):
-        rows.append((rep, int(tasks["mobiperf_pid"]), "mobiperf", -1, "", tasks.get("mobiperf_comm")))
+        rows.append((rep, int(tasks["mobiperf_pid"]), "mobiperf", -1, "", tasks.get("mobiperf_comm"), None))
     for daemon in tasks.get("fuse_daemons", []):
         for tid in sorted({int(daemon["pid"]), *map(int, daemon.get("tids", []))}):
-            for fd in daemon.get("fuse_fds") or [-1]:
-                rows.append((rep, tid, "fuse_daemon", int(fd), str(daemon.get("layer", "")), None))
-    return TASK_ROLE.validate(pl.DataFrame(rows, schema=["rep", "pid", "role", "fuse_fd", "layer", "comm"],
-                                           orient="row"))
+            fds = [(fd, "fuse") for fd in daemon.get("fuse_fds") or []]
+            fds += [(fd, "pipe") for fd in daemon.get("pipe_fds") or []]
+            for fd, kind in fds or [(-1, None)]:
+                rows.append((rep, tid, "fuse_daemon", int(fd), str(daemon.get("layer", "")), None, kind))
+    return TASK_ROLE.validate(pl.DataFrame(
+        rows, schema=["rep", "pid", "role", "fuse_fd", "layer", "comm", "fd_kind"], orient="row"))
 
 
 def task_rows(tasks: dict, rep: int) -> pl.DataFrame:

@@ -149,11 +149,12 @@ STRACE_COUNT = Schema("strace_count", {
    " made.")
 
 TASK_ROLE = Schema("task_role", {
-    "rep": I32, "pid": I32, "role": STR, "fuse_fd": I32, "layer": STR, "comm": STR,
+    "rep": I32, "pid": I32, "role": STR, "fuse_fd": I32, "layer": STR, "comm": STR, "fd_kind": STR,
 }, "Tasks whose role the run knows (raw/tasks.json): workload (the workload's root process), fuse_daemon (every"
-   " thread of a stack's FUSE daemon, one row per /dev/fuse descriptor it holds, fuse_fd -1 if none; layer the"
+   " thread of a stack's FUSE daemon, one row per descriptor of the FUSE protocol it holds: fd_kind fuse for"
+   " /dev/fuse, pipe for the pipes a splicing daemon moves requests through; fuse_fd -1 if none; layer the"
    " stack layer), mobiperf (mobiperf itself, comm its name). pid is the task id the trace shows.",
-   added=(("comm", None),))
+   added=(("comm", None), ("fd_kind", "fuse")))
 
 FS_EVENT = Schema("fs_event", {
     **_EV, "event": STR, "dev_major": I32, "dev_minor": I32, "ino": I64, "body": STR,

@@ -106,15 +106,20 @@ def counters_by_layer(stack, raw: Path) -> dict[str, str]:
 
 def write_task_roles(transport: Transport, path: Path, stack, *, workload_pid: int | None, clock: list[dict]) -> None:
     """raw/tasks.json: who is who in the trace (parse/task_role.py reads it). The workload's tree is known from
-    its traced calls; here go its root, the stack's FUSE daemons (every thread, their /dev/fuse descriptors, the
-    FUSE connection each serves), mobiperf itself, whether the device is the run's own (an emulated stack) or
+    its traced calls; here go its root, the stack's FUSE daemons (every thread, their /dev/fuse descriptors and
+    pipes, the FUSE connection each serves), mobiperf itself, whether the device is the run's own (an emulated stack) or
     shared (a phone's /data), and the wall-clock readings that put strace on the trace clock (collectors/clock.py)."""
     from mobiperf.collectors.ftrace import fuse_connection
+    from mobiperf.stack.facts import daemon_transport_fds
 
-    daemons = [{"layer": layer["layer"], "pid": layer["daemon_pid"], "tids": task_ids(transport, layer["daemon_pid"]),
-                "fuse_fds": layer.get("fuse_fds", []), "mountpoint": layer.get("mountpoint"),
-                "connection": fuse_connection(transport, layer["mountpoint"]) if layer.get("mountpoint") else None}
-               for layer in stack.fuse_daemons]
+    daemons = []
+    for layer in stack.fuse_daemons:
+        now = daemon_transport_fds(transport, layer["daemon_pid"])  # the worker threads' clones and pipes too
+        daemons.append({
+            "layer": layer["layer"], "pid": layer["daemon_pid"], "tids": task_ids(transport, layer["daemon_pid"]),
+            "fuse_fds": sorted({*layer.get("fuse_fds", []), *now["fuse"]}), "pipe_fds": now["pipe"],
+            "mountpoint": layer.get("mountpoint"),
+            "connection": fuse_connection(transport, layer["mountpoint"]) if layer.get("mountpoint") else None})
     path.write_text(json.dumps({
         "workload_pid": workload_pid, "mobiperf_pid": os.getpid(),
         "mobiperf_comm": Path("/proc/self/comm").read_text().strip(), "fuse_daemons": daemons,

@@ -65,12 +65,24 @@ class StackFacts:
 def fuse_device_fds(transport: Transport, pid: int) -> list[int]:
     """The descriptors a FUSE daemon holds on /dev/fuse: its reads and writes there are the FUSE protocol itself,
     not calls into the file system under it."""
+    return daemon_transport_fds(transport, pid)["fuse"]
+
+
+def daemon_transport_fds(transport: Transport, pid: int) -> dict[str, list[int]]:
+    """A FUSE daemon's descriptors that carry the FUSE protocol rather than reach the file system under it: "fuse"
+    on /dev/fuse (a cloned one per worker thread too), "pipe" its pipes (libfuse splices each request from
+    /dev/fuse into a pipe of the worker thread's and reads its header there; bfuse's request log tees it into a
+    pipe of its own). Listed once the workload has run, the worker threads' are there too."""
     done = transport.run(["ls", "-l", f"/proc/{pid}/fd"], timeout=10)
-    fds = []
+    fds: dict[str, list[int]] = {"fuse": [], "pipe": []}
     for line in done.text.splitlines() if done.returncode == 0 else []:
         name, arrow, target = line.rpartition(" -> ")
-        if arrow and target.strip() == "/dev/fuse" and name.split()[-1].isdigit():
-            fds.append(int(name.split()[-1]))
+        if not arrow or not name.split() or not name.split()[-1].isdigit():
+            continue
+        target = target.strip()
+        kind = "fuse" if target == "/dev/fuse" else "pipe" if target.startswith("pipe:") else None
+        if kind:
+            fds[kind].append(int(name.split()[-1]))
     return fds
 
 
