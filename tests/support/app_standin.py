@@ -118,8 +118,9 @@ def uninstall_app_on_phone(phone, package: str) -> None:
     """What install_app_on_phone left, gone: the zygote stand-in and the app's processes ended, the FIFO, the
     package's data and listing removed, /product/bin unmounted (the session's phone is shared by later tests,
     which find /data/local/tmp as they expect it)."""
-    undo = (f"pkill -f zygote-standin; pkill -f {PHONE_BIN}/app_process; rm -f {FIFO}; "
-            f"rm -rf /data/data/{package} /data/system/packages.list; umount {PHONE_BIN}; true")
+    # the patterns' brackets keep pkill -f from matching (and ending) the shell that runs it
+    undo = (f"rm -f {FIFO}; rm -rf /data/data/{package} /data/system/packages.list; pkill -f [z]ygote-standin; "
+            f"pkill -f [a]pp_process_; umount {PHONE_BIN}; true")
     phone.shell(f"su 0 sh -c {shlex.quote(undo)}", timeout=60)
 
 
