@@ -78,8 +78,10 @@ def as_text(who: pl.DataFrame) -> pl.DataFrame:
     def mostly(what: str, share: str) -> pl.Expr:
         return pl.col(what) + " " + (pl.col(share) * 100).round(0).cast(pl.Int64).cast(pl.Utf8) + "%"
 
-    if "path" in who.columns:  # a process's main thread is "main": its name and id are the process's own
-        thread = pl.when(pl.col("tid") == pl.col("pid")).then(pl.lit("main")).otherwise(named("thread", "tid"))
+    if "path" in who.columns:  # an app's main thread is "main" (its name and id are the process's own); a kernel
+        # thread is a process of one thread, named as itself
+        main = (pl.col("tid") == pl.col("pid")) & (pl.col("scope") != "kernel")
+        thread = pl.when(main).then(pl.lit("main")).otherwise(named("thread", "tid"))
         return who.select("scope", named("process", "pid").alias("process"), thread.alias("thread"),
                           pl.col("path").fill_null("(no file)").alias("file"), "time_ns", "block_bytes",
                           mostly("top_layer", "top_layer_share").alias("mostly"))

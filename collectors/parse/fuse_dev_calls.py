@@ -72,7 +72,7 @@ def dev_fuse_requests(rep: int, tables: dict[str, pl.DataFrame]) -> tuple[pl.Dat
     n, answered = out.height, int(out["end_ts"].is_not_null().sum())
     tied = int(out["pid"].is_not_null().sum())
     note = (f"FUSE layer from the daemon's /dev/fuse reads and writes ({', '.join(_daemons(tables, rep))}): "
-            f"{n} requests, {answered} answered, {tied} tied to their requesting thread by wake-ups")
+            f"{n:,} requests, {answered:,} answered, {tied:,} tied to their requesting thread by wake-ups")
     if wakes is None:
         note += " (no sched_waking events in the trace: none could be tied)"
     return out, note

@@ -229,7 +229,7 @@ def _comms(syscall_io: pl.DataFrame | None, rep: int) -> pl.DataFrame | None:
 
 def _answered(req: pl.DataFrame) -> str:
     n, done = req.height, int(req["end_ts"].is_not_null().sum())
-    return f"{n} requests" + ("" if done == n else f", {n - done} never answered")
+    return f"{n:,} requests" + ("" if done == n else f", {n - done:,} never answered")
 
 
 def _daemon_name(log: pl.DataFrame | None) -> str:
