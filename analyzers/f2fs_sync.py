@@ -45,11 +45,11 @@ def checkpoint_entities(f2fs_checkpoint: pl.DataFrame | None,
         end=pl.col("ts").filter(pl.col("phase") == "end").first(),
         tid=pl.col("pid").filter(pl.col("phase") == "start").first(),
         comm=pl.col("comm").filter(pl.col("phase") == "start").first(),
-    ).filter(pl.col("start").is_not_null() & pl.col("end").is_not_null() & (pl.col("n") > 0)).sort(
-        "rep", "start", "dev_major", "dev_minor")  # ids in time order, the same every time
+    ).filter(pl.col("start").is_not_null() & pl.col("end").is_not_null() & (pl.col("n") > 0))
     if not spans.height:
         return None
-    return tag(spans.sort("rep", "start").select(
+    # ids in time order: the same every time (group_by keeps no order)
+    return tag(spans.sort("rep", "start", "dev_major", "dev_minor").select(
         "rep", pl.lit("journal").alias("layer"), pl.lit("f2fs_checkpoint").alias("name"), "tid", "comm", "start",
         "end", "dev_major", "dev_minor"))
 
