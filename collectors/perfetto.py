@@ -30,6 +30,7 @@ from pathlib import Path
 from mobiperf.collectors.collector import Collector
 from mobiperf.collectors.ftrace import EventSpec, kernel_hz
 from mobiperf.core.errors import TargetError
+from mobiperf.target.script_sections import script_sections
 from mobiperf.target.transport import Transport
 from mobiperf.target.undo_journal import new_instance_name
 
@@ -48,14 +49,7 @@ def device_perfetto(transport: Transport) -> dict:
     """What the target says about its perfetto: path (None without one), enabled (persist.traced.enable), sdk,
     background_wait (the binary knows -D). One shell round trip."""
     done = transport.run(["sh", "-c", PROBE_SCRIPT], timeout=30)
-    sections: dict[str, list[str]] = {}
-    current = None
-    for line in done.text.splitlines():
-        if line.startswith("@@"):
-            current = sections.setdefault(line[2:].strip(), [])
-        elif current is not None and line.strip():
-            current.append(line.strip())
-    first = {k: (v[0] if v else "") for k, v in sections.items()}
+    first = {k: (v[0] if v else "") for k, v in script_sections(done.text).items()}
     sdk = first.get("sdk", "")
     return {"path": first.get("path") or None, "enabled": first.get("enabled", ""),
             "sdk": int(sdk) if sdk.isdigit() else None, "background_wait": bool(first.get("help"))}

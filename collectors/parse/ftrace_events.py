@@ -28,6 +28,7 @@ from __future__ import annotations
 import polars as pl
 
 from mobiperf.collectors.parse.android_fs import ANDROID_FS_EVENTS, parse_android_fs_events
+from mobiperf.collectors.parse.body_fields import extract_fields
 from mobiperf.collectors.parse.f2fs_events import F2FS_EVENTS, parse_f2fs_events
 from mobiperf.collectors.parse.sched import SCHED_EVENTS, parse_sched_events
 from mobiperf.collectors.parse.syscall_events import RAW_SYSCALL_EVENTS, raw_syscall_events, syscall_io_of_events
@@ -77,7 +78,7 @@ def parse_other_events(head: pl.DataFrame, rep: int) -> tuple[dict[str, pl.DataF
     fsync = []
     for event, (fs, phase, pattern) in FSYNC_BODIES.items():
         if event in events:
-            got = _extract(head, event, pattern, unparsed)
+            got = extract_fields(head, event, pattern, unparsed)
             fsync.append(got.select(
                 *_ev_cols(rep), pl.lit(fs).alias("fs"), pl.lit(phase).alias("phase"), *_dev_cols(),
                 pl.col("ino").cast(pl.Int64, strict=False),
@@ -87,7 +88,7 @@ def parse_other_events(head: pl.DataFrame, rep: int) -> tuple[dict[str, pl.DataF
         tables["fsync_event"] = FSYNC_EVENT.validate(pl.concat(fsync).sort("ts", maintain_order=True))
 
     if "jbd2_run_stats" in events:
-        got = _extract(head, "jbd2_run_stats", RUN_STATS_BODY, unparsed)
+        got = extract_fields(head, "jbd2_run_stats", RUN_STATS_BODY, unparsed)
         tables["jbd2_run_stats"] = JBD2_RUN_STATS.validate(got.select(
             pl.lit(rep, pl.Int32).alias("rep"), "ts", *_dev_cols(), pl.col("tid").cast(pl.Int64, strict=False),
             *[pl.col(f).cast(pl.Int64, strict=False).alias(f"{f}_ms") for f in RUN_STATS_FIELDS],
@@ -96,7 +97,7 @@ def parse_other_events(head: pl.DataFrame, rep: int) -> tuple[dict[str, pl.DataF
     commits = []
     for event, phase in JBD2_PHASES.items():
         if event in events:
-            got = _extract(head, event, JBD2_COMMIT_BODY, unparsed)
+            got = extract_fields(head, event, JBD2_COMMIT_BODY, unparsed)
             commits.append(got.select(
                 *_ev_cols(rep), pl.lit(phase).alias("phase"), *_dev_cols(),
                 pl.col("tid").cast(pl.Int64, strict=False), (pl.col("sync").cast(pl.Int64, strict=False) != 0)
@@ -107,7 +108,7 @@ def parse_other_events(head: pl.DataFrame, rep: int) -> tuple[dict[str, pl.DataF
     fuse = []
     for event, (phase, pattern) in FUSE_BODIES.items():
         if event in events:
-            got = _extract(head, event, pattern, unparsed)
+            got = extract_fields(head, event, pattern, unparsed)
             fuse.append(got.select(
                 *_ev_cols(rep), pl.lit(phase).alias("phase"), pl.col("conn").cast(pl.Int64, strict=False)
                 .alias("connection"), pl.col("unique").cast(pl.Int64, strict=False),
@@ -144,17 +145,6 @@ def parse_other_events(head: pl.DataFrame, rep: int) -> tuple[dict[str, pl.DataF
         tables["syscall_io"], bad = syscall_io_of_events(sys_rows, rep)
         unparsed.update(bad)
     return tables, unparsed
-
-
-def _extract(head: pl.DataFrame, event: str, pattern: str, unparsed: dict[str, int]) -> pl.DataFrame:
-    rows = head.filter(pl.col("event") == event)
-    groups = rows["body"].str.extract_groups(pattern).struct.unnest()
-    got = pl.concat([rows.drop("body"), groups], how="horizontal")
-    first = groups.columns[0]
-    ok = got.filter(pl.col(first).is_not_null())
-    if len(ok) < len(got):
-        unparsed[event] = unparsed.get(event, 0) + len(got) - len(ok)
-    return ok
 
 
 def _ev_cols(rep: int) -> list[pl.Expr]:

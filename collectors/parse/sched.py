@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from mobiperf.collectors.parse.body_fields import extract_fields
 from mobiperf.core.schema import SCHED_BLOCKED_REASON, SCHED_SWITCH, SCHED_WAKEUP, TASK
 
 CLONE_THREAD = 0x10000
@@ -61,7 +62,7 @@ def parse_sched_events(head: pl.DataFrame, rep: int, unparsed: dict[str, int]) -
             pl.lit(kind).alias("event"))
             for got, kind in wakes]).sort("ts", maintain_order=True))
     if "sched_blocked_reason" in events:
-        got = _extract(rows, "sched_blocked_reason", BLOCKED_BODY, unparsed)
+        got = extract_fields(rows, "sched_blocked_reason", BLOCKED_BODY, unparsed)
         out["sched_blocked_reason"] = SCHED_BLOCKED_REASON.validate(got.select(
             pl.lit(rep, pl.Int32).alias("rep"), "ts", pl.col("tid").cast(pl.Int32),
             (pl.col("iowait").cast(pl.Int32) != 0).alias("is_io_wait"), "caller"))
@@ -75,7 +76,7 @@ def _task_rows(rows: pl.DataFrame, events: set[str], rep: int, unparsed: dict[st
     frames = []
     tgid = pl.col("tgid") if "tgid" in rows.columns else pl.lit(None, pl.Int32)
     if "task_newtask" in events:
-        got = _extract(rows, "task_newtask", NEWTASK_BODY, unparsed).with_columns(
+        got = extract_fields(rows, "task_newtask", NEWTASK_BODY, unparsed).with_columns(
             _thread=(pl.col("flags").str.to_integer(base=16, strict=False) & CLONE_THREAD) != 0, _tgid=tgid)
         frames.append(got.select(
             pl.col("tid").cast(pl.Int32), pl.when(pl.col("_thread")).then(pl.col("_tgid"))
@@ -83,7 +84,7 @@ def _task_rows(rows: pl.DataFrame, events: set[str], rep: int, unparsed: dict[st
             pl.when(pl.col("_thread") & pl.col("_tgid").is_null()).then(pl.col("pid")).cast(pl.Int32)
             .alias("parent_tid")))
     if "task_rename" in events:
-        got = _extract(rows, "task_rename", RENAME_BODY, unparsed)
+        got = extract_fields(rows, "task_rename", RENAME_BODY, unparsed)
         frames.append(got.select(pl.col("tid").cast(pl.Int32), pl.lit(None, pl.Int32).alias("pid"),
                                  pl.col("new").alias("thread"), "ts", pl.lit(None, pl.Int32).alias("parent_tid")))
     if not frames:
@@ -129,14 +130,3 @@ def _scanned(of: pl.DataFrame, event: str) -> pl.DataFrame:
         cols = {"comm_": span_strings(buf, np.where(ok, spans[:, 0], -1), spans[:, 1], "comm_"),
                 "tid": pl.Series("tid", tids).set(pl.Series(~ok), None)}
     return of.with_columns(**cols)
-
-
-def _extract(rows: pl.DataFrame, event: str, pattern: str, unparsed: dict[str, int]) -> pl.DataFrame:
-    of = rows.filter(pl.col("event") == event)
-    groups = of["body"].str.extract_groups(pattern).struct.unnest()
-    got = pl.concat([of.drop("body"), groups], how="horizontal")
-    first = groups.columns[0]
-    ok = got.filter(pl.col(first).is_not_null())
-    if len(ok) < len(got):
-        unparsed[event] = unparsed.get(event, 0) + len(got) - len(ok)
-    return ok

@@ -22,6 +22,7 @@ from mobiperf.core.binaries import reference_bin_dir
 from mobiperf.core.errors import TargetError
 from mobiperf.core.mounts import Mount, mount_of, parse_mountinfo, parse_proc_mounts
 from mobiperf.target.file_batch import PREAMBLE
+from mobiperf.target.script_sections import script_sections
 from mobiperf.target.transport import Transport
 
 log = logging.getLogger(__name__)
@@ -96,18 +97,6 @@ def android_facts(transport: Transport, *, timeout: float = 30.0) -> dict:
     if "@@end" not in done.text:
         raise TargetError(f"{transport.name}: the facts script did not finish: {done.stderr.decode(errors='replace')}")
     return parse_android_facts(done.text)
-
-
-def _sections(text: str) -> dict[str, list[str]]:
-    sections: dict[str, list[str]] = {}
-    current = None
-    for line in text.splitlines():
-        if line.startswith("@@"):
-            current = line[2:].strip()
-            sections[current] = []
-        elif current is not None and line.strip():
-            sections[current].append(line.rstrip("\n"))
-    return sections
 
 
 def storage_layer(fstype: str | None) -> str | None:
@@ -192,7 +181,7 @@ def parse_android_facts(text: str) -> dict:
     (the mount holding default_workdir: source, mountpoint, fstype, options, block_devices, disks), schedulers
     {device: {current, available}}, mounts [data-bearing mounts], cpu_model, clocksource, clocksources (_cpu).
     """
-    s = _sections(text)
+    s = script_sections(text, keep_indent=True)
     props = {}
     for line in s.get("props", []):   # getprop's "[name]: [value]" lines (or "name=value"), PROPS kept
         m = PROPERTY_LINE.match(line.strip())

@@ -13,6 +13,7 @@ from typing import Any
 
 from mobiperf.core.errors import TargetError
 from mobiperf.core.trace_events import EVENT_SETS
+from mobiperf.target.script_sections import script_sections
 from mobiperf.target.transport import Transport
 
 TRACEFS_CANDIDATES = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
@@ -91,7 +92,7 @@ def probe(transport: Transport) -> Capabilities:
     done = transport.run(["sh", "-c", PROBE_SCRIPT], timeout=60)
     if "@@end" not in done.text:
         raise TargetError(f"{transport.name}: the probe did not finish: {done.stderr.decode(errors='replace')}")
-    s = _sections(done.text)
+    s = script_sections(done.text)
     first = lambda name: (s.get(name) or [""])[0].strip()  # noqa: E731
     is_root = first("uid") == "0"
     tracefs = first("tracefs") or None
@@ -118,15 +119,3 @@ def probe(transport: Transport) -> Capabilities:
     caps.cpus = int(first("cpus")) if first("cpus").isdigit() else None
     caps.cpufreq_governor = first("governor") or None
     return caps
-
-
-def _sections(text: str) -> dict[str, list[str]]:
-    sections: dict[str, list[str]] = {}
-    current = None
-    for line in text.splitlines():
-        if line.startswith("@@"):
-            current = line[2:].strip()
-            sections[current] = []
-        elif current is not None and line.strip():
-            sections[current].append(line.strip())
-    return sections

@@ -10,9 +10,9 @@ literals of code are runtime values, not claims),
 and the comments of the C sources and Makefiles. A path counts when it starts at a top folder of the repository
 (tests/, bench/, docs/, mobiperf/, collectors/, analyzers/, reports/, reference-impl/) or, inside a package, at
 one of its subfolders (`parse/ftrace_raw.py` in collectors/, `stack/directory.py` in mobiperf/); placeholders
-(`<area>`, `{unit,golden}`, `*`, `N`) are patterns, not names, and are passed over, and so is a path written after
-another repository's name (`ARM-software/trappy, tests/trace_systrace.html`). Commands (`make`, `mobiperf`) count
-in code only (between backticks, in fenced blocks, on a Makefile's `#   make ...` lines): in prose they are words.
+(`<area>`, `{unit,golden}`, `*`, `N`) are patterns, not names, and are passed over, and so is a path written
+after another repository's name (an `owner/name, path` of a trace taken from elsewhere). Commands (`make`,
+`mobiperf`) count in code only (between backticks, in fenced blocks, on a Makefile's `#   make ...` lines): in prose they are words.
 
 find_dangling(repo) is the whole check; tests/unit/test_claims.py runs it on this tree and on a tree with a
 reference planted in it."""

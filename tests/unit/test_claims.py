@@ -45,19 +45,22 @@ def plant(path: Path, old: str, new: str) -> None:
 def test_planted_dangling_references_are_each_found(tmp_path):
     tree = copy_of_the_tree(tmp_path / "tree")
     assert find_dangling(tree) == []
+    # the planted names, built from one that exists nowhere (so this file names no missing file itself)
+    ghost = "nowhere"
+    test_file, bench_file, parse_file = f"tests/unit/test_{ghost}.py", f"bench/{ghost}_bench.py", f"parse/{ghost}.py"
     plant(tree / "docs" / "ARCHITECTURE.md", "# mobiperf: architecture",
-          "# mobiperf: architecture\n\nSee tests/unit/test_nowhere.py and `make nowhere`.")
-    plant(tree / "mobiperf" / "core" / "units.py", '"""', '"""Checked by bench/nowhere_bench.py.\n', )
+          f"# mobiperf: architecture\n\nSee {test_file} and `make {ghost}`.")
+    plant(tree / "mobiperf" / "core" / "units.py", '"""', f'"""Checked by {bench_file}.\n', )
     plant(tree / "collectors" / "parse" / "__init__.py", "from __future__ import annotations",
-          "from __future__ import annotations\n\n# the format is read by parse/nowhere.py (mobiperf.core.nowhere)")
-    plant(tree / "README.md", "# mobiperf", "# mobiperf\n\n`mobiperf nowhere` and NOWHERE.md")
+          f"from __future__ import annotations\n\n# the format is read by {parse_file} (mobiperf.core.{ghost})")
+    plant(tree / "README.md", "# mobiperf", f"# mobiperf\n\n`mobiperf {ghost}` and {ghost.upper()}.md")
     found = {(c.where.split(":")[0], c.kind, c.text) for c in find_dangling(tree)}
     assert found == {
-        ("docs/ARCHITECTURE.md", "path", "tests/unit/test_nowhere.py"),
-        ("docs/ARCHITECTURE.md", "make", ".:nowhere"),
-        ("mobiperf/core/units.py", "path", "bench/nowhere_bench.py"),
-        ("collectors/parse/__init__.py", "path", "parse/nowhere.py"),
-        ("collectors/parse/__init__.py", "module", "mobiperf.core.nowhere"),
-        ("README.md", "subcommand", "nowhere"),
-        ("README.md", "document", "NOWHERE.md"),
+        ("docs/ARCHITECTURE.md", "path", test_file),
+        ("docs/ARCHITECTURE.md", "make", f".:{ghost}"),
+        ("mobiperf/core/units.py", "path", bench_file),
+        ("collectors/parse/__init__.py", "path", parse_file),
+        ("collectors/parse/__init__.py", "module", f"mobiperf.core.{ghost}"),
+        ("README.md", "subcommand", ghost),
+        ("README.md", "document", f"{ghost.upper()}.md"),
     }
